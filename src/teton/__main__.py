@@ -1,0 +1,3 @@
+from teton.cli import main
+
+main()

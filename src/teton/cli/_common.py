@@ -1,0 +1,51 @@
+"""Helpers shared by the CLI verbs: JSON output, one-line errors, size parsing."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from typing import Any, NoReturn
+
+from teton.errors import SpecError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
+_MULT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_size(text: str, field: str) -> int:
+    """nccl-tests style sizes: 1024, 1K, 64M, 1G (binary multiples). Positive only."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise SpecError(field, text, "expected a positive size like 1024, 1K, 64M or 1G")
+    value = float(m.group(1)) * _MULT[m.group(2).upper()]
+    if value <= 0 or not math.isfinite(value):
+        raise SpecError(field, text, "must be a positive size")
+    return int(value)
+
+
+def print_json(obj: Any) -> None:
+    """One JSON document on stdout (numpy scalars converted)."""
+
+    def default(o: Any) -> Any:
+        if hasattr(o, "item"):
+            return o.item()
+        if hasattr(o, "tolist"):
+            return o.tolist()
+        if hasattr(o, "model_dump"):
+            return o.model_dump()
+        raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+    sys.stdout.write(json.dumps(obj, default=default, indent=2) + "\n")
+
+
+def click_error_exit(err: Exception) -> NoReturn:
+    """Turn a click/typer usage error into one line and exit 2; re-raise anything else."""
+    show = getattr(err, "format_message", None)
+    if show is not None and hasattr(err, "exit_code"):
+        ctx = getattr(err, "ctx", None)
+        cmd = f"{ctx.command_path}: " if ctx is not None else ""
+        print(f"error: {cmd}{show()}", file=sys.stderr)
+        sys.exit(2 if getattr(err, "exit_code", 2) else 0)
+    raise err

@@ -1,0 +1,77 @@
+"""``teton presets``: list cluster, model and hardware presets."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+
+
+def presets_dict() -> dict:
+    from teton.hardware import GPUS, HOSTS, NICS
+    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+    from teton.workload.model import MODEL_PRESETS, ModelSpec
+
+    clusters = {}
+    for name, fields in CLUSTER_PRESETS.items():
+        c = ClusterSpec(**fields)
+        clusters[name] = {"gpus": c.gpus, "gpu": c.gpu_spec.name, "host": c.host, "topology": c.topology,
+                          "nic_gbps": c.nic.gbps, "layers": [layer.name for layer in c.layers],
+                          "description": c.description}
+    models = {}
+    for name, fields in MODEL_PRESETS.items():
+        m = ModelSpec(**fields)
+        models[name] = {"params": m.total_params(), "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
+                        "kv_heads": m.n_kv_heads, "vocab": m.vocab}
+    gpus = {n: {"bf16_tflops": g.peak_tflops["bf16"], "fp8_tflops": g.peak_tflops.get("fp8"),
+                "hbm_gb": g.hbm_bytes / 1e9, "hbm_tb_s": g.hbm_bw_bytes_s / 1e12, "tdp_w": g.tdp_w}
+            for n, g in GPUS.items()}
+    out = {"clusters": clusters, "models": models, "gpus": gpus,
+           "hosts": {n: {"gpu": h.gpu, "gpus": h.gpus, "backend_nic": h.backend_nic} for n, h in HOSTS.items()},
+           "nics": {n: {"gbps": x.gbps} for n, x in NICS.items()}}
+    try:
+        from teton.storage import STORAGE_PRESETS
+
+        out["storage"] = sorted(STORAGE_PRESETS)
+    except ImportError:
+        pass
+    return out
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def presets(json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False) -> None:
+        """List cluster, model, GPU, host and NIC presets."""
+        d = presets_dict()
+        if json_:
+            print_json(d)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        t = Table(title="clusters")
+        for col in ("name", "GPUs", "GPU", "topology", "NIC Gb/s", "description"):
+            t.add_column(col)
+        for n, c in d["clusters"].items():
+            t.add_row(n, f"{c['gpus']:,}", c["gpu"], c["topology"], f"{c['nic_gbps']:.0f}", c["description"])
+        console.print(t)
+        t = Table(title="models")
+        for col in ("name", "params (B)", "layers", "hidden", "heads", "kv heads", "vocab"):
+            t.add_column(col)
+        for n, m in d["models"].items():
+            t.add_row(n, f"{m['params'] / 1e9:.2f}", str(m["layers"]), str(m["hidden"]), str(m["heads"]),
+                      str(m["kv_heads"]), str(m["vocab"]))
+        console.print(t)
+        t = Table(title="GPUs")
+        for col in ("name", "bf16 TFLOPS", "fp8 TFLOPS", "HBM GB", "HBM TB/s", "TDP W"):
+            t.add_column(col)
+        for n, g in d["gpus"].items():
+            t.add_row(n, f"{g['bf16_tflops']:.0f}", f"{g['fp8_tflops'] or 0:.0f}", f"{g['hbm_gb']:.0f}",
+                      f"{g['hbm_tb_s']:.2f}", f"{g['tdp_w']:.0f}")
+        console.print(t)
+        console.print("hosts: " + ", ".join(d["hosts"]) + "   NICs: " + ", ".join(d["nics"]))
+        if "storage" in d:
+            console.print("storage: " + ", ".join(d["storage"]))

@@ -1,0 +1,101 @@
+"""``teton run SPEC``: simulate one training step (and what the spec asks beyond it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+
+GB = 1e9
+
+
+def run_spec(spec_path: Path, overrides: list[str] | None) -> dict:
+    """The full result dict of ``teton run``: the step, plus storage / run-length extras."""
+    from teton.engine.step import simulate_step
+    from teton.spec import load_spec
+
+    spec = load_spec(spec_path, overrides)
+    result = simulate_step(spec)
+    out = result.to_dict()
+    out.update(_extras(spec, result))
+    return out
+
+
+def _extras(spec, result) -> dict:
+    """Checkpoint timings when the spec has a storage section; goodput when it asks for a run length."""
+    extra: dict = {}
+    if spec.storage is not None:
+        try:
+            from teton.storage import checkpoint_summary
+        except ImportError:  # storage model not installed in this build
+            checkpoint_summary = None
+        if checkpoint_summary is not None:
+            extra.update(checkpoint_summary(spec))
+    rel = spec.reliability or {}
+    if any(k in rel for k in ("tokens", "days")):
+        try:
+            from teton.reliability import run_summary
+        except ImportError:
+            run_summary = None
+        if run_summary is not None:
+            extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step))
+    return extra
+
+
+def print_table(d: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    lay = d["layout"]
+    title = (f"{d['gpus']} GPUs  tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} "
+             f"v={lay['virtual_stages']}  micro-batches/DP rank={d['micro_batches']}  "
+             f"[{d['fidelity']}, {d['placement']}]")
+    t = Table(title=title, show_header=False)
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    t.add_row("step time", f"{d['step_time_s']:.3f} s")
+    t.add_row("MFU", f"{d['mfu'] * 100:.1f} %")
+    t.add_row("TFLOPs / GPU", f"{d['tflops_per_gpu']:.0f}")
+    t.add_row("tokens / s", f"{d['tokens_per_s']:,.0f}")
+    fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"
+    t.add_row("memory / GPU", f"{d['memory_per_gpu_bytes'] / GB:.1f} GB of {d['hbm_bytes'] / GB:.0f} GB  {fits}")
+    for key in ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s", "ettr",
+                "time_to_train_days", "energy_mwh", "cost_usd"):
+        if key in d:
+            t.add_row(key, f"{d[key]:,.3f}" if isinstance(d[key], float) else str(d[key]))
+    console.print(t)
+    b = Table(title="where the step time goes")
+    b.add_column("category")
+    b.add_column("seconds", justify="right")
+    b.add_column("share", justify="right")
+    for k, v in d["breakdown"].items():
+        b.add_row(k, f"{v:.3f}", f"{v / d['step_time_s'] * 100:.1f} %")
+    console.print(b)
+    mtab = Table(title="memory per GPU (fullest pipeline rank)")
+    mtab.add_column("term")
+    mtab.add_column("GB", justify="right")
+    for k, v in d["memory_breakdown"].items():
+        mtab.add_row(k, f"{v / GB:.2f}")
+    mtab.add_row("total", f"{d['memory_per_gpu_bytes'] / GB:.2f}")
+    console.print(mtab)
+    for note in d.get("notes") or []:
+        console.print(f"note: {note}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def run(
+        spec: Annotated[Path, typer.Argument(help="spec file (YAML, TOML or JSON)")],
+        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")] = None,
+        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ) -> None:
+        """Simulate one training step of SPEC: step time, MFU, memory, where the time goes."""
+        d = run_spec(spec, set_)
+        if json_:
+            print_json(d)
+        else:
+            print_table(d)

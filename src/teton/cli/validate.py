@@ -1,0 +1,47 @@
+"""``teton validate``: every bundled validation case, published vs predicted."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def validate(
+        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        case: Annotated[list[str] | None, typer.Option("--case", help="only these cases (repeatable)")] = None,
+    ) -> None:
+        """Compare predictions with published measurements; relative error per row and overall."""
+        from teton.report.validation import CASES, run_validation
+
+        if case:
+            from teton.errors import SpecError, closest
+
+            for c in case:
+                if c not in CASES:
+                    raise SpecError("--case", c, closest(c, CASES))
+        d = run_validation(case)
+        if json_:
+            print_json(d)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        t = Table(title="teton validate: published vs predicted")
+        for col in ("case", "metric", "published", "predicted", "error", "band", "ok"):
+            t.add_column(col)
+        for r in d["rows"]:
+            ok = "[green]yes[/green]" if r["within_tolerance"] else "[red]no[/red]"
+            t.add_row(r["case"], r["metric"], f"{r['published']:.4g}", f"{r['predicted']:.4g}",
+                      f"{r['error'] * 100:+.1f} %", f"±{r['tolerance'] * 100:.0f} %", ok)
+        console.print(t)
+        notes = {r["note"] for r in d["rows"] if r["note"]}
+        for n in sorted(notes):
+            console.print(f"note: {n}")
+        console.print(f"mean absolute error {d['mean_abs_error'] * 100:.1f} %; "
+                      f"{d['within_tolerance']}/{d['total']} rows within their band")

@@ -1,0 +1,1 @@
+"""The step simulator: compute model, pipeline schedule timeline, result."""

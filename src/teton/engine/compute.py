@@ -1,0 +1,63 @@
+"""Compute model: the time of one operation on one GPU (roofline x microbenchmark efficiency)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from teton.hardware import GPU, Efficiency, efficiency_for
+from teton.hardware.efficiency import ATTN_S_HALF, K_HALF, wave_quantization
+from teton.workload.ops import ComputeOp
+
+
+@dataclass(frozen=True)
+class ComputeModel:
+    """Times ``ComputeOp`` s on ``gpu``.
+
+    GEMM:      t = max(F / (P_prec * e_gemm(m, n, k)), B / (BW * e_mem))
+    attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv)),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
+    memory:    t = B / (BW * e_mem)
+    P_prec is the dense peak of the job's precision for fp8-eligible GEMMs (Transformer Engine
+    runs the linear layers in fp8; attention and the rest stay in bf16).
+    """
+
+    gpu: GPU
+    eff: Efficiency
+    precision: str = "bf16"
+    seq_len: int = 8192
+
+    @classmethod
+    def for_gpu(cls, gpu: GPU, precision: str = "bf16", seq_len: int = 8192,
+                overrides: dict[str, float] | None = None) -> ComputeModel:
+        eff = efficiency_for(gpu)
+        if overrides:
+            fields = {k: v for k, v in overrides.items() if k in eff.__dataclass_fields__ and k != "gemm_mamf"}
+            if "gemm_bf16" in overrides or "gemm_fp8" in overrides:
+                mamf = dict(eff.gemm_mamf)
+                for prec in ("bf16", "fp8", "tf32"):
+                    if f"gemm_{prec}" in overrides:
+                        mamf[prec] = overrides[f"gemm_{prec}"]
+                fields["gemm_mamf"] = mamf
+            eff = replace(eff, **fields)
+        return cls(gpu, eff, precision, seq_len)
+
+    def gemm_s(self, op: ComputeOp) -> float:
+        prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
+        peak = self.gpu.peak_flops(prec)
+        e = self.eff.gemm_max(prec, self.gpu) * wave_quantization(op.m, op.n, self.gpu.sm_count) * op.k / (op.k + K_HALF)
+        return max(op.flops / (peak * e), op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem))
+
+    def attention_s(self, op: ComputeOp) -> float:
+        e = self.eff.attn_bwd if op.backward else self.eff.attn_fwd
+        s = float(self.seq_len)
+        e *= (s / (s + ATTN_S_HALF)) / (16384.0 / (16384.0 + ATTN_S_HALF))
+        return op.flops / (self.gpu.peak_flops("bf16") * e)
+
+    def memory_s(self, op: ComputeOp) -> float:
+        return op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem)
+
+    def time_s(self, op: ComputeOp) -> float:
+        if op.kind == "gemm":
+            return self.gemm_s(op)
+        if op.kind == "attention":
+            return self.attention_s(op)
+        return self.memory_s(op)

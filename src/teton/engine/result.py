@@ -1,0 +1,51 @@
+"""What a simulated training step returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One training step of a job on a cluster. Seconds, bytes, fractions.
+
+    ``breakdown`` sums to ``step_time_s``: compute, exposed tp/cp/pp/dp communication, the
+    pipeline bubble and the optimizer step, as seen by the busiest pipeline rank.
+    """
+
+    step_time_s: float
+    mfu: float
+    tflops_per_gpu: float
+    tokens_per_s: float
+    memory_per_gpu_bytes: float
+    fits_in_memory: bool
+    breakdown: dict[str, float]
+    memory_breakdown: dict[str, float]
+    hbm_bytes: float
+    largest_memory_term: str
+    model_flops_per_step: float
+    tokens_per_step: int
+    gpus: int
+    layout: dict[str, int]
+    micro_batches: int
+    fidelity: str
+    placement: str
+    comm_times_s: dict[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        extra = d.pop("extra")
+        d["notes"] = list(self.notes)
+        d.update(extra)
+        return d
+
+    def with_extra(self, **items: Any) -> StepResult:
+        from dataclasses import replace
+
+        return replace(self, extra={**self.extra, **items})
+
+
+Result = StepResult

@@ -1,0 +1,270 @@
+"""Simulate one training step: (StepWork, Placement, compute model, cost model) -> StepResult.
+
+1. Per block (layer, embedding, head) and pass, the GPU's ops are timed by the compute model and
+   its TP / CP collectives by the network cost model on the job's actual groups; within a block
+   they run back to back (no TP-comm overlap: the collectives sit between dependent GEMMs).
+2. Chunk times (layers of a virtual stage, plus embedding / head) feed the pipeline schedule
+   (``engine.schedule``), with point-to-point transfer times on the dependency edges and the
+   DP collectives (ZeRO stage semantics) on a separate stream.
+3. The schedule is run three times - ideal (no p2p, no DP), with p2p, with everything - so the
+   idle time splits into the pipeline bubble, exposed PP and exposed DP communication.
+4. Then the optimizer step (memory-bound Adam over this GPU's shard).
+
+MFU (DESIGN.md): model FLOPs per step / (step time x GPUs x dense peak of the job's precision).
+Model FLOPs per token = 6 N + 6 L s d_attn: N the matmul parameters a token touches (the
+input-embedding lookup is not a matmul), and causal self-attention's QK^T and PV, forward and
+backward, at half the full s x s matrix (each query sees s/2 keys on average). Recompute is not
+counted.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teton.engine.compute import ComputeModel
+from teton.engine.result import StepResult
+from teton.engine.schedule import DP_FULL_SHARD, DP_NONE, DP_ONCE, DP_PER_MICROBATCH, simulate_pipeline
+from teton.placement import Placement, place
+from teton.spec.schema import Spec
+from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu, params_per_rank
+from teton.workload.ops import (
+    ACT_BYTES,
+    FP32,
+    Block,
+    Collective,
+    embedding_block,
+    head_block,
+    layer_block,
+    pipeline_p2p_bytes,
+)
+from teton.workload.pipeline import split_layers
+
+OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES  # read+write state, read grad, write bf16
+
+
+def model_flops_per_token(spec: Spec) -> float:
+    """6 N (matmul params) + 6 L s d_attn (causal attention, fwd + bwd)."""
+    m = spec.model
+    return 6.0 * m.matmul_params() + 6.0 * m.layers * spec.job.seq_len * m.q_width
+
+
+def make_cost_model(spec: Spec):
+    """The network cost model the spec asks for (analytical, or flow on the explicit fabric)."""
+    if spec.network.fidelity == "flow":
+        from teton.network.flow_model import FlowCostModel  # noqa: PLC0415 - heavy, optional
+
+        return FlowCostModel(spec.cluster, routing=spec.network.routing, qps=spec.network.qps_per_connection,
+                             seed=spec.seed)
+    from teton.network.analytical import AnalyticalCostModel
+
+    key = (spec.cluster.model_dump_json(), spec.network.nvls)
+    hit = _COST_MODELS.get(key)
+    if hit is None:
+        if len(_COST_MODELS) > 64:
+            _COST_MODELS.clear()
+        hit = _COST_MODELS[key] = AnalyticalCostModel(spec.cluster, nvls=spec.network.nvls)
+    return hit
+
+
+_COST_MODELS: dict[tuple, object] = {}
+_PP_PAIRS: dict[int, tuple[Placement, list[np.ndarray]]] = {}
+
+
+def pp_boundary_pairs(placement: Placement) -> list[np.ndarray]:
+    """(n_pipelines, 2) GPU ids for each boundary r -> r+1 (the last: back to rank 0), memoised."""
+    hit = _PP_PAIRS.get(id(placement))
+    if hit is not None and hit[0] is placement:
+        return hit[1]
+    g = placement.groups("pp")
+    p = g.shape[1]
+    pairs = [np.ascontiguousarray(np.stack([g[:, r], g[:, (r + 1) % p]], axis=1)) for r in range(p)]
+    if len(_PP_PAIRS) > 256:
+        _PP_PAIRS.clear()
+    _PP_PAIRS[id(placement)] = (placement, pairs)
+    return pairs
+
+
+class _BlockTimer:
+    """Times blocks' items; remembers collective times per (op, axis, bytes)."""
+
+    def __init__(self, compute: ComputeModel, cost, placement: Placement):
+        self.compute, self.cost, self.placement = compute, cost, placement
+        self.comm: dict[tuple[str, str, float], float] = {}
+
+    def collective_s(self, c: Collective) -> float:
+        key = (c.op, c.axis, c.bytes)
+        t = self.comm.get(key)
+        if t is None:
+            degree = self.placement.degrees.get(c.axis, 1)
+            t = 0.0 if degree <= 1 else self.cost.collective_time(c.op, self.placement.groups(c.axis), c.bytes)
+            self.comm[key] = t
+        return t
+
+    def items_s(self, items) -> dict[str, float]:
+        out = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
+        for it in items:
+            if isinstance(it, Collective):
+                out[it.axis] = out.get(it.axis, 0.0) + self.collective_s(it)
+            else:
+                out["compute"] += self.compute.time_s(it)
+        return out
+
+    def block(self, block: Block) -> tuple[dict[str, float], dict[str, float]]:
+        return self.items_s(block.fwd), self.items_s(block.bwd)
+
+
+_PLACEMENTS: dict[tuple, Placement] = {}
+
+
+def default_placement(spec: Spec) -> Placement:
+    """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
+    j = spec.job
+    key = (spec.cluster.model_dump_json(), tuple(_degrees(spec).items()), j.parallel_order, j.placement, spec.seed)
+    hit = _PLACEMENTS.get(key)
+    if hit is None:
+        if len(_PLACEMENTS) > 256:
+            _PLACEMENTS.clear()
+        hit = _PLACEMENTS[key] = place(spec.cluster, _degrees(spec), j.parallel_order, j.placement, spec.seed)
+    return hit
+
+
+def _degrees(spec: Spec) -> dict[str, int]:
+    j = spec.job
+    return {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
+
+
+def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None) -> StepResult:
+    """Simulate one training step of ``spec`` (see module docstring for the model)."""
+    model, job, cluster = spec.model, spec.job, spec.cluster
+    if placement is None:
+        placement = default_placement(spec)
+    cost = cost_model if cost_model is not None else make_cost_model(spec)
+    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency)
+    timer = _BlockTimer(compute, cost, placement)
+    split = split_layers(model, job)
+    p, v, m = split.p, split.v, job.micro_batches
+
+    lf, lb = timer.block(layer_block(model, job))
+    ef, eb = timer.block(embedding_block(model, job))
+    hf, hb = timer.block(head_block(model, job))
+    cats = ("compute", "tp", "cp")
+    layers = split.layers.astype(float)
+    fwd_parts = {k: layers * lf[k] for k in cats}
+    bwd_parts = {k: layers * lb[k] for k in cats}
+    for k in cats:
+        fwd_parts[k][0, 0] += ef[k]
+        bwd_parts[k][0, 0] += eb[k]
+        fwd_parts[k][p - 1, v - 1] += hf[k]
+        bwd_parts[k][p - 1, v - 1] += hb[k]
+    fwd_s = sum(fwd_parts.values())
+    bwd_s = sum(bwd_parts.values())
+
+    # point-to-point between consecutive pipeline ranks (and the interleaved wrap-around)
+    p2p_s = np.zeros(p)
+    if p > 1:
+        nbytes = pipeline_p2p_bytes(model, job)
+        for r, pairs in enumerate(pp_boundary_pairs(placement)):
+            if r == p - 1 and v == 1:
+                break
+            p2p_s[r] = cost.collective_time("send_recv", pairs, nbytes)
+
+    # data-parallel collectives per chunk (ZeRO semantics)
+    dp = job.dp_degree
+    layer_params = params_per_rank(model, job, split)  # per rank totals
+    per_layer = (layer_params - _ends(model, job, p)) / np.maximum(split.layers_on_rank(), 1)
+    chunk_params = split.layers * per_layer[:, None]
+    chunk_params[0, 0] += model.embedding_params() / job.tp
+    chunk_params[p - 1, v - 1] += model.head_params() / job.tp
+    grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+    ag_s = np.zeros((p, v))
+    rs_s = np.zeros((p, v))
+    dp_mode = DP_NONE
+    if dp > 1:
+        dp_groups = placement.groups("dp")
+        rs_op = "all_reduce" if job.zero == 0 else "reduce_scatter"
+        uniq = {}
+        for idx, n_params in np.ndenumerate(chunk_params):
+            key = float(n_params)
+            if key not in uniq:
+                uniq[key] = (cost.collective_time(rs_op, dp_groups, n_params * grad_bytes),
+                             cost.collective_time("all_gather", dp_groups, n_params * ACT_BYTES) if job.zero else 0.0)
+            rs_s[idx], ag_s[idx] = uniq[key]
+        if job.zero == 3:
+            dp_mode = DP_FULL_SHARD
+        elif job.grad_reduce_mode == "per_microbatch":
+            dp_mode = DP_PER_MICROBATCH
+        else:
+            dp_mode = DP_ONCE if job.zero else DP_NONE
+
+    ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m)
+    p2p_finish, _, _ = simulate_pipeline(fwd_s, bwd_s, m, p2p_s) if p > 1 else (ideal_finish, None, None)
+    if dp > 1:
+        if job.overlap_dp_comm:
+            finish, _, dp_free = simulate_pipeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
+                                                   job.overlap_param_gather)
+            full = float(np.maximum(finish, dp_free).max())
+        else:  # every DP collective after the last backward, nothing overlapped
+            per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
+            dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
+                        + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))
+            full = float((p2p_finish + dp_total).max())
+    else:
+        full = float(p2p_finish.max())
+    ideal = float(ideal_finish.max())
+    with_p2p = float(p2p_finish.max())
+
+    # optimizer: Adam over this GPU's shard (ZeRO >= 1 shards it over DP)
+    max_params = float(layer_params.max())
+    opt_params = max_params / (dp if job.zero >= 1 else 1)
+    optimizer_s = opt_params * OPTIMIZER_BYTES_PER_PARAM / (cluster.gpu_spec.hbm_bw_bytes_s * compute.eff.mem)
+    step = full + optimizer_s
+
+    crit = int(np.argmax(busy))
+    comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * m) for k in cats}
+    breakdown = {
+        "compute": comp["compute"],
+        "tp_comm": comp["tp"],
+        "cp_comm": comp["cp"],
+        "pipeline_bubble": max(0.0, ideal - float(busy[crit])),
+        "pp_comm": max(0.0, with_p2p - ideal),
+        "dp_comm": max(0.0, full - with_p2p),
+        "optimizer": optimizer_s,
+    }
+    mem, _rank = memory_per_gpu(model, job, split)
+    gpu = cluster.gpu_spec
+    tokens = job.tokens_per_step
+    flops = model_flops_per_token(spec) * tokens
+    comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
+    if p > 1:
+        comm_times["send_recv.pp"] = float(p2p_s.max())
+    if dp > 1:
+        comm_times["dp.reduce_per_chunk_max"] = float(rs_s.max())
+        comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())
+    return StepResult(
+        step_time_s=step,
+        mfu=flops / (step * job.gpus * gpu.peak_flops(job.precision)),
+        tflops_per_gpu=flops / (step * job.gpus) / 1e12,
+        tokens_per_s=tokens / step,
+        memory_per_gpu_bytes=mem.total,
+        fits_in_memory=mem.total <= gpu.hbm_bytes,
+        breakdown=breakdown,
+        memory_breakdown=mem.as_dict(),
+        hbm_bytes=gpu.hbm_bytes,
+        largest_memory_term=mem.largest(),
+        model_flops_per_step=flops,
+        tokens_per_step=tokens,
+        gpus=job.gpus,
+        layout={"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": dp, "ep": job.ep, "virtual_stages": v},
+        micro_batches=m,
+        fidelity=getattr(cost, "fidelity", "analytical"),
+        placement=placement.policy,
+        comm_times_s=comm_times,
+        notes=spec.notes,
+    )
+
+
+def _ends(model, job, p: int) -> np.ndarray:
+    out = np.zeros(p)
+    out[0] += model.embedding_params() / job.tp
+    out[-1] += model.head_params() / job.tp
+    return out

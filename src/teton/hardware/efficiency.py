@@ -1,0 +1,91 @@
+"""Kernel- and collective-level efficiency constants, and the curves built on them.
+
+Every constant here comes from a *microbenchmark* (a GEMM sweep, an attention-kernel benchmark,
+a STREAM-like copy, nccl-tests), never from an end-to-end training throughput. Where a public
+figure was read second-hand the comment says so; measure your own with ``teton calibrate``-style
+microbenchmarks and override them in a cluster spec (``efficiency:`` mapping).
+
+Models
+------
+GEMM (m x k) @ (k x n):  t = max(2mnk / (peak * e_gemm(m, n, k)), bytes / (hbm_bw * e_mem))
+    e_gemm = e_max * q_wave(m, n) * k / (k + K_HALF)
+    q_wave = tiles / (ceil(tiles / SMs) * SMs),  tiles = ceil(m/TILE_M) * ceil(n/TILE_N)
+    e_max is fixed so that the curve equals the published maximum achievable matmul FLOPS
+    (MAMF) at the shape where that benchmark found it.
+Attention (flash):  t = flops / (peak * e_attn(pass) * s_kv / (s_kv + S_HALF) / norm)
+Memory-bound ops:   t = bytes / (hbm_bw * e_mem)
+Collectives:        busbw = link_bw * e_nccl(link kind)   (nccl-tests bus bandwidth, large messages)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from teton.hardware.gpus import GPU
+
+TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 GEMMs (128x256x64)
+TILE_N = 256
+K_HALF = 128.0  # main-loop prologue + epilogue ~ two 64-deep k-blocks per output tile (CUTLASS docs)
+ATTN_S_HALF = 256.0  # flash-attention per-tile start-up: efficiency halves at ~2 k-blocks of 128 keys
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Achievable fractions of peak for one GPU model."""
+
+    # Maximum achievable matmul FLOPS / dense peak, by precision, and the shape (m, n, k) it was
+    # found at.
+    gemm_mamf: dict[str, float]
+    gemm_mamf_shape: tuple[int, int, int]
+    attn_fwd: float  # flash-attention forward FLOP/s / bf16 dense peak, long causal sequences
+    attn_bwd: float  # flash-attention backward
+    mem: float  # achieved / peak HBM bandwidth for streaming kernels
+    nccl_nvlink: float  # nccl-tests busbw / NVLink per-direction bandwidth (8 GPUs, large messages)
+    nccl_nvls: float  # same with NVLink SHARP (all-reduce), if available
+    nccl_net: float  # nccl-tests busbw / NIC line rate, multi-node, large messages
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def gemm_max(self, precision: str, gpu: GPU) -> float:
+        """Asymptotic e_max: the MAMF value divided by the curve's shape factors at its shape."""
+        e = self.gemm_mamf.get(precision, self.gemm_mamf["bf16"])
+        m, n, k = self.gemm_mamf_shape
+        return e / (wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
+
+
+def wave_quantization(m: int, n: int, sm_count: int) -> float:
+    """Fraction of SM-time doing useful tiles: tiles / (waves * SMs)."""
+    tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
+    return tiles / (math.ceil(tiles / sm_count) * sm_count)
+
+
+EFFICIENCY: dict[str, Efficiency] = {
+    # A100 SXM: MAMF 271.2 of 312 TFLOPS bf16 at 1024x10240x5120 (S. Bekman, "ml-engineering",
+    # Maximum Achievable Matmul FLOPS finder table). FlashAttention-2 paper (Dao 2023, Fig. 4):
+    # A100 causal hdim-128 forward ~ 190-200, backward ~ 150-170 TFLOPS at 8-16K keys.
+    # BabelStream triad on A100-80GB ~ 1.75 of 2.04 TB/s. nccl-tests on DGX A100: all-reduce
+    # busbw ~ 230 GB/s on NVLink 3 (of 300); 8x200G HDR multi-node ~ 23 GB/s per GPU (of 25).
+    "a100": Efficiency({"bf16": 271.2 / 312, "tf32": 0.80}, (1024, 10240, 5120), 0.62, 0.51, 0.86,
+                       0.77, 0.77, 0.92),
+    # H100 SXM: MAMF 794.5 of 989 TFLOPS bf16 at 2048x2048x13312 (S. Bekman, "ml-engineering",
+    # MAMF table); fp8 cuBLASLt GEMMs reach ~ 70 % of the fp8 dense peak (DeepGEMM README reports
+    # up to 1,550 TFLOPS on H800, ~78 %). FlashAttention-3 paper (Shah et al. 2024, Figs. 5-6)
+    # reports FlashAttention-2 on H100 at ~ 350 TFLOPS forward and ~ 300 backward (causal,
+    # hdim 128, 8-16K). BabelStream triad ~ 3.0 of 3.35 TB/s. nccl-tests on 8x H100 (NVLink 4):
+    # all-gather / reduce-scatter busbw ~ 360 GB/s of 450; NVLS all-reduce ~ 480 GB/s; 400G
+    # NDR/RoCE multi-node busbw ~ 46 GB/s per GPU of 50 (NVIDIA DGX H100 nccl-tests reports).
+    "hopper": Efficiency({"bf16": 794.5 / 989.4, "fp8": 0.70, "tf32": 0.78}, (2048, 2048, 13312),
+                         0.35, 0.30, 0.90, 0.80, 1.07, 0.92),
+    # B200: no public MAMF sweep read here; NVIDIA's B200 cuBLAS figures (~ 1.5-1.7 PF bf16
+    # of 2.25) give ~ 0.72. Attention: FlashAttention for Blackwell (cuDNN) ~ 1.2 PF fwd bf16.
+    "blackwell": Efficiency({"bf16": 0.72, "fp8": 0.70, "tf32": 0.70}, (4096, 4096, 8192), 0.53,
+                            0.42, 0.90, 0.80, 1.07, 0.92),
+}
+
+_FAMILY = {"a100-40gb": "a100", "a100-80gb": "a100", "h100-sxm": "hopper", "h100-96gb": "hopper",
+           "h200": "hopper", "b200": "blackwell"}
+
+
+def efficiency_for(gpu: GPU) -> Efficiency:
+    """The efficiency table for a GPU's architecture family."""
+    return EFFICIENCY[_FAMILY.get(gpu.name, "hopper")]

@@ -1,0 +1,58 @@
+"""NICs and hosts (GPU servers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NIC:
+    name: str
+    gbps: float  # line rate, Gb/s
+    latency_us: float  # one-way NIC + PCIe + RDMA software latency
+
+    @property
+    def bytes_s(self) -> float:
+        return self.gbps * 1e9 / 8
+
+
+NICS: dict[str, NIC] = {
+    # NVIDIA ConnectX-6 VPI datasheet: 200 Gb/s HDR IB / 200GbE; ~ 0.6 us port latency; ib_write_lat
+    # ~ 1.5-2 us end to end.
+    "cx6-200g": NIC("cx6-200g", 200, 2.0),
+    # NVIDIA ConnectX-7 datasheet: 400 Gb/s NDR IB / 400GbE RoCE.
+    "cx7-400g": NIC("cx7-400g", 400, 2.0),
+    # NVIDIA ConnectX-8 SuperNIC datasheet: 800 Gb/s XDR IB / 800GbE.
+    "cx8-800g": NIC("cx8-800g", 800, 2.0),
+}
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    gpu: str
+    gpus: int
+    backend_nic: str
+    backend_nics: int
+    frontend_nic: str
+    frontend_nics: int
+    host_power_w: float  # CPUs, DRAM, NICs, fans, SSDs: system max minus GPUs' TDP
+
+
+HOSTS: dict[str, Host] = {
+    # Grand Teton (OCP 2022; Meta GenAI blog 2024; Lockwood "Meta's H100 clusters"): 8 x H100
+    # SXM 700 W on NVLink, 4 PCIe Gen5 switches each with 2 x 400G backend NICs (one per GPU),
+    # 2 CPUs each with one 400G frontend NIC. Non-GPU power: ~ 4 kW (DGX H100-class chassis,
+    # 10.2 kW max with 8 x 700 W GPUs).
+    "grand-teton": Host("grand-teton", "h100-sxm", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
+    # NVIDIA DGX A100 user guide: 8 x A100 80GB, 8 x ConnectX-6 200G (HDR) compute + 2 storage,
+    # 6.5 kW max system power.
+    "dgx-a100": Host("dgx-a100", "a100-80gb", 8, "cx6-200g", 8, "cx6-200g", 2, 3300),
+    # NVIDIA DGX H100 user guide: 8 x H100 SXM, 8 x 400G ConnectX-7 compute ports (4 OSFP),
+    # 2 x 400G storage/in-band, 10.2 kW max.
+    "dgx-h100": Host("dgx-h100", "h100-sxm", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
+    # HGX H200 8-GPU: as DGX H100 with H200 GPUs.
+    "hgx-h200": Host("hgx-h200", "h200", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
+    # NVIDIA DGX B200 datasheet: 8 x B200, 8 x 400G ConnectX-7 compute (4 OSFP), 14.3 kW max.
+    "dgx-b200": Host("dgx-b200", "b200", 8, "cx7-400g", 8, "cx7-400g", 2, 6300),
+}

@@ -1,0 +1,140 @@
+"""The analytical (alpha-beta) network cost model over a layered fabric.
+
+One question: how long does collective ``op`` of ``size_bytes`` take on ``groups`` (an
+(n_groups, n) array of GPU ids), all groups running at once?
+
+Model (NCCL ring algorithms; nccl-tests definitions of algbw / busbw, PERFORMANCE.md):
+    t = factor(op, n) * S / busbw + steps(op, n) * alpha
+    factor: all_gather / reduce_scatter / all_to_all (n-1)/n, all_reduce 2(n-1)/n, send_recv 1.
+Bus bandwidth of a group with k members per host spread over several hosts:
+    busbw = min(NVLink_bw * e_nvlink,  NIC_bw * e_net * min(k, min_l b_l / o_l))
+where, for every fabric layer l whose domains the group spans more than one of, b_l is the
+group's members per domain and o_l the layer's oversubscription. Derivation: NCCL builds one
+ring per NIC (k channels); with topology-ordered rings each channel leaves a domain once, so a
+domain of D GPUs running D/b_l groups needs D/b_l * k crossing edges at rate r against an uplink
+capacity of D * NIC / o_l, hence r <= NIC * b_l / (k * o_l); busbw is k rings times r.
+A group inside one host runs on NVLink (NVLS in-switch reduction for all-reduce where present).
+alpha: per ring step, the NIC latency plus one switch hop up and down at every layer crossed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from teton.errors import SpecError, closest
+from teton.hardware import efficiency_for
+from teton.topology.cluster import ClusterSpec
+
+OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
+NVLINK_STEP_LATENCY_S = 2e-6
+_BUSBW_CACHE: dict[tuple, tuple[float, float]] = {}  # pure function of (cluster, op, groups)  # NCCL intra-node step latency (LL/Simple ~ 1-3 us, nccl-tests small sizes)
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests busbw / algbw factor (doc/PERFORMANCE.md)."""
+    if n <= 1:
+        return 0.0
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if op in ("send_recv", "broadcast"):
+        return 1.0
+    raise SpecError("op", op, closest(op, OPS))
+
+
+def ring_steps(op: str, n: int) -> int:
+    if op == "all_reduce":
+        return 2 * (n - 1)
+    if op in ("send_recv", "broadcast"):
+        return 1
+    return n - 1
+
+
+class AnalyticalCostModel:
+    """alpha-beta per fabric layer, contention from oversubscription by the ring argument above."""
+
+    fidelity = "analytical"
+
+    def __init__(self, cluster: ClusterSpec, nvls: bool = True):
+        self.cluster = cluster
+        self.gpu = cluster.gpu_spec
+        self.eff = efficiency_for(self.gpu)
+        self.nvls = nvls and self.gpu.nvls
+        self.gpus_per_host = cluster.gpus_per_host
+        self.nic_bw = cluster.nic_bytes_s_per_gpu
+        self.nic_latency_s = cluster.nic.latency_us * 1e-6
+        self._key = (cluster.model_dump_json(), self.nvls)
+        self._ident: dict[int, tuple[np.ndarray, int]] = {}  # id(groups) -> (groups, hash)
+
+    def _groups_hash(self, groups: np.ndarray) -> int:
+        hit = self._ident.get(id(groups))
+        if hit is not None and hit[0] is groups:
+            return hit[1]
+        h = hash(groups.tobytes())
+        if len(self._ident) > 4096:
+            self._ident.clear()
+        self._ident[id(groups)] = (groups, h)
+        return h
+
+    # -- the shape of groups over the topology -------------------------------------------
+    @staticmethod
+    def _distinct_per_row(ids: np.ndarray) -> np.ndarray:
+        s = np.sort(ids, axis=1)
+        return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
+
+    def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
+        """(bus bandwidth bytes/s, per-step latency s) of the slowest group, contention included."""
+        g = np.atleast_2d(np.asarray(groups))
+        n = g.shape[1]
+        nvlink = self.gpu.nvlink_bw_bytes_s * self.eff.nccl_nvlink
+        hosts = self._distinct_per_row(g // self.gpus_per_host)
+        if hosts.max() == 1:
+            if op == "all_reduce" and self.nvls and n > 2:
+                return self.gpu.nvlink_bw_bytes_s * self.eff.nccl_nvls, NVLINK_STEP_LATENCY_S
+            return nvlink, NVLINK_STEP_LATENCY_S
+        k = np.maximum(1, n // hosts)
+        share = k.astype(float)
+        worst_a2a = np.ones(g.shape[0])
+        latency = self.nic_latency_s
+        for layer in self.cluster.layers:
+            domains = self._distinct_per_row(g // layer.span_gpus)
+            crossing = domains > 1
+            if not crossing.any():
+                latency += 2 * layer.hop_latency_us * 1e-6  # paths turn around at this tier
+                break
+            members = n / domains
+            share = np.where(crossing, np.minimum(share, members / layer.oversubscription), share)
+            worst_a2a = np.where(crossing, np.maximum(worst_a2a, (n - members) / max(1, n - 1)
+                                                      * layer.oversubscription), worst_a2a)
+            latency += 2 * layer.hop_latency_us * 1e-6
+        net = self.nic_bw * self.eff.nccl_net
+        if op == "all_to_all":
+            # a fraction (n - b_l)/n of each GPU's data leaves its layer-l domain at NIC / o_l
+            per = net / worst_a2a * (n - 1) / np.maximum(1, n - k)
+            return float(min(nvlink, per.min())), latency
+        if op == "send_recv":
+            share = np.minimum(1.0, share)
+        return float(min(nvlink, net * share.min())), latency
+
+    def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float:
+        """Seconds until the slowest of ``groups`` finishes ``op`` on ``size_bytes`` (nccl-tests S)."""
+        if groups.ndim != 2:
+            groups = np.atleast_2d(np.asarray(groups))
+        n = groups.shape[1]
+        if n <= 1 or size_bytes <= 0:
+            return 0.0
+        key = (self._key, op, groups.shape, self._groups_hash(groups))
+        hit = _BUSBW_CACHE.get(key)
+        if hit is None:
+            if len(_BUSBW_CACHE) > 100_000:
+                _BUSBW_CACHE.clear()
+            hit = _BUSBW_CACHE[key] = self.busbw(op, groups)
+        bw, alpha = hit
+        steps = ring_steps(op, n)
+        if op == "all_reduce" and n > 2:
+            # NCCL switches to (double binary) trees when latency dominates: log2 n steps up and down
+            steps = min(steps, 2 * math.ceil(math.log2(n)))
+        return bus_factor(op, n) * size_bytes / bw + steps * alpha

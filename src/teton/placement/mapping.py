@@ -1,0 +1,201 @@
+"""Rank -> GPU mapping and the communication groups of each parallel axis.
+
+GPU ids follow the physical order of the cluster: host-major (``gpu = host * gpus_per_host +
+local``) with hosts numbered rack by rack and pod by pod, so a contiguous id range is a
+topology-compact set. A job rank is decomposed over ``parallel_order`` (innermost first, Llama 3:
+[TP, CP, PP, DP]): ``rank = tp + TP * (cp + CP * (pp + PP * dp))``. The groups of an axis are the
+ranks that differ only in that axis' coordinate.
+
+Expert parallelism (Megatron-Core convention, Korthikanti et al. / Megatron "expert model
+parallel"): EP is carved out of DP. When ``order`` names ``ep`` the DP coordinate splits into an
+``ep`` coordinate (degree ``degrees['ep']``) and an expert-data-parallel ``edp`` coordinate
+(degree ``dp / ep``), each placed where ``order`` puts it (``edp`` takes the place of ``dp``).
+``groups('dp')`` is then still the full data-parallel group of the dense layers (ranks that differ
+only in ``ep`` and ``edp``), ``groups('ep')`` the all-to-all groups of the MoE layers and
+``groups('edp')`` the gradient groups of the expert weights. Without ``ep`` in ``order`` EP is
+folded into DP, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from teton.errors import SpecError
+from teton.topology.cluster import ClusterSpec
+
+POLICIES = ("topology-aware", "linear", "random", "fragmented")
+BASE_AXES = ("tp", "cp", "pp", "dp")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where each rank of a job runs, and the rank groups of each axis (as GPU ids)."""
+
+    gpu_of_rank: np.ndarray  # (ranks,) global GPU ids
+    degrees: dict[str, int]  # axis -> degree, for tp/cp/pp/dp (+ ep when order names it)
+    order: tuple[str, ...]  # innermost first
+    policy: str = "topology-aware"
+    _groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ranks(self) -> int:
+        return int(self.gpu_of_rank.size)
+
+    def _grid_axes(self) -> tuple[list[str], list[int]]:
+        """Grid axes (innermost first) and degrees; with EP, dp becomes the edp coordinate."""
+        axes = list(self.order)
+        if "ep" in axes:
+            ep = self.degrees.get("ep", 1)
+            degs = [ep if a == "ep" else self.degrees["dp"] // ep if a == "dp" else self.degrees[a]
+                    for a in axes]
+            axes = ["edp" if a == "dp" else a for a in axes]
+            return axes, degs
+        return axes, [self.degrees[a] for a in axes]
+
+    def _axis_groups(self, members: tuple[str, ...]) -> np.ndarray:
+        axes, degs = self._grid_axes()
+        grid = self.gpu_of_rank.reshape(list(reversed(degs)))  # C order: outermost first
+        rev = list(reversed(axes))
+        pos = [rev.index(a) for a in members]  # members listed outermost first
+        moved = np.moveaxis(grid, pos, list(range(grid.ndim - len(pos), grid.ndim)))
+        size = int(np.prod([degs[axes.index(a)] for a in members]))
+        return np.ascontiguousarray(moved.reshape(-1, size))
+
+    def groups(self, axis: str) -> np.ndarray:
+        """(n_groups, degree) array of GPU ids; row i is one group, ordered by the axis' coordinate
+        (for the merged DP group of an EP job: by rank)."""
+        if axis not in self._groups:
+            axes, _ = self._grid_axes()
+            if axis == "dp" and "ep" in axes:
+                pair = sorted(("ep", "edp"), key=axes.index, reverse=True)  # outermost first
+                self._groups[axis] = self._axis_groups(tuple(pair))
+            elif axis in axes:
+                self._groups[axis] = self._axis_groups((axis,))
+            elif axis == "ep":  # EP folded into DP: no separate EP groups
+                self._groups[axis] = self.gpu_of_rank.reshape(-1, 1)
+            else:
+                raise SpecError("axis", axis, f"must be one of {', '.join(axes)}")
+        return self._groups[axis]
+
+    def pp_neighbours(self) -> np.ndarray:
+        """(n_pairs, 2) GPU ids of consecutive pipeline ranks (stage i -> i+1)."""
+        g = self.groups("pp")
+        if g.shape[1] < 2:
+            return np.empty((0, 2), dtype=np.int64)
+        return np.stack([g[:, :-1].ravel(), g[:, 1:].ravel()], axis=1)
+
+
+def free_gpus_in_order(cluster: ClusterSpec, busy: np.ndarray | None = None) -> np.ndarray:
+    ids = np.arange(cluster.gpus, dtype=np.int64)
+    if busy is not None and np.size(busy):
+        ids = np.setdiff1d(ids, np.asarray(busy, dtype=np.int64), assume_unique=False)
+    return ids
+
+
+def check_order(degrees: dict[str, int], order: tuple[str, ...]) -> None:
+    """``order`` must be a permutation of tp, cp, pp, dp (optionally with ep, which must divide dp)."""
+    extra = set(order) - {"ep"}
+    if len(order) != len(set(order)) or extra != set(BASE_AXES):
+        raise SpecError("job.parallel_order", list(order),
+                        "must be an ordering of tp, cp, pp, dp (and optionally ep), innermost first")
+    missing = [a for a in order if a not in degrees]
+    if missing:
+        raise SpecError("degrees", missing[0], "every axis of the order needs a degree")
+    if "ep" in order and degrees["dp"] % degrees["ep"]:
+        raise SpecError("job.ep", degrees["ep"], f"must divide the data-parallel degree ({degrees['dp']})")
+
+
+def _pod_span_gpus(cluster: ClusterSpec) -> int:
+    below = [layer.span_gpus for layer in cluster.layers if layer.span_gpus < cluster.gpus]
+    return max(below) if below else cluster.gpus
+
+
+def topology_aware_gpus(cluster: ClusterSpec, free: np.ndarray, n: int, block_gpus: int) -> np.ndarray:
+    """Minimum-cut choice of ``n`` of the ``free`` GPUs (MAST's AI-zone "minimum cut").
+
+    The job is cut into blocks of ``block_gpus`` GPUs (one copy of the inner, heavy axes: every
+    axis but the outermost of the order). A block always sits inside one pod (the top domain
+    below the whole cluster), so the heavy axes never cross the oversubscribed pod uplinks.
+    Phase 1 packs blocks onto whole free hosts, pods with the most free whole hosts first (the
+    fewest pods), racks filled in id order; phase 2 packs the remaining blocks onto the partial
+    hosts of each pod (fullest pods first); what still does not fit takes the remaining free GPUs
+    in topology order.
+    """
+    g = cluster.gpus_per_host
+    pod = _pod_span_gpus(cluster)
+    block = max(1, block_gpus)
+    fill = np.bincount(free // g, minlength=cluster.hosts)[free // g]
+    used = np.zeros(free.size, dtype=bool)
+    chosen: list[np.ndarray] = []
+    left = n
+    for phase in (fill == g, np.ones(free.size, dtype=bool)):
+        if left <= 0 or block > pod:
+            break
+        cand = np.flatnonzero(phase & ~used)
+        pods, counts = np.unique(free[cand] // pod, return_counts=True)
+        for p in pods[np.lexsort((pods, -counts))]:
+            if left <= 0:
+                break
+            idx = cand[free[cand] // pod == p]
+            take = min(idx.size // block * block, -(-left // block) * block, left)
+            if take > 0:
+                chosen.append(free[idx[:take]])
+                used[idx[:take]] = True
+                left -= take
+    if left > 0:  # leftovers in topology order, so a group spans at most neighbouring pods
+        chosen.append(free[~used][:left])
+    return np.concatenate(chosen)[:n] if chosen else np.empty(0, dtype=np.int64)
+
+
+def fragmented_order(cluster: ClusterSpec, free: np.ndarray) -> np.ndarray:
+    """Free GPUs in the order a scheduler that ignores host boundaries hands them out on a
+    half-occupied cluster: the first half of every free host's GPUs, then the second halves
+    (a half-occupied cluster where small jobs hold half of each host leaves exactly this)."""
+    g = cluster.gpus_per_host
+    half = max(1, g // 2)
+    key = (free % g) // half * cluster.hosts + free // g
+    return free[np.lexsort((free % g, key))]
+
+
+def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] = ("tp", "cp", "pp", "dp"),
+          policy: str = "topology-aware", seed: int = 0, busy: np.ndarray | None = None) -> Placement:
+    """Place a job with the given axis degrees on ``cluster`` (``busy``: GPU ids already taken).
+
+    topology-aware: whole free hosts, in blocks that keep all axes but the outermost inside one
+      pod, pods with the most free hosts first, racks filled in order (a contiguous, minimum-cut
+      block on an empty cluster); partial hosts only when whole ones run out.
+    linear: the free GPUs in id order, whatever hosts they are on.
+    random: free whole hosts in a seeded random order (GPUs of one host stay together).
+    fragmented: whatever is free, as a host-oblivious scheduler on a half-occupied cluster hands
+      it out: the first half of every free host, then the second halves (see ``fragmented_order``).
+    """
+    order = tuple(order)
+    check_order(degrees, order)
+    n = int(np.prod([degrees[a] for a in BASE_AXES]))
+    if policy not in POLICIES:
+        raise SpecError("placement", policy, f"must be one of {', '.join(POLICIES)}")
+    free = free_gpus_in_order(cluster, busy)
+    if free.size < n:
+        raise SpecError("job.gpus", n, f"only {free.size} free GPUs on cluster {cluster.name}")
+    g = cluster.gpus_per_host
+    if policy == "linear":
+        chosen = free[:n]
+    elif policy == "fragmented":
+        chosen = fragmented_order(cluster, free)[:n]
+    elif policy == "topology-aware":
+        inner = [a for a in order if a != "ep"][:-1]
+        block_gpus = int(np.prod([degrees[a] for a in inner])) if inner else 1
+        chosen = topology_aware_gpus(cluster, free, n, block_gpus)
+    else:  # random: whole free hosts in a seeded random order, then the fullest partial hosts
+        hosts, counts = np.unique(free // g, return_counts=True)
+        whole = np.random.default_rng(seed).permutation(hosts[counts == g])[: -(-n // g)]
+        chosen = (whole[:, None] * g + np.arange(g)).ravel()[:n]
+        if chosen.size < n:
+            rest = np.setdiff1d(free, chosen)
+            fill = np.bincount(rest // g, minlength=cluster.hosts)[rest // g]
+            rest = rest[np.lexsort((rest, -fill))]
+            chosen = np.concatenate([chosen, rest[: n - chosen.size]])
+    return Placement(gpu_of_rank=np.asarray(chosen, dtype=np.int64), degrees=dict(degrees),
+                     order=order, policy=policy)

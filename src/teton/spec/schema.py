@@ -1,0 +1,160 @@
+"""The job and network parts of a spec, and the whole resolved spec."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from teton.errors import SpecError
+from teton.topology.cluster import ClusterSpec
+from teton.workload.model import ModelSpec
+
+AXES = ("tp", "cp", "pp", "dp", "ep")
+
+
+class JobSpec(BaseModel):
+    """A training job: parallel layout, batch, precision, memory-saving and overlap choices."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpus: int = Field(gt=0)
+    tp: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    dp: int | None = Field(default=None, gt=0)
+    ep: int = Field(default=1, gt=0)
+    seq_len: int = Field(default=8192, gt=0)
+    micro_batch: int = Field(default=1, gt=0)
+    global_batch: int | None = Field(default=None, gt=0)  # sequences per step
+    global_batch_tokens: int | None = Field(default=None, gt=0)
+    precision: Literal["bf16", "fp8"] = "bf16"
+    recompute: Literal["none", "selective", "full"] = "none"
+    sequence_parallel: bool = True
+    flash_attention: bool = True
+    pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    virtual_stages: int = Field(default=1, gt=0)
+    # Embedding and output head each take one layer's slot in the pipeline split (Llama 3:
+    # "one transformer layer removed from the first and the last stages").
+    pp_embedding_slots: bool = False
+    zero: Literal[0, 1, 2, 3] = 1
+    overlap_dp_comm: bool = True  # gradient reduce-scatter overlapped with backward
+    overlap_param_gather: bool = True  # parameter all-gather prefetched under forward compute
+    grad_accum_dtype: Literal["fp32", "bf16"] = "fp32"
+    # When gradients are reduced over DP: once per step after accumulating all micro-batches
+    # (Megatron distributed optimizer; PyTorch FSDP with gradient sync only on the last
+    # micro-batch, as Llama 3 runs it), or after every micro-batch (DeepSpeed ZeRO-2/3). Default:
+    # per_step for zero <= 2, per_microbatch for zero 3.
+    grad_reduce: Literal["per_step", "per_microbatch"] | None = None
+    placement: Literal["topology-aware", "linear", "random"] = "topology-aware"
+    parallel_order: tuple[str, ...] = ("tp", "cp", "pp", "dp")  # innermost first (Llama 3)
+
+    @model_validator(mode="after")
+    def _check(self) -> JobSpec:
+        if sorted(self.parallel_order) != sorted(("tp", "cp", "pp", "dp")):
+            raise SpecError("job.parallel_order", list(self.parallel_order),
+                            "must be an ordering of tp, cp, pp, dp (innermost first)")
+        if self.pp_schedule == "1f1b" and self.virtual_stages != 1:
+            raise SpecError("job.virtual_stages", self.virtual_stages,
+                            "needs job.pp_schedule = interleaved (1f1b has one stage per rank)")
+        if self.global_batch and self.global_batch_tokens:
+            raise SpecError("job.global_batch_tokens", self.global_batch_tokens,
+                            "give either job.global_batch (sequences) or job.global_batch_tokens, not both")
+        return self
+
+    @property
+    def grad_reduce_mode(self) -> str:
+        return self.grad_reduce or ("per_microbatch" if self.zero == 3 else "per_step")
+
+    @property
+    def dp_degree(self) -> int:
+        assert self.dp is not None
+        return self.dp
+
+    @property
+    def sequences_per_step(self) -> int:
+        if self.global_batch:
+            return self.global_batch
+        if self.global_batch_tokens:
+            return self.global_batch_tokens // self.seq_len
+        return self.dp_degree * self.micro_batch
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per DP rank per step (the gradient-accumulation count, m)."""
+        return self.sequences_per_step // (self.dp_degree * self.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.sequences_per_step * self.seq_len
+
+
+class NetworkSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fidelity: Literal["analytical", "flow"] = "analytical"
+    routing: Literal["ecmp", "e-ecmp", "pinned", "adaptive"] = "e-ecmp"
+    qps_per_connection: int = Field(default=16, gt=0)
+    nvls: bool = True  # use NVLink SHARP for intra-host all-reduce where the GPU has it
+
+
+class Spec(BaseModel):
+    """A resolved spec: every preset expanded, every cross-field rule checked."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    cluster: ClusterSpec
+    model: ModelSpec
+    job: JobSpec
+    network: NetworkSpec = NetworkSpec()
+    storage: dict[str, Any] | None = None
+    reliability: dict[str, Any] | None = None
+    seed: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
+    """Cross-field rules between job, model and cluster; returns the job with dp filled in."""
+    model_par = job.tp * job.cp * job.pp
+    if job.dp is None:
+        if job.gpus % model_par:
+            raise SpecError("job.gpus", job.gpus, f"must be a multiple of tp*cp*pp = {model_par}")
+        job = job.model_copy(update={"dp": job.gpus // model_par})
+    if model_par * job.dp_degree != job.gpus:
+        raise SpecError("job.dp", job.dp,
+                        f"tp*cp*pp*dp = {job.tp}*{job.cp}*{job.pp}*{job.dp} = {model_par * job.dp_degree} "
+                        f"must equal job.gpus ({job.gpus})")
+    if job.gpus > cluster.gpus:
+        raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
+    if model.heads % job.tp:
+        raise SpecError("job.tp", job.tp, f"must divide model.heads ({model.heads})")
+    if model.n_kv_heads % job.tp:
+        raise SpecError("job.tp", job.tp, f"must divide model.kv_heads ({model.n_kv_heads})")
+    if model.ffn_hidden % job.tp:
+        raise SpecError("job.tp", job.tp, f"must divide model.ffn_hidden ({model.ffn_hidden})")
+    if job.tp > cluster.gpus_per_host and job.tp % cluster.gpus_per_host:
+        raise SpecError("job.tp", job.tp, f"must divide or be a multiple of GPUs per host ({cluster.gpus_per_host})")
+    chunks = job.pp * job.virtual_stages
+    slots = model.layers + (2 if job.pp_embedding_slots else 0)
+    if chunks > slots:
+        raise SpecError("job.pp", job.pp,
+                        f"pp*virtual_stages = {chunks} exceeds the model's {model.layers} layers")
+    if job.seq_len % (2 * job.cp) and job.cp > 1:
+        raise SpecError("job.seq_len", job.seq_len, f"must be divisible by 2*cp = {2 * job.cp} (load-balanced chunks)")
+    if job.seq_len % job.tp and job.sequence_parallel:
+        raise SpecError("job.seq_len", job.seq_len, f"must be divisible by tp ({job.tp}) with sequence parallelism")
+    if model.experts > 1 and model.experts % job.ep:
+        raise SpecError("job.ep", job.ep, f"must divide model.experts ({model.experts})")
+    if model.experts == 1 and job.ep != 1:
+        raise SpecError("job.ep", job.ep, "expert parallelism needs a MoE model (model.experts > 1)")
+    seqs = job.sequences_per_step
+    per = job.dp_degree * job.micro_batch
+    if seqs <= 0 or seqs % per:
+        what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
+        val = job.global_batch if what == "job.global_batch" else job.global_batch_tokens
+        raise SpecError(what, val, f"must be a positive multiple of dp*micro_batch = {per} sequences")
+    if job.pp_schedule == "interleaved" and job.pp > 1 and job.micro_batches % job.pp:
+        raise SpecError("job.global_batch", seqs,
+                        f"the interleaved schedule needs micro-batches per DP rank ({job.micro_batches}) "
+                        f"divisible by pp ({job.pp})")
+    return job

@@ -1,0 +1,156 @@
+"""A cluster: hosts with an NVLink domain, and a layered backend fabric.
+
+Each fabric layer is a *domain* of GPUs under one switch tier (rack under an RTSW, pod under the
+CTSW spine, the whole building under the ATSWs). Traffic that leaves a domain climbs to the next
+tier through uplinks whose capacity is the domain's injection bandwidth divided by
+``oversubscription``; a path that turns around at a tier pays that tier's hop latency on the way
+up and down. This layered view is what the analytical (alpha-beta) network model needs; the
+explicit switch graph is built from the same fields by ``teton.topology`` builders.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from teton.errors import SpecError, closest
+from teton.hardware import GPU, GPUS, HOSTS, NIC, NICS, Host
+
+
+class FabricLayer(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    switch: str = "switch"
+    span_gpus: int = Field(gt=0, description="GPUs in one domain of this layer")
+    oversubscription: float = Field(default=1.0, ge=1.0, description="down:up capacity leaving a domain")
+    hop_latency_us: float = Field(default=1.0, ge=0)
+
+
+class ClusterSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "custom"
+    host: str = "grand-teton"
+    hosts: int = Field(gt=0)
+    gpu: str | None = None  # override the host's GPU model
+    backend_nic: str | None = None  # override the host's backend NIC
+    topology: Literal["clos", "fat-tree", "rail-optimized"] = "clos"
+    layers: tuple[FabricLayer, ...]
+    storage: str | None = None  # storage preset that checkpoints land on
+    frontend_oversubscription: float = Field(default=1.0, ge=1.0)
+    efficiency: dict[str, float] = Field(default_factory=dict)  # overrides of hardware.efficiency fields
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> ClusterSpec:
+        if self.host not in HOSTS:
+            raise SpecError("cluster.host", self.host, closest(self.host, HOSTS))
+        if self.gpu is not None and self.gpu not in GPUS:
+            raise SpecError("cluster.gpu", self.gpu, closest(self.gpu, GPUS))
+        if self.backend_nic is not None and self.backend_nic not in NICS:
+            raise SpecError("cluster.backend_nic", self.backend_nic, closest(self.backend_nic, NICS))
+        spans = [layer.span_gpus for layer in self.layers]
+        if not spans:
+            raise SpecError("cluster.layers", [], "needs at least one fabric layer")
+        g = self.host_spec.gpus
+        prev = g
+        for i, s in enumerate(spans):
+            if s % prev:
+                raise SpecError(f"cluster.layers[{i}].span_gpus", s,
+                                f"must be a multiple of the layer below ({prev} GPUs)")
+            prev = s
+        if spans[-1] < self.gpus:
+            raise SpecError("cluster.layers[-1].span_gpus", spans[-1],
+                            f"the top layer must span all {self.gpus} GPUs")
+        return self
+
+    @property
+    def host_spec(self) -> Host:
+        return HOSTS[self.host]
+
+    @property
+    def gpu_spec(self) -> GPU:
+        return GPUS[self.gpu or self.host_spec.gpu]
+
+    @property
+    def nic(self) -> NIC:
+        return NICS[self.backend_nic or self.host_spec.backend_nic]
+
+    @property
+    def gpus_per_host(self) -> int:
+        return self.host_spec.gpus
+
+    @property
+    def gpus(self) -> int:
+        return self.hosts * self.host_spec.gpus
+
+    @property
+    def nic_bytes_s_per_gpu(self) -> float:
+        h = self.host_spec
+        return self.nic.bytes_s * h.backend_nics / h.gpus
+
+
+def _meta_clos(name: str, desc: str, **extra) -> dict:
+    return dict(
+        name=name, host="grand-teton", hosts=3072, topology="clos", description=desc,
+        storage="tectonic-llama3",
+        layers=[
+            # Llama 3 paper §3.3.3: 16 GPUs (2 servers) per rack behind one Minipack2 RTSW;
+            # 192 racks per pod (3,072 GPUs) with full bisection; 8 pods joined by aggregation
+            # switches at 1:7. Hop latencies: Tomahawk-4 RTSW ~ 1 us (Broadcom TH4 brief);
+            # Arista 7800R3 (Jericho2, deep-buffer VOQ) CTSW/ATSW ~ 4 us (Arista 7800R3 datasheet
+            # lists 3.8 us port-to-port for 400G).
+            dict(name="rack", switch="rtsw", span_gpus=16, oversubscription=1.0, hop_latency_us=1.0),
+            dict(name="pod", switch="ctsw", span_gpus=3072, oversubscription=7.0, hop_latency_us=4.0),
+            dict(name="cluster", switch="atsw", span_gpus=24576, oversubscription=1.0, hop_latency_us=4.0),
+        ],
+        **extra,
+    )
+
+
+CLUSTER_PRESETS: dict[str, dict] = {
+    "meta-roce-24k": _meta_clos(
+        "meta-roce-24k",
+        "Meta 24,576 x H100 RoCE cluster (Arista 7800 CTSW/ATSW, Minipack2 RTSW), 8 pods of 3,072 at 1:7"),
+    # Meta's InfiniBand twin: NVIDIA Quantum-2 NDR 400G, "optimized for full-bisection bandwidth"
+    # (Meta 2024 blog). Three-tier fat tree of 64-port QM9700 switches: 32 GPUs per leaf
+    # (32 down / 32 up), 1,024 GPUs per spine block, core above; ~ 0.13 us per switch hop
+    # (QM9700 datasheet: < 130 ns port-to-port).
+    "meta-ib-24k": dict(
+        name="meta-ib-24k", host="grand-teton", hosts=3072, topology="fat-tree", storage="tectonic-llama3",
+        description="Meta 24,576 x H100 InfiniBand (Quantum-2 NDR) cluster, full bisection",
+        layers=[
+            dict(name="leaf", switch="qm9700", span_gpus=32, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="spine", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="core", switch="qm9700", span_gpus=24576, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # Meta RSC (2022 announcement): 2,000 DGX A100 = 16,000 A100, NVIDIA Quantum 200 Gb/s HDR
+    # InfiniBand, two-level Clos with no oversubscription. QM8700 (40 ports): 20 down / 20 up.
+    "meta-rsc-16k": dict(
+        name="meta-rsc-16k", host="dgx-a100", hosts=2000, topology="fat-tree",
+        description="Meta Research SuperCluster: 16,000 x A100, 200G HDR InfiniBand, non-blocking",
+        layers=[
+            dict(name="leaf", switch="qm8700", span_gpus=160, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="spine", switch="qm8700", span_gpus=16000, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # NVIDIA DGX SuperPOD (A100) reference architecture: scalable units of 20 DGX A100,
+    # 140 nodes (1,120 GPUs), rail-optimised HDR 200G, full fat tree.
+    "dgx-a100-superpod": dict(
+        name="dgx-a100-superpod", host="dgx-a100", hosts=140, topology="rail-optimized",
+        description="NVIDIA DGX SuperPOD, 140 x DGX A100, rail-optimised 200G HDR InfiniBand",
+        layers=[
+            dict(name="su", switch="qm8700", span_gpus=160, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="pod", switch="qm8700", span_gpus=1120, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # NVIDIA DGX SuperPOD (H100) reference architecture: 4 scalable units of 32 DGX H100
+    # (1,024 GPUs), rail-optimised NDR 400G, full fat tree.
+    "dgx-h100-superpod": dict(
+        name="dgx-h100-superpod", host="dgx-h100", hosts=128, topology="rail-optimized",
+        description="NVIDIA DGX SuperPOD, 128 x DGX H100, rail-optimised 400G NDR InfiniBand",
+        layers=[
+            dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+}

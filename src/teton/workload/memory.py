@@ -1,0 +1,147 @@
+"""Memory per GPU: weights, gradients, optimizer state, activations, working buffers.
+
+Model state (mixed-precision Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3): bf16 weights (2 B),
+gradients (fp32 accumulation 4 B, or bf16 2 B), fp32 master weights + Adam m + v (12 B) per
+parameter. ZeRO-1 shards the optimizer state over DP, ZeRO-2 also the gradients, ZeRO-3 also
+the weights (plus the gathered parameters of the layers being computed).
+
+Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation", Sec. 4): the tensors
+each layer saves for its backward, counted op by op. For a GPT layer with dropout, no flash
+attention and sequence parallelism this gives their ``s b h (34 + 5 a s / h) / t`` bytes; flash
+attention (Dao 2022) keeps no s^2 scores, only its output and log-sum-exp; a fused SwiGLU keeps
+the gate and up projections and recomputes their product. A pipeline rank holds the activations
+of its in-flight micro-batches: for rank 0 of 1F1B that is p micro-batches of its layers; of the
+interleaved schedule ``(p-1)*2 + (v-1)*p + 1`` chunk micro-batches (Korthikanti Sec. 4.2.3:
+``L (1 + (p-1)/(p v))`` layers' worth at rank 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from teton.spec.schema import JobSpec
+from teton.workload.model import ModelSpec
+from teton.workload.ops import ACT_BYTES, FP32
+from teton.workload.pipeline import PipelineSplit, in_flight_microbatches
+
+ADAM_STATE_BYTES = 12  # fp32 master weights + first and second moments
+# CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
+# "CUDA semantics" notes: context 300-500 MB; cuBLAS workspace 32 MiB per stream; NCCL_BUFFSIZE
+# 4 MiB x channels x peers).
+RUNTIME_BYTES = 2**30
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    working: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.working
+
+    def as_dict(self) -> dict[str, float]:
+        return {"weights": self.weights, "gradients": self.gradients, "optimizer": self.optimizer,
+                "activations": self.activations, "working": self.working}
+
+    def largest(self) -> str:
+        d = self.as_dict()
+        return max(d, key=d.get)
+
+
+def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes one layer saves for backward for one micro-batch on one GPU (no recompute)."""
+    t, c, b, s = job.tp, job.cp, job.micro_batch, job.seq_len
+    sp = job.sequence_parallel and t > 1
+    a = ACT_BYTES
+    h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
+    tok = b * s // c
+    tok_e = tok / t if sp else tok
+    drop = 1 if model.dropout else 0
+    hidden_saved = (
+        a * tok_e * h  # attention-norm input
+        + a * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
+        + a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
+        + a * tok * q / t  # attention output = output-projection input
+        + drop * tok_e * h  # dropout mask after the output projection
+        + a * tok_e * h  # MLP-norm input
+        + a * tok_e * h  # MLP-up GEMM input
+        + drop * tok_e * h  # dropout mask after the MLP
+    )
+    if model.mlp == "swiglu":
+        mlp_saved = 2 * a * tok * f / t  # gate and up projections (fused SwiGLU recomputes the product)
+    else:
+        mlp_saved = 2 * a * tok * f / t  # GELU input and GELU output (= down-projection input)
+    if c > 1:
+        hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence
+    stats = FP32 * tok_e * 2 + FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
+    scores = 0.0
+    if not job.flash_attention and job.recompute == "none":
+        # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout
+        scores = (a + drop * (1 + a)) * b * (model.heads / t) * (s / c) * s
+    return hidden_saved + mlp_saved + stats + scores
+
+
+def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
+    """Peak activation bytes of each pipeline rank, in-flight micro-batches included."""
+    p, v, m = split.p, split.v, job.micro_batches
+    per_layer = layer_activation_bytes(model, job)
+    if job.recompute == "full":
+        per_layer = ACT_BYTES * job.micro_batch * job.seq_len / job.cp * model.hidden / (
+            job.tp if job.sequence_parallel and job.tp > 1 else 1)
+    out = np.zeros(p)
+    for r in range(p):
+        held = in_flight_microbatches(p, v, m, r)
+        # chunk micro-batches held at the peak are the earliest forwards: chunk (k // p) % v
+        per_chunk = split.layers[r] * per_layer
+        ks = np.arange(held)
+        out[r] = per_chunk[(ks // p) % v].sum() if v > 1 else held * per_chunk[0]
+    if job.recompute == "full":
+        out += layer_activation_bytes(model, job)  # one layer's activations while recomputing it
+    return out
+
+
+def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
+    """Parameters each pipeline rank's GPU holds before ZeRO sharding (TP-sharded)."""
+    t = job.tp
+    layer = (model.attention_params() + model.experts * model.mlp_params()) / t + 2 * model.norm_params()
+    if model.experts > 1:
+        layer = model.attention_params() / t + model.experts * model.mlp_params() / (t * job.ep) \
+            + 2 * model.norm_params() + model.hidden * model.experts
+    params = split.layers_on_rank() * layer
+    params = params.astype(float)
+    params[0] += model.embedding_params() / t
+    params[-1] += model.head_params() / t
+    return params
+
+
+def memory_per_gpu(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> tuple[MemoryBreakdown, int]:
+    """The breakdown of the fullest GPU and its pipeline rank."""
+    dp = job.dp_degree
+    params = params_per_rank(model, job, split)
+    grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+    weights = params * ACT_BYTES / (dp if job.zero >= 3 else 1)
+    # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
+    # buffer lives through the step whenever there is more than one micro-batch.
+    sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or job.micro_batches == 1)
+    grads = params * grad_bytes / (dp if sharded_grads else 1)
+    optim = params * ADAM_STATE_BYTES / (dp if job.zero >= 1 else 1)
+    acts = activation_bytes_per_rank(model, job, split)
+    # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
+    # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), logits (last).
+    tok = job.micro_batch * job.seq_len // job.cp
+    layer_params = (model.attention_params() + model.mlp_params()) / job.tp
+    working = np.full(job.pp, RUNTIME_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / job.tp))
+    if sharded_grads:
+        working += layer_params * grad_bytes
+    if job.zero >= 3:
+        working += 2 * layer_params * ACT_BYTES
+    working[-1] += (ACT_BYTES + 2 * FP32) * tok * model.vocab / job.tp
+    total = weights + grads + optim + acts + working
+    r = int(np.argmax(total))
+    return MemoryBreakdown(float(weights[r]), float(grads[r]), float(optim[r]), float(acts[r]), float(working[r])), r

@@ -1,0 +1,169 @@
+"""Transformer model descriptions, exact parameter counts, presets and HF config import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from teton.errors import SpecError
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer. Sizes are counts (layers, heads) or widths (hidden, ffn)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "custom"
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    ffn_hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    kv_heads: int | None = Field(default=None, gt=0)
+    head_dim: int | None = Field(default=None, gt=0)
+    vocab: int = Field(gt=0)
+    mlp: Literal["swiglu", "gelu"] = "swiglu"
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    bias: bool = False  # biases on the linear layers (GPT-2/3 style)
+    position_embedding: Literal["rope", "learned"] = "rope"
+    max_seq_len: int = Field(default=8192, gt=0)
+    dropout: bool = False  # dropout layers present (their masks are saved for backward)
+    tied_embeddings: bool = False
+    experts: int = Field(default=1, gt=0)
+    top_k: int = Field(default=1, gt=0)
+    published_params: float | None = None  # as the model card prints it, for checks
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise SpecError("model.kv_heads", self.kv_heads, f"must divide model.heads ({self.heads})")
+        if self.head_dim is None and self.hidden % self.heads:
+            raise SpecError("model.heads", self.heads, f"must divide model.hidden ({self.hidden}) or set head_dim")
+        if self.top_k > self.experts:
+            raise SpecError("model.top_k", self.top_k, f"must be <= model.experts ({self.experts})")
+        return self
+
+    # --- derived sizes -------------------------------------------------------------------
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def q_width(self) -> int:
+        return self.heads * self.d_head
+
+    @property
+    def kv_width(self) -> int:
+        return self.n_kv_heads * self.d_head
+
+    @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of size hidden x ffn per expert: gate, up, down (SwiGLU) or up, down."""
+        return 3 if self.mlp == "swiglu" else 2
+
+    def attention_params(self) -> int:
+        h, q, kv = self.hidden, self.q_width, self.kv_width
+        weights = h * q + 2 * h * kv + q * h
+        biases = (q + 2 * kv + h) if self.bias else 0
+        return weights + biases
+
+    def mlp_params(self) -> int:
+        """Parameters of one expert's MLP."""
+        h, f = self.hidden, self.ffn_hidden
+        biases = (f * (self.mlp_matrices - 1) + h) if self.bias else 0
+        return self.mlp_matrices * h * f + biases
+
+    def norm_params(self) -> int:
+        return self.hidden * (2 if self.norm == "layernorm" else 1)
+
+    def layer_params(self) -> int:
+        """One transformer block: attention + MLP (all experts) + router + two norms."""
+        router = self.hidden * self.experts if self.experts > 1 else 0
+        return self.attention_params() + self.experts * self.mlp_params() + router + 2 * self.norm_params()
+
+    def layer_active_params(self) -> int:
+        """Parameters a token touches in one block (top_k experts)."""
+        router = self.hidden * self.experts if self.experts > 1 else 0
+        return self.attention_params() + self.top_k * self.mlp_params() + router + 2 * self.norm_params()
+
+    def embedding_params(self) -> int:
+        pos = self.max_seq_len * self.hidden if self.position_embedding == "learned" else 0
+        return self.vocab * self.hidden + pos
+
+    def head_params(self) -> int:
+        """Output projection (0 when tied to the input embedding) plus the final norm."""
+        return (0 if self.tied_embeddings else self.vocab * self.hidden) + self.norm_params()
+
+    def total_params(self) -> int:
+        return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+
+    def matmul_params(self) -> int:
+        """Active parameters that take part in a matmul per token (PaLM's N for 6N: excludes the
+        input embedding lookup, includes the output projection, tied or not)."""
+        return self.layers * self.layer_active_params() + self.vocab * self.hidden + self.norm_params()
+
+
+# Published architectures (model cards / papers). published_params: the headline count.
+MODEL_PRESETS: dict[str, dict] = {
+    # Llama 2 paper (Touvron et al. 2023, Table 1) and HF config.json files.
+    "llama2-7b": dict(layers=32, hidden=4096, ffn_hidden=11008, heads=32, vocab=32000, max_seq_len=4096,
+                      published_params=6.74e9),
+    "llama2-13b": dict(layers=40, hidden=5120, ffn_hidden=13824, heads=40, vocab=32000, max_seq_len=4096,
+                       published_params=13.0e9),
+    "llama2-70b": dict(layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000,
+                       max_seq_len=4096, published_params=69.0e9),
+    # Llama 3 herd paper (arXiv 2407.21783, Table 3) and Meta-Llama-3 HF config.json files.
+    "llama3-8b": dict(layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=128256,
+                      published_params=8.03e9),
+    "llama3-70b": dict(layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=128256,
+                       published_params=70.6e9),
+    "llama3-405b": dict(layers=126, hidden=16384, ffn_hidden=53248, heads=128, kv_heads=8, vocab=128256,
+                        published_params=405e9),
+    # GPT-3 paper (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, context 2048,
+    # 4x FFN, GELU, LayerNorm, biases, learned positions, tied embeddings, BPE vocab 50257.
+    "gpt3-175b": dict(layers=96, hidden=12288, ffn_hidden=49152, heads=96, vocab=50257, mlp="gelu",
+                      norm="layernorm", bias=True, position_embedding="learned", max_seq_len=2048,
+                      dropout=True, tied_embeddings=True, published_params=175e9),
+}
+# Llama 3.1 keeps the Llama 3 shapes (longer RoPE context).
+for _size in ("8b", "70b", "405b"):
+    MODEL_PRESETS[f"llama3.1-{_size}"] = dict(MODEL_PRESETS[f"llama3-{_size}"], max_seq_len=131072)
+for _name, _fields in MODEL_PRESETS.items():
+    _fields.setdefault("name", _name)
+
+
+def model_from_hf_config(path: str | Path) -> dict:
+    """Model fields from a Hugging Face ``config.json`` with Llama-style keys."""
+    path = Path(path)
+    try:
+        cfg = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise SpecError("model", str(path), f"not a readable HF config.json ({err})") from None
+    required = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
+    missing = [k for k in required if k not in cfg]
+    if missing:
+        raise SpecError("model", str(path), f"HF config lacks {', '.join(missing)}")
+    act = str(cfg.get("hidden_act", "silu")).lower()
+    fields = dict(
+        name=cfg.get("_name_or_path") or path.parent.name or "hf-model",
+        layers=cfg["num_hidden_layers"],
+        hidden=cfg["hidden_size"],
+        ffn_hidden=cfg["intermediate_size"],
+        heads=cfg["num_attention_heads"],
+        kv_heads=cfg.get("num_key_value_heads"),
+        head_dim=cfg.get("head_dim"),
+        vocab=cfg["vocab_size"],
+        mlp="swiglu" if act in ("silu", "swish", "swiglu") else "gelu",
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        max_seq_len=cfg.get("max_position_embeddings", 8192),
+        experts=cfg.get("num_local_experts", 1) or 1,
+        top_k=cfg.get("num_experts_per_tok", 1) or 1,
+        bias=bool(cfg.get("attention_bias", False)),
+    )
+    return {k: v for k, v in fields.items() if v is not None}

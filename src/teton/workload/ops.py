@@ -1,0 +1,226 @@
+"""Per-layer operations of a dense transformer on one GPU, for one micro-batch.
+
+Each block (a transformer layer, the embedding, the output head) is an ordered list of
+:class:`ComputeOp` and :class:`Collective` for the forward pass and for the backward pass, as the
+GPU executes them under tensor (TP), sequence (SP) and context (CP) parallelism:
+
+* GEMM FLOPs are ``2 m n k``; the backward of each GEMM is a data-gradient GEMM and a
+  weight-gradient GEMM of the same FLOPs (Narayanan et al. 2021, eq. 2: 3x forward).
+* Causal attention forward FLOPs are ``4 * tokens_q * keys_avg * heads * d_head`` with
+  ``keys_avg = s/2`` (CP uses load-balanced chunks: rank i holds chunks i and 2CP-1-i, so every
+  rank sees s/2 keys on average); the flash-attention backward recomputes the scores, 2.5x the
+  forward FLOPs (Dao 2023, FlashAttention-2, Sec. 3.2: 5 vs 2 matmuls).
+* Memory-bound ops (norms, rotary, activation, residual adds, cross-entropy, optimizer) move
+  the bytes they read and write; their backward moves about twice as much.
+* TP with SP (Korthikanti et al. 2022, Sec. 4.2.2): all-gather before the QKV and MLP-up
+  GEMMs, reduce-scatter after the output and MLP-down GEMMs; in backward the transposes, plus
+  a re-all-gather of the sharded inputs for the weight gradients (Megatron keeps only the shard).
+  Without SP: one all-reduce after each row-parallel GEMM forward, one per column-parallel
+  GEMM backward.
+* CP (Llama 3, Sec. 3.3.2): all-gather of K and V before attention, reduce-scatter of their
+  gradients after its backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from teton.spec.schema import JobSpec
+from teton.workload.model import ModelSpec
+
+ACT_BYTES = 2  # bf16 activations
+FP32 = 4
+
+Kind = Literal["gemm", "attention", "memory"]
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    name: str
+    kind: Kind
+    flops: float
+    bytes: float
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    fp8: bool = False  # runs at fp8 throughput when the job's precision is fp8
+    backward: bool = False
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str
+    op: str  # all_gather | reduce_scatter | all_reduce | all_to_all | send_recv
+    axis: str  # tp | cp | pp | dp | ep
+    bytes: float  # nccl-tests S: the gathered / reduced array size
+
+
+Item = ComputeOp | Collective
+
+
+@dataclass(frozen=True)
+class Block:
+    """Forward and backward items of one block for one micro-batch on one GPU."""
+
+    name: str
+    fwd: tuple[Item, ...]
+    bwd: tuple[Item, ...]
+
+
+def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32) -> tuple[ComputeOp, ...]:
+    """Forward GEMM (m x k)(k x n) and its two backward GEMMs.
+
+    Weight-gradient GEMMs accumulate into the gradient buffer (beta = 1): they read and write a
+    k x n matrix of ``wgrad_accum_bytes`` per element.
+    """
+    a = ACT_BYTES
+    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + k * n + m * n), m, n, k, fp8=True)
+    dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + k * n + m * k), m, k, n,
+                      fp8=True, backward=True)
+    wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
+                      a * (m * n + m * k) + 2 * wgrad_accum_bytes * k * n, k, n, m, fp8=True, backward=True)
+    return fwd, dgrad, wgrad
+
+
+def _mem(name: str, nbytes: float, backward: bool = False) -> ComputeOp:
+    return ComputeOp(name, "memory", 0.0, float(nbytes), backward=backward)
+
+
+def layer_block(model: ModelSpec, job: JobSpec) -> Block:
+    """One transformer layer: forward and backward items for one micro-batch on one GPU."""
+    t, c, b, s = job.tp, job.cp, job.micro_batch, job.seq_len
+    sp = job.sequence_parallel and t > 1
+    a = ACT_BYTES
+    h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
+    tok = b * s // c  # tokens of this CP rank
+    tok_e = tok // t if sp else tok  # tokens an elementwise op sees (SP shards them)
+    acc = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+    act_in = h * tok * a  # one full hidden-state tensor of this CP rank
+
+    qkv = _gemm("qkv", tok, (q + 2 * kv) // t, h, acc)
+    out = _gemm("attn_out", tok, h, q // t, acc)
+    up_width = (2 if model.mlp == "swiglu" else 1) * f // t
+    up = _gemm("mlp_up", tok, up_width, h, acc)
+    down = _gemm("mlp_down", tok, h, f // t, acc)
+
+    attn_flops = 4.0 * tok * (s / 2) * (q // t)
+    attn_fwd = ComputeOp("attention", "attention", attn_flops, a * tok * (2 * q + 2 * kv) / t)
+    attn_bwd = ComputeOp("attention.bwd", "attention", 2.5 * attn_flops, 2 * a * tok * (2 * q + 2 * kv) / t,
+                         backward=True)
+    if job.flash_attention:
+        score_bytes = 0.0
+    else:  # materialised scores: write QK^T, softmax read+write, PV read (bf16)
+        score_bytes = 4.0 * a * b * (model.heads // t) * (s // c) * s
+
+    def gather(name: str) -> list[Item]:
+        return [Collective(name, "all_gather", "tp", act_in)] if sp else []
+
+    def scatter(name: str) -> list[Item]:
+        if t == 1:
+            return []
+        return [Collective(name, "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
+
+    kv_bytes = a * b * s * 2 * kv / t  # K and V of the whole sequence, this TP rank's heads
+    cp_fwd: list[Item] = [Collective("cp.kv_gather", "all_gather", "cp", kv_bytes)] if c > 1 else []
+    cp_bwd: list[Item] = [Collective("cp.kv_grad_scatter", "reduce_scatter", "cp", kv_bytes)] if c > 1 else []
+    drop = 1 if model.dropout else 0  # one byte mask written per dropout
+    norm_bytes = 2 * a * tok_e * h
+    resid_bytes = (3 * a + drop) * tok_e * h
+    rope_bytes = 2 * a * tok * (q + kv) / t if model.position_embedding == "rope" else 0.0
+    act_bytes = (3 if model.mlp == "swiglu" else 2) * a * tok * f / t
+
+    fwd: list[Item] = [
+        _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), qkv[0], _mem("rope", rope_bytes),
+        *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), out[0], *scatter("tp.rs_attn"),
+        _mem("attn_residual", resid_bytes),
+        _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), up[0], _mem("mlp_act", act_bytes),
+        down[0], *scatter("tp.rs_mlp"), _mem("mlp_residual", resid_bytes),
+    ]
+
+    def bwd_gather(name: str) -> list[Item]:  # transpose of a reduce-scatter / all-reduce
+        if t == 1:
+            return []
+        return [Collective(name, "all_gather", "tp", act_in)] if sp else []
+
+    def bwd_scatter(name: str) -> list[Item]:  # transpose of an all-gather (or the input grad AR)
+        if t == 1:
+            return []
+        return [Collective(name, "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
+
+    bwd: list[Item] = [
+        _mem("mlp_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_mlp_grad"),
+        down[1], down[2], _mem("mlp_act.bwd", 2 * act_bytes, True), *gather("tp.ag_mlp_input"),
+        up[1], up[2], *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", 2 * norm_bytes, True),
+        _mem("attn_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_attn_grad"),
+        out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), attn_bwd, *cp_bwd,
+        _mem("rope.bwd", rope_bytes, True), *gather("tp.ag_qkv_input"), qkv[1], qkv[2],
+        *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", 2 * norm_bytes, True),
+    ]
+    if job.recompute == "full":
+        bwd = [*(_as_recompute(i) for i in fwd), *bwd]
+    elif job.recompute == "selective" and not job.flash_attention:
+        bwd = [_as_recompute(attn_fwd), _as_recompute(_mem("attn_scores", score_bytes)), *bwd]
+    return Block("layer", tuple(i for i in fwd if not _empty(i)), tuple(i for i in bwd if not _empty(i)))
+
+
+def _as_recompute(item: Item) -> Item:
+    if isinstance(item, ComputeOp):
+        return ComputeOp(f"recompute.{item.name}", item.kind, item.flops, item.bytes, item.m, item.n, item.k,
+                         item.fp8, True)
+    return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes)
+
+
+def _empty(item: Item) -> bool:
+    return isinstance(item, ComputeOp) and item.flops == 0 and item.bytes == 0
+
+
+def embedding_block(model: ModelSpec, job: JobSpec) -> Block:
+    """Vocab-parallel input embedding: lookup, then a TP reduce-scatter (SP) or all-reduce."""
+    t, c, b, s = job.tp, job.cp, job.micro_batch, job.seq_len
+    sp = job.sequence_parallel and t > 1
+    tok = b * s // c
+    act_in = ACT_BYTES * tok * model.hidden
+    lookup = _mem("embedding.lookup", 2 * act_in)
+    comm: list[Item] = []
+    if t > 1:
+        comm = [Collective("tp.embedding", "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
+    grad = _mem("embedding.grad_scatter_add", 2 * act_in + FP32 * tok * model.hidden, True)
+    bwd_comm: list[Item] = [Collective("tp.embedding_grad", "all_gather", "tp", act_in)] if sp else []
+    return Block("embedding", (lookup, *comm), (*bwd_comm, grad))
+
+
+def head_block(model: ModelSpec, job: JobSpec) -> Block:
+    """Final norm, vocab-parallel output projection and cross-entropy (logits in fp32)."""
+    t, c, b, s = job.tp, job.cp, job.micro_batch, job.seq_len
+    sp = job.sequence_parallel and t > 1
+    tok = b * s // c
+    tok_e = tok // t if sp else tok
+    h, v = model.hidden, model.vocab
+    act_in = ACT_BYTES * tok * h
+    acc = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+    logits = _gemm("lm_head", tok, v // t, h, acc)
+    # cross-entropy over this rank's vocab shard: cast to fp32, max, exp-sum, loss, gradient
+    ce_bytes = (ACT_BYTES + 4 * FP32) * tok * v / t
+    small = FP32 * tok
+    tp = t > 1
+    fwd: list[Item] = [
+        _mem("final_norm", 2 * ACT_BYTES * tok_e * h),
+        *([Collective("tp.ag_head", "all_gather", "tp", act_in)] if sp else []),
+        logits[0], _mem("cross_entropy", ce_bytes),
+        *([Collective("tp.ce_max", "all_reduce", "tp", small), Collective("tp.ce_sum", "all_reduce", "tp", small)]
+          if tp else []),
+    ]
+    bwd: list[Item] = [
+        _mem("cross_entropy.bwd", (FP32 + 2 * ACT_BYTES) * tok * v / t, True), logits[1], logits[2],
+        *([Collective("tp.rs_head_grad", "reduce_scatter" if sp else "all_reduce", "tp", act_in)] if tp else []),
+        _mem("final_norm.bwd", 4 * ACT_BYTES * tok_e * h, True),
+    ]
+    return Block("head", tuple(fwd), tuple(bwd))
+
+
+def pipeline_p2p_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes one GPU sends to the next pipeline stage per micro-batch (SP-sharded hidden state)."""
+    sp = job.sequence_parallel and job.tp > 1
+    tok = job.micro_batch * job.seq_len // job.cp
+    return ACT_BYTES * tok * model.hidden / (job.tp if sp else 1)

@@ -1,0 +1,46 @@
+"""Pipeline schedules simulated as schedules: the bubble falls out of the timeline."""
+
+import numpy as np
+import pytest
+
+from teton.engine.schedule import DP_ONCE, DP_PER_MICROBATCH, simulate_pipeline
+
+
+@pytest.mark.parametrize("p,v,m", [(2, 1, 4), (4, 1, 8), (8, 1, 8), (4, 2, 8), (16, 8, 32), (16, 4, 16), (8, 3, 24)])
+def test_uniform_bubble_is_textbook(p, v, m):
+    fwd = np.full((p, v), 1.0 / v)
+    finish, busy, _ = simulate_pipeline(fwd, 2 * fwd, m)
+    bubble = (finish.max() - busy.max()) / busy.max()
+    assert bubble == pytest.approx((p - 1) / (v * m), rel=1e-12)
+
+
+def test_1f1b_step_closed_form():
+    p, m, tf, tb = 4, 6, 1.0, 2.0
+    finish, _, _ = simulate_pipeline(np.full((p, 1), tf), np.full((p, 1), tb), m)
+    assert finish.max() == pytest.approx((m + p - 1) * (tf + tb))
+
+
+def test_p2p_latency_lengthens_the_step():
+    p, v, m = 8, 2, 16
+    f = np.full((p, v), 0.5)
+    base, _, _ = simulate_pipeline(f, 2 * f, m)
+    slow, _, _ = simulate_pipeline(f, 2 * f, m, np.full(p, 0.1))
+    assert slow.max() > base.max()
+
+
+def test_unbalanced_stage_paces_the_pipeline():
+    p, m = 4, 16
+    f = np.ones((p, 1))
+    f[2] = 1.5
+    finish, _, _ = simulate_pipeline(f, 2 * f, m)
+    assert finish.max() >= m * 4.5  # the slow stage's busy time
+
+
+def test_dp_reduce_scatter_hidden_unless_it_outlasts_compute():
+    p, v, m = 4, 2, 8
+    f = np.full((p, v), 1.0)
+    _, _, dp_small = simulate_pipeline(f, 2 * f, m, None, DP_ONCE, np.zeros((p, v)), np.full((p, v), 0.1))
+    finish, busy, _ = simulate_pipeline(f, 2 * f, m)
+    assert dp_small.max() - finish.max() <= 0.1 + 1e-12  # only the last chunk's reduce is exposed
+    _, _, dp_big = simulate_pipeline(f, 2 * f, m, None, DP_PER_MICROBATCH, np.zeros((p, v)), np.full((p, v), 3.0))
+    assert dp_big.max() > finish.max() + 1.0  # per-micro-batch reductions longer than the backward
