@@ -44,3 +44,21 @@ def test_dp_reduce_scatter_hidden_unless_it_outlasts_compute():
     assert dp_small.max() - finish.max() <= 0.1 + 1e-12  # only the last chunk's reduce is exposed
     _, _, dp_big = simulate_pipeline(f, 2 * f, m, None, DP_PER_MICROBATCH, np.zeros((p, v)), np.full((p, v), 3.0))
     assert dp_big.max() > finish.max() + 1.0  # per-micro-batch reductions longer than the backward
+
+
+def test_timeline_events_respect_dependencies(example_spec):
+    from teton.engine.step import simulate_step
+    from teton.spec import load_spec
+
+    spec = load_spec(example_spec, ["job.gpus=512", "job.dp=4", "job.global_batch=64", "job.pp=16"])
+    r = simulate_step(spec, timeline=True)
+    events = r.extra["timeline"]
+    p, v, m = 16, 8, 16
+    assert len(events) == p * v * m * 2
+    end = {(e["rank"], e["pass"], e["chunk"], e["microbatch"]): e["end_s"] for e in events}
+    for e in events:
+        if e["pass"] == "fwd" and e["rank"] > 0:
+            assert e["start_s"] >= end[(e["rank"] - 1, "fwd", e["chunk"], e["microbatch"])]
+        if e["pass"] == "bwd":
+            assert e["start_s"] >= end[(e["rank"], "fwd", e["chunk"], e["microbatch"])]
+    assert max(e["end_s"] for e in events) <= r.step_time_s

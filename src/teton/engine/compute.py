@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from teton.hardware import GPU, Efficiency, efficiency_for
-from teton.hardware.efficiency import ATTN_S_HALF, K_HALF, wave_quantization
+from teton.hardware.efficiency import ATTN_S_HALF
 from teton.workload.ops import ComputeOp
 
 
@@ -13,7 +13,7 @@ from teton.workload.ops import ComputeOp
 class ComputeModel:
     """Times ``ComputeOp`` s on ``gpu``.
 
-    GEMM:      t = max(F / (P_prec * e_gemm(m, n, k)), B / (BW * e_mem))
+    GEMM:      t = max(F / (P_prec * e_gemm(m, n, k)), B / (BW * e_mem))   (see hardware.efficiency)
     attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv)),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
     memory:    t = B / (BW * e_mem)
     P_prec is the dense peak of the job's precision for fp8-eligible GEMMs (Transformer Engine
@@ -43,7 +43,7 @@ class ComputeModel:
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
         peak = self.gpu.peak_flops(prec)
-        e = self.eff.gemm_max(prec, self.gpu) * wave_quantization(op.m, op.n, self.gpu.sm_count) * op.k / (op.k + K_HALF)
+        e = self.eff.gemm(prec, self.gpu, op.m, op.n, op.k)
         return max(op.flops / (peak * e), op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem))
 
     def attention_s(self, op: ComputeOp) -> float:

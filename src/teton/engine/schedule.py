@@ -73,6 +73,7 @@ def _simulate(p, v, m, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag):
     fwd_done = np.full((p, v, m), -1.0)
     bwd_done = np.full((p, v, m), -1.0)
     ptr = np.zeros(p, dtype=np.int64)
+    starts = np.zeros((p, n_ops))
     rank_free = np.zeros(p)
     busy = np.zeros(p)
     dp_free = np.zeros(p)
@@ -138,6 +139,7 @@ def _simulate(p, v, m, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag):
                     dp_free[r] = ag_start + ag_s[r, c]
                     start = max(start, dp_free[r])
                 end = start + dur
+                starts[r, ptr[r]] = start
                 last_start[r] = start
                 rank_free[r] = end
                 busy[r] += dur
@@ -155,8 +157,8 @@ def _simulate(p, v, m, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag):
                 remaining -= 1
                 progress = True
         if not progress:
-            return rank_free, busy, dp_free, False
-    return rank_free, busy, dp_free, True
+            return rank_free, busy, dp_free, starts, orders, False
+    return rank_free, busy, dp_free, starts, orders, True
 
 
 def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
@@ -181,8 +183,30 @@ def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
     zeros = np.zeros((p, v))
     ag = zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64)
     rs = zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64)
-    finish, busy, dp_free, ok = _simulate(p, v, int(m), fwd_s, bwd_s, np.ascontiguousarray(p2p_s, dtype=np.float64),
+    finish, busy, dp_free, _starts, _orders, ok = _simulate(p, v, int(m), fwd_s, bwd_s, np.ascontiguousarray(p2p_s, dtype=np.float64),
                                           int(dp_mode), ag, rs, bool(overlap_param_gather))
     if not ok:  # pragma: no cover - the orders above never deadlock for m % p == 0 or v == 1
         raise RuntimeError("pipeline schedule deadlocked")
     return finish, busy, dp_free
+
+
+def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
+                      dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
+                      overlap_param_gather: bool = True) -> list[dict]:
+    """The schedule as events: one dict per op with rank, pass, chunk, micro-batch, start and end."""
+    fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
+    bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
+    p, v = fwd_s.shape
+    zeros = np.zeros((p, v))
+    _, _, _, starts, orders, _ = _simulate(
+        p, v, int(m), fwd_s, bwd_s, np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64),
+        int(dp_mode), zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
+        zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64), bool(overlap_param_gather))
+    events = []
+    for r in range(p):
+        for i in range(orders.shape[1]):
+            is_bwd, c, mb = (int(x) for x in orders[r, i])
+            dur = bwd_s[r, c] if is_bwd else fwd_s[r, c]
+            events.append({"rank": r, "pass": "bwd" if is_bwd else "fwd", "chunk": c, "microbatch": mb,
+                           "start_s": float(starts[r, i]), "end_s": float(starts[r, i] + dur)})
+    return events

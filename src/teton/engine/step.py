@@ -23,7 +23,14 @@ import numpy as np
 
 from teton.engine.compute import ComputeModel
 from teton.engine.result import StepResult
-from teton.engine.schedule import DP_FULL_SHARD, DP_NONE, DP_ONCE, DP_PER_MICROBATCH, simulate_pipeline
+from teton.engine.schedule import (
+    DP_FULL_SHARD,
+    DP_NONE,
+    DP_ONCE,
+    DP_PER_MICROBATCH,
+    pipeline_timeline,
+    simulate_pipeline,
+)
 from teton.placement import Placement, place
 from teton.spec.schema import Spec
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu, params_per_rank
@@ -133,8 +140,13 @@ def _degrees(spec: Spec) -> dict[str, int]:
     return {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
 
 
-def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None) -> StepResult:
-    """Simulate one training step of ``spec`` (see module docstring for the model)."""
+def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None,
+                  timeline: bool = False) -> StepResult:
+    """Simulate one training step of ``spec`` (see module docstring for the model).
+
+    ``timeline=True`` adds ``result.extra["timeline"]``: every pipeline op of the step as an
+    event (rank, fwd/bwd, chunk, micro-batch, start_s, end_s).
+    """
     model, job, cluster = spec.model, spec.job, spec.cluster
     if placement is None:
         placement = default_placement(spec)
@@ -240,7 +252,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     if dp > 1:
         comm_times["dp.reduce_per_chunk_max"] = float(rs_s.max())
         comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())
-    return StepResult(
+    result = StepResult(
         step_time_s=step,
         mfu=flops / (step * job.gpus * gpu.peak_flops(job.precision)),
         tflops_per_gpu=flops / (step * job.gpus) / 1e12,
@@ -261,6 +273,10 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         comm_times_s=comm_times,
         notes=spec.notes,
     )
+    if timeline:
+        events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather)
+        result = result.with_extra(timeline=events)
+    return result
 
 
 def _ends(model, job, p: int) -> np.ndarray:

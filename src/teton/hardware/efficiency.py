@@ -8,10 +8,11 @@ microbenchmarks and override them in a cluster spec (``efficiency:`` mapping).
 Models
 ------
 GEMM (m x k) @ (k x n):  t = max(2mnk / (peak * e_gemm(m, n, k)), bytes / (hbm_bw * e_mem))
-    e_gemm = e_max * q_wave(m, n) * k / (k + K_HALF)
+    e_gemm = min(e_mamf, e_max * q_wave(m, n) * k / (k + K_HALF))
     q_wave = tiles / (ceil(tiles / SMs) * SMs),  tiles = ceil(m/TILE_M) * ceil(n/TILE_N)
     e_max is fixed so that the curve equals the published maximum achievable matmul FLOPS
-    (MAMF) at the shape where that benchmark found it.
+    (MAMF) at the shape where that benchmark found it; being the maximum over a shape sweep,
+    the MAMF also caps every other shape.
 Attention (flash):  t = flops / (peak * e_attn(pass) * s_kv / (s_kv + S_HALF) / norm)
 Memory-bound ops:   t = bytes / (hbm_bw * e_mem)
 Collectives:        busbw = link_bw * e_nccl(link kind)   (nccl-tests bus bandwidth, large messages)
@@ -45,6 +46,11 @@ class Efficiency:
     nccl_nvls: float  # same with NVLink SHARP (all-reduce), if available
     nccl_net: float  # nccl-tests busbw / NIC line rate, multi-node, large messages
     extra: dict[str, float] = field(default_factory=dict)
+
+    def gemm(self, precision: str, gpu: GPU, m: int, n: int, k: int) -> float:
+        """e_gemm(m, n, k): achievable fraction of the dense peak for this GEMM shape."""
+        e = self.gemm_mamf.get(precision, self.gemm_mamf["bf16"])
+        return min(e, self.gemm_max(precision, gpu) * wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
 
     def gemm_max(self, precision: str, gpu: GPU) -> float:
         """Asymptotic e_max: the MAMF value divided by the curve's shape factors at its shape."""
