@@ -33,18 +33,9 @@ from teton.engine.schedule import (
 )
 from teton.placement import Placement, place
 from teton.spec.schema import Spec
-from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu, params_per_rank
-from teton.workload.ops import (
-    ACT_BYTES,
-    FP32,
-    Block,
-    Collective,
-    embedding_block,
-    head_block,
-    layer_block,
-    pipeline_p2p_bytes,
-)
-from teton.workload.pipeline import split_layers
+from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
+from teton.workload.ops import ACT_BYTES, FP32, Block, Collective
+from teton.workload.step_work import step_work
 
 OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES  # read+write state, read grad, write bf16
 
@@ -153,12 +144,13 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     cost = cost_model if cost_model is not None else make_cost_model(spec)
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency)
     timer = _BlockTimer(compute, cost, placement)
-    split = split_layers(model, job)
-    p, v, m = split.p, split.v, job.micro_batches
+    work = step_work(model, job)
+    split = work.split
+    p, v, m = split.p, split.v, work.micro_batches
 
-    lf, lb = timer.block(layer_block(model, job))
-    ef, eb = timer.block(embedding_block(model, job))
-    hf, hb = timer.block(head_block(model, job))
+    lf, lb = timer.block(work.layer)
+    ef, eb = timer.block(work.embedding)
+    hf, hb = timer.block(work.head)
     cats = ("compute", "tp", "cp")
     layers = split.layers.astype(float)
     fwd_parts = {k: layers * lf[k] for k in cats}
@@ -174,7 +166,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     # point-to-point between consecutive pipeline ranks (and the interleaved wrap-around)
     p2p_s = np.zeros(p)
     if p > 1:
-        nbytes = pipeline_p2p_bytes(model, job)
+        nbytes = work.p2p_bytes
         for r, pairs in enumerate(pp_boundary_pairs(placement)):
             if r == p - 1 and v == 1:
                 break
@@ -182,12 +174,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
 
     # data-parallel collectives per chunk (ZeRO semantics)
     dp = job.dp_degree
-    layer_params = params_per_rank(model, job, split)  # per rank totals
-    per_layer = (layer_params - _ends(model, job, p)) / np.maximum(split.layers_on_rank(), 1)
-    chunk_params = split.layers * per_layer[:, None]
-    chunk_params[0, 0] += model.embedding_params() / job.tp
-    chunk_params[p - 1, v - 1] += model.head_params() / job.tp
-    grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+    chunk_params = work.chunk_params
+    grad_bytes = work.grad_reduce_bytes_per_param
     ag_s = np.zeros((p, v))
     rs_s = np.zeros((p, v))
     dp_mode = DP_NONE
@@ -199,7 +187,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
             key = float(n_params)
             if key not in uniq:
                 uniq[key] = (cost.collective_time(rs_op, dp_groups, n_params * grad_bytes),
-                             cost.collective_time("all_gather", dp_groups, n_params * ACT_BYTES) if job.zero else 0.0)
+                             cost.collective_time("all_gather", dp_groups, n_params * work.param_gather_bytes_per_param)
+                             if job.zero else 0.0)
             rs_s[idx], ag_s[idx] = uniq[key]
         if job.zero == 3:
             dp_mode = DP_FULL_SHARD
@@ -226,7 +215,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     with_p2p = float(p2p_finish.max())
 
     # optimizer: Adam over this GPU's shard (ZeRO >= 1 shards it over DP)
-    max_params = float(layer_params.max())
+    max_params = float(chunk_params.sum(axis=1).max())
     opt_params = max_params / (dp if job.zero >= 1 else 1)
     optimizer_s = opt_params * OPTIMIZER_BYTES_PER_PARAM / (cluster.gpu_spec.hbm_bw_bytes_s * compute.eff.mem)
     step = full + optimizer_s
@@ -277,10 +266,3 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather)
         result = result.with_extra(timeline=events)
     return result
-
-
-def _ends(model, job, p: int) -> np.ndarray:
-    out = np.zeros(p)
-    out[0] += model.embedding_params() / job.tp
-    out[-1] += model.head_params() / job.tp
-    return out

@@ -108,16 +108,9 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
 
 def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """Parameters each pipeline rank's GPU holds before ZeRO sharding (TP-sharded)."""
-    t = job.tp
-    layer = (model.attention_params() + model.experts * model.mlp_params()) / t + 2 * model.norm_params()
-    if model.experts > 1:
-        layer = model.attention_params() / t + model.experts * model.mlp_params() / (t * job.ep) \
-            + 2 * model.norm_params() + model.hidden * model.experts
-    params = split.layers_on_rank() * layer
-    params = params.astype(float)
-    params[0] += model.embedding_params() / t
-    params[-1] += model.head_params() / t
-    return params
+    from teton.workload.step_work import chunk_params
+
+    return chunk_params(model, job, split).sum(axis=1)
 
 
 def memory_per_gpu(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> tuple[MemoryBreakdown, int]:

@@ -1,0 +1,68 @@
+"""The per-step work of a parallel layout: ``(model, job) -> StepWork``.
+
+What one GPU of each pipeline rank does per micro-batch (layer / embedding / head blocks with
+their compute ops and TP/CP collectives), how layers are split over ranks and chunks, what
+crosses each pipeline boundary, and what each chunk reduces / gathers over data parallelism.
+Everything here is independent of where ranks sit: the engine prices it on a placement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from teton.spec.schema import JobSpec
+from teton.workload.model import ModelSpec
+from teton.workload.ops import (
+    ACT_BYTES,
+    FP32,
+    Block,
+    embedding_block,
+    head_block,
+    layer_block,
+    pipeline_p2p_bytes,
+)
+from teton.workload.pipeline import PipelineSplit, split_layers
+
+
+@dataclass(frozen=True)
+class StepWork:
+    layer: Block
+    embedding: Block
+    head: Block
+    split: PipelineSplit
+    micro_batches: int
+    p2p_bytes: float  # sent by one GPU to the next pipeline stage per micro-batch
+    chunk_params: np.ndarray  # (p, v) parameters per GPU of each chunk (TP-sharded)
+    grad_reduce_bytes_per_param: int  # gradients reduced over DP in this width
+    param_gather_bytes_per_param: int = ACT_BYTES
+
+
+def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
+    """Parameters one GPU holds for each (rank, chunk): its layers' TP shard, plus the embedding
+    on (0, 0) and the output head on (p-1, v-1)."""
+    t = job.tp
+    per_layer = (model.attention_params() + model.experts * model.mlp_params()) / t + 2 * model.norm_params()
+    if model.experts > 1:
+        per_layer = (model.attention_params() / t + model.experts * model.mlp_params() / (t * job.ep)
+                     + 2 * model.norm_params() + model.hidden * model.experts)
+    out = split.layers * per_layer
+    out = out.astype(float)
+    out[0, 0] += model.embedding_params() / t
+    out[-1, -1] += model.head_params() / t
+    return out
+
+
+def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
+    split = split_layers(model, job)
+    return StepWork(
+        layer=layer_block(model, job),
+        embedding=embedding_block(model, job),
+        head=head_block(model, job),
+        split=split,
+        micro_batches=job.micro_batches,
+        p2p_bytes=pipeline_p2p_bytes(model, job),
+        chunk_params=chunk_params(model, job, split),
+        grad_reduce_bytes_per_param=FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES,
+    )
