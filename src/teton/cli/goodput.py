@@ -1,0 +1,124 @@
+"""``teton goodput SPEC``: failures over a whole run -> ETTR, time-to-train, energy, cost."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated
+
+import typer
+
+from teton.errors import SpecError
+
+
+def _progress_runner(enabled: bool):
+    """A rich progress bar on stderr; yields a callable(fraction)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def cm():
+        if not enabled:
+            yield None
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("monte carlo"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                      TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("mc", total=1.0)
+            yield lambda f: bar.update(task, completed=min(max(f, 0.0), 1.0))
+
+    return cm()
+
+
+def _print_tables(out: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    t = Table(title=f"goodput: {out['gpus']} GPUs, {out['runs']} runs, seed {out['seed']}", show_header=True)
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    e = out["ettr_percentiles"]
+    rows = [
+        ("unexpected interruptions (expected)", f"{out['unexpected_interruptions']:.1f}"),
+        ("unexpected interruptions MC p5/p50/p95",
+         "{p5:.0f} / {p50:.0f} / {p95:.0f}".format(**out["unexpected_interruptions_mc"])),
+        ("MTBI (unexpected)", f"{out['mtbi_h']:.2f} h"),
+        ("ETTR mean (p5/p50/p95)", f"{out['ettr']:.2%} ({e['p5']:.2%} / {e['p50']:.2%} / {e['p95']:.2%})"),
+        ("goodput", f"{out['goodput']:.2%}"),
+        ("checkpoint interval (used)", f"{out['checkpoint_interval_s']:.0f} s"),
+        ("Young / Daly interval", f"{out['young_interval_s']:.0f} s / {out['young_daly_interval_s']:.0f} s"),
+    ]
+    if "mc_optimal_interval_s" in out:
+        rows.append(("Monte Carlo optimum", f"{out['mc_optimal_interval_s']:.0f} s (ETTR {out['mc_optimal_ettr']:.2%})"))
+    if out["time_to_train_days"] is not None:
+        tt = out["time_to_train_percentiles"]
+        rows += [("time to train p5/p50/p95", f"{tt['p5']:.1f} / {tt['p50']:.1f} / {tt['p95']:.1f} days"),
+                 ("failure-free time", f"{out['ideal_days']:.1f} days"),
+                 ("GPU-hours (mean / failure-free)", f"{out['gpu_hours']:,.0f} / {out['ideal_gpu_hours']:,.0f}")]
+    else:
+        rows.append(("tokens trained p50", f"{out['tokens_trained']['p50']:.4g}"))
+    rows += [("lost GPU-hours p50", f"{out['lost_gpu_hours']['p50']:,.0f}"),
+             ("energy (facility)", f"{out['energy_mwh']:,.0f} MWh"),
+             ("power training / idle", f"{out['power_train_mw']:.2f} / {out['power_idle_mw']:.2f} MW"),
+             ("power swing when all GPUs stop", f"{out['power_swing_mw']:.2f} MW (peak {out['power_swing_peak_mw']:.2f})"),
+             ("cost", f"${out['cost_usd']:,.0f}")]
+    for k, v in rows:
+        t.add_row(k, v)
+    con.print(t)
+    c = Table(title="interruptions by category (mean per run)")
+    c.add_column("category")
+    c.add_column("count", justify="right")
+    for k, v in sorted(out["interruptions_by_category"].items(), key=lambda kv: -kv[1]):
+        c.add_row(k, f"{v:.1f}")
+    con.print(c)
+    if out["interval_sweep"]:
+        s = Table(title="checkpoint interval vs ETTR")
+        for col in ("interval", "ETTR mean", "p5", "p95", "wall days p50"):
+            s.add_column(col, justify="right")
+        for r in out["interval_sweep"]:
+            s.add_row(f"{r['interval_s']:.0f} s", f"{r['ettr_mean']:.2%}", f"{r['ettr_p5']:.2%}",
+                      f"{r['ettr_p95']:.2%}", f"{r['wall_days_p50']:.1f}")
+        con.print(s)
+    con.print("[bold]assumptions[/bold]")
+    for a in out["assumptions"]:
+        con.print(f"  - {a}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("goodput")
+    def goodput_cmd(
+        spec: Annotated[str, typer.Argument(help="spec file (YAML / TOML / JSON)")],
+        set_: Annotated[list[str] | None, typer.Option("--set", help="override key.path=value")] = None,
+        days: Annotated[float | None, typer.Option("--days", help="run length in days")] = None,
+        tokens: Annotated[str | None, typer.Option("--tokens", help="token budget, e.g. 15.6e12 or 15.6T")] = None,
+        runs: Annotated[int | None, typer.Option("--runs", help="Monte Carlo runs")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help="random seed (default: the spec's)")] = None,
+        step_time: Annotated[float | None, typer.Option("--step-time", help="step time, s (else teton.simulate)")] = None,
+        interval: Annotated[float | None, typer.Option("--interval", help="checkpoint interval, s")] = None,
+        interval_sweep: Annotated[bool, typer.Option("--interval-sweep", help="table of interval vs ETTR")] = False,
+        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ) -> None:
+        """Failures over a whole run: ETTR, time-to-train, checkpoint interval, energy and cost."""
+        from teton.cli._common import print_json
+        from teton.reliability import goodput, parse_reliability
+        from teton.reliability.config import parse_count
+        from teton.spec import load_spec
+
+        s = load_spec(spec, set_)
+        tok = parse_count(tokens, "--tokens") if tokens is not None else None
+        for name, v in (("--days", days), ("--step-time", step_time), ("--interval", interval)):
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise SpecError(name, v, "must be a positive number")
+        if runs is not None and runs <= 0:
+            raise SpecError("--runs", runs, "must be a positive integer")
+        if seed is not None and seed < 0:
+            raise SpecError("--seed", seed, "must be a non-negative integer")
+        cfg = parse_reliability(s.reliability)
+        with _progress_runner(True) as prog:
+            out = goodput(s, cfg, step_time_s=step_time, days=days, tokens=tok, runs=runs, seed=seed,
+                          interval_s=interval, interval_sweep=interval_sweep, progress=prog)
+        if json_:
+            print_json(out)
+        else:
+            _print_tables(out)

@@ -1,0 +1,91 @@
+"""Power, energy and cost of a run from the time it spends training, checkpointing and recovering.
+
+Power per GPU in each state (GPU catalog ``tdp_w``, ``idle_w``)::
+
+    training:      idle + (tdp - idle) * (f_busy + (1 - f_busy) * comm_power_fraction)
+    checkpoint / recovery: idle
+
+``f_busy`` is the share of the step spent in compute and optimizer kernels (from the step
+model's breakdown; 1.0 when none is given, an upper bound: dense GEMMs run H100s at their power
+cap). Exposed communication and pipeline bubbles draw ``comm_power_fraction`` of the dynamic
+range (an assumption: LLAMA3 §3.3.4 reports only that synchronized waits swing data-center power
+by "tens of megawatts"). Hosts (CPUs, DRAM, NICs, fans: catalog ``host_power_w``) and the job's
+switch ports (``switch_w_per_port``) draw constant power while the job holds them. Facility
+energy = IT energy x PUE. The swing when every GPU stops together is
+``gpus * (P_train - idle) * PUE``.
+
+Cost: ``usd_per_gpu_hour`` x GPU-hours held (rental), or, when ``capex_per_gpu_usd`` is given,
+straight-line depreciation over ``depreciation_years`` plus facility energy x ``usd_per_kwh``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from teton.reliability.config import ReliabilityConfig
+from teton.reliability.rates import ComponentCounts
+from teton.topology.cluster import ClusterSpec
+
+HOURS_PER_YEAR = 8766.0  # 365.25 d
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    gpu_train_w: float
+    gpu_idle_w: float
+    gpu_tdp_w: float
+    hosts_w: float
+    network_w: float
+    gpus: int
+    pue: float
+    busy_fraction: float
+
+    @property
+    def it_train_w(self) -> float:
+        return self.gpus * self.gpu_train_w + self.hosts_w + self.network_w
+
+    @property
+    def it_idle_w(self) -> float:
+        return self.gpus * self.gpu_idle_w + self.hosts_w + self.network_w
+
+    @property
+    def swing_mw(self) -> float:
+        """Facility power drop when every GPU of the job stops at once (training -> idle)."""
+        return self.gpus * (self.gpu_train_w - self.gpu_idle_w) * self.pue / 1e6
+
+    @property
+    def swing_peak_mw(self) -> float:
+        """Worst case: every GPU from TDP to idle."""
+        return self.gpus * (self.gpu_tdp_w - self.gpu_idle_w) * self.pue / 1e6
+
+
+def busy_fraction(breakdown: dict | None, step_time_s: float) -> float:
+    """Share of the step in compute/optimizer kernels, from a step breakdown (seconds by category)."""
+    if not breakdown or step_time_s <= 0:
+        return 1.0
+    busy = sum(float(v) for k, v in breakdown.items() if k in ("compute", "optimizer"))
+    return min(max(busy / step_time_s, 0.0), 1.0)
+
+
+def power_model(cluster: ClusterSpec, comps: ComponentCounts, cfg: ReliabilityConfig,
+                busy: float = 1.0) -> PowerModel:
+    gpu = cluster.gpu_spec
+    dyn = gpu.tdp_w - gpu.idle_w
+    train_w = gpu.idle_w + dyn * (busy + (1.0 - busy) * cfg.comm_power_fraction)
+    return PowerModel(gpu_train_w=train_w, gpu_idle_w=gpu.idle_w, gpu_tdp_w=gpu.tdp_w,
+                      hosts_w=comps.hosts * cluster.host_spec.host_power_w,
+                      network_w=comps.switch_ports * cfg.switch_w_per_port, gpus=comps.gpus, pue=cfg.pue,
+                      busy_fraction=busy)
+
+
+def energy_mwh(pm: PowerModel, train_s, idle_s):
+    """Facility energy (MWh) for seconds training and seconds idle (checkpoint pauses, recovery)."""
+    return (pm.it_train_w * train_s + pm.it_idle_w * idle_s) * pm.pue / 3.6e9
+
+
+def cost_usd(cfg: ReliabilityConfig, gpus: int, wall_s, energy):
+    """Cost of holding ``gpus`` GPUs for ``wall_s`` seconds (rental, or capex + energy)."""
+    gpu_h = gpus * wall_s / 3600.0
+    if cfg.capex_per_gpu_usd is None:
+        return gpu_h * cfg.usd_per_gpu_hour
+    return gpu_h * cfg.capex_per_gpu_usd / (cfg.depreciation_years * HOURS_PER_YEAR) + energy * 1000.0 * cfg.usd_per_kwh

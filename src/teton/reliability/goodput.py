@@ -1,0 +1,292 @@
+"""Whole-run goodput: failure model + recovery + Monte Carlo + interval policy + energy and cost.
+
+``goodput(spec, ...)`` answers "when will the model be done, at what ETTR, energy and cost, with
+which checkpoint interval"; ``run_summary(spec, step_time_s, tokens_per_step)`` is the small
+form ``teton run`` adds to its result when the spec's ``reliability:`` asks for a run length.
+
+Run length: a token budget (``steps = ceil(tokens / tokens_per_step)`` of the step model's step
+time) or a fixed number of days (default 54, the Table 5 window). The optional diurnal variation
+(LLAMA3 §3.3.4: 1-2 % peak-to-peak from mid-day temperatures and DVFS) and straggler slowdowns
+enter mean-field, as a longer effective step ``step / (1 - diurnal/2) * (1 + stragglers)``: they
+stretch time-to-train but not ETTR (slow steps are still useful training); ``goodput`` is ETTR
+divided by that stretch, i.e. achieved / failure-free-nominal token throughput.
+The checkpoint interval defaults to Daly's optimum for the modelled MTBI and blocking cost,
+rounded to whole steps and never shorter than one save.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from teton.errors import SpecError
+from teton.reliability.config import ReliabilityConfig, parse_reliability
+from teton.reliability.energy import busy_fraction, cost_usd, energy_mwh, power_model
+from teton.reliability.interval import daly_interval_s, default_sweep_grid, sweep_intervals, young_interval_s
+from teton.reliability.montecarlo import MCInputs, simulate_runs
+from teton.reliability.rates import (
+    CAUSES,
+    ComponentCounts,
+    default_rates_per_hour,
+    job_components,
+    job_rates_per_hour,
+)
+from teton.reliability.recovery import checkpoint_costs, fixed_downtime_s, pg_init_s
+from teton.topology.cluster import ClusterSpec
+
+DEFAULT_DAYS = 54.0  # the Table 5 window, when the spec gives no run length
+HUMAN_INTERVALS_S = (600.0, 1800.0, 3600.0, 3 * 3600.0)  # intervals people pick, added to every sweep
+
+
+@dataclass(frozen=True)
+class FailureModel:
+    counts: ComponentCounts
+    rates_per_component_h: dict[str, float]
+    job_rates_h: dict[str, float]  # interruptions per hour of this job, by cause
+
+    @property
+    def unexpected_per_h(self) -> float:
+        return sum(v for k, v in self.job_rates_h.items() if k != "planned_maintenance")
+
+    @property
+    def planned_per_h(self) -> float:
+        return self.job_rates_h["planned_maintenance"]
+
+    @property
+    def mtbi_h(self) -> float:
+        """Mean time between unexpected interruptions (the ones that lose work)."""
+        return 1.0 / self.unexpected_per_h if self.unexpected_per_h > 0 else math.inf
+
+
+def failure_model(cluster: ClusterSpec, gpus: int, cfg: ReliabilityConfig) -> FailureModel:
+    """Per-component rates (Table 5 defaults, then the spec's overrides) and the job's rates."""
+    counts = job_components(cluster, gpus)
+    rates = default_rates_per_hour()
+    if cfg.shares is not None:
+        base_job = job_rates_per_hour(rates, counts)
+        mtbi = cfg.unexpected_mtbi_h or 1.0 / sum(v for k, v in base_job.items() if k != "planned_maintenance")
+        for c in CAUSES:
+            if not c.planned:
+                n = counts.of(c.scope)
+                rates[c.key] = cfg.shares.get(c.key, 0.0) / mtbi / n if n > 0 else 0.0
+    rates.update(cfg.rates_per_hour)
+    for c in CAUSES:
+        if not c.planned:
+            rates[c.key] *= cfg.rate_scale
+    return FailureModel(counts, rates, job_rates_per_hour(rates, counts))
+
+
+def interruption_table(cluster: ClusterSpec, gpu_counts: list[int], cfg: ReliabilityConfig | None = None) -> list[dict]:
+    """Expected interruptions per day and MTBI for jobs of several sizes on ``cluster``."""
+    cfg = cfg or ReliabilityConfig()
+    rows = []
+    for g in gpu_counts:
+        fm = failure_model(cluster, g, cfg)
+        rows.append({"gpus": g, "hosts": fm.counts.hosts, "switches": round(fm.counts.switches, 1),
+                     "unexpected_per_day": fm.unexpected_per_h * 24.0, "mtbi_h": fm.mtbi_h,
+                     "planned_per_day": fm.planned_per_h * 24.0,
+                     "pg_init_stock_s": pg_init_s(cfg.model_copy(update={"pg_init": "stock"}), g),
+                     "pg_init_optimized_s": pg_init_s(cfg.model_copy(update={"pg_init": "optimized"}), g)})
+    return rows
+
+
+def _step(spec: Any, cfg: ReliabilityConfig, step_time_s: float | None, tokens_per_step: float | None,
+          breakdown: dict | None) -> tuple[float, float, dict | None, str]:
+    """Step time and tokens per step: explicit > reliability section > teton.simulate."""
+    tps = tokens_per_step or cfg.tokens_per_step or float(spec.job.tokens_per_step)
+    st = step_time_s or cfg.step_time_s
+    source = "given"
+    if st is None:
+        try:
+            import teton
+
+            result = teton.simulate(spec)  # type: ignore[attr-defined]
+        except (ImportError, AttributeError):
+            raise SpecError("reliability.step_time_s", None,
+                            "needed (teton.simulate is not available): pass --step-time or set it") from None
+        st = float(result.step_time_s)
+        breakdown = breakdown or dict(getattr(result, "breakdown", {}) or {})
+        source = "teton.simulate"
+    return float(st), float(tps), breakdown, source
+
+
+def _pct(x: np.ndarray) -> dict[str, float]:
+    p5, p50, p95 = np.percentile(x, [5, 50, 95])
+    return {"p5": float(p5), "p50": float(p50), "p95": float(p95), "mean": float(np.mean(x))}
+
+
+def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: float | None = None,
+            tokens_per_step: float | None = None, breakdown: dict | None = None, days: float | None = None,
+            tokens: float | None = None, runs: int | None = None, seed: int | None = None,
+            interval_s: float | None = None, interval_sweep: bool = False,
+            progress: Callable[[float], None] | None = None) -> dict:
+    """Monte Carlo of the whole run; returns a JSON-ready dict (keys documented in the CLI)."""
+    cfg = cfg or parse_reliability(spec.reliability)
+    if days is not None and tokens is not None:
+        raise SpecError("--tokens", tokens, "give either --days or --tokens, not both")
+    if days is None and tokens is None:
+        days, tokens = cfg.days, cfg.tokens
+        if days is None and tokens is None:
+            days = DEFAULT_DAYS
+    for name, v in (("--days", days), ("--tokens", tokens)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise SpecError(name, v, "must be a positive number")
+    runs = runs or cfg.runs
+    seed = spec.seed if seed is None else seed
+    cluster, gpus = spec.cluster, spec.job.gpus
+    st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown)
+    slow = 1.0 / (1.0 - cfg.diurnal_variation / 2.0) * (1.0 + cfg.straggler_slowdown)
+    st_eff = st * slow
+
+    fm = failure_model(cluster, gpus, cfg)
+    ck = checkpoint_costs(spec, cfg)
+    down = fixed_downtime_s(cfg, gpus, ck.restore_s)
+    mtbi_s = fm.mtbi_h * 3600.0
+    young = young_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
+    daly = daly_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
+    chosen = interval_s or cfg.checkpoint_interval_s or daly
+    if not math.isfinite(chosen):
+        chosen = 1e12
+    # Checkpoints fall on step boundaries, and a save must be durable before the next one starts.
+    min_steps = max(math.ceil((ck.save_s - ck.blocking_s) / st_eff - 1e-9), 1)
+
+    def on_steps(x: float) -> float:
+        return max(round(x / st_eff), min_steps) * st_eff
+
+    chosen = on_steps(chosen)
+
+    spares = cfg.spare_hosts if cfg.spare_hosts is not None else max(cluster.hosts - fm.counts.hosts, 0)
+    infant = None
+    if cfg.infant_mortality is not None:
+        im = cfg.infant_mortality
+        infant = im.multiplier
+    steps = math.ceil(tokens / tps) if tokens is not None else None
+    inp = MCInputs(
+        rates_per_s=np.array([fm.job_rates_h[c.key] / 3600.0 for c in CAUSES]),
+        downtime_s=np.array([down[c.key] for c in CAUSES]),
+        hardware=np.array([c.hardware for c in CAUSES]), planned=np.array([c.planned for c in CAUSES]),
+        replaces_host=np.array([c.replaces_host for c in CAUSES]),
+        interval_s=chosen, blocking_s=ck.blocking_s, save_s=ck.save_s,
+        work_s=steps * st_eff if steps is not None else None,
+        horizon_s=days * 86400.0 if days is not None else None,
+        spares=spares, repair_s=cfg.repair_h * 3600.0, infant=infant)
+    sweep_rows: list[dict] = []
+    main_progress = progress if not interval_sweep or progress is None else (lambda f: progress(0.5 * f))
+    res = simulate_runs(inp, runs, seed, main_progress)
+    if interval_sweep:
+        raw = default_sweep_grid(daly if math.isfinite(daly) else chosen) + [chosen] + list(HUMAN_INTERVALS_S)
+        grid = sorted({on_steps(x) for x in raw})
+        sub = None if progress is None else (lambda f: progress(0.5 + 0.5 * f))
+        sweep_rows = sweep_intervals(inp, grid, runs, seed, sub)
+        for row in sweep_rows:
+            row["interval_h"] = row["interval_s"] / 3600.0
+    if progress is not None:
+        progress(1.0)
+
+    # ---- figures -------------------------------------------------------------------------------
+    wall_h = res.wall_s / 3600.0
+    exposure_h = float(np.mean(wall_h))
+    mult = 1.0
+    if infant is not None:
+        mult_hw = float(np.mean(infant(np.linspace(0.0, exposure_h * 3600.0, 2001))))
+        hw = sum(fm.job_rates_h[c.key] for c in CAUSES if c.hardware)
+        mult = (fm.unexpected_per_h + hw * (mult_hw - 1.0)) / fm.unexpected_per_h if fm.unexpected_per_h else 1.0
+    unexpected_expected = fm.unexpected_per_h * mult * exposure_h
+    ettr = res.ettr
+    useful_tokens = res.useful_s / st_eff * tps
+    pm = power_model(cluster, fm.counts, cfg, busy_fraction(breakdown, st))
+    e = energy_mwh(pm, res.train_s, res.checkpoint_s + res.down_s)
+    cost = cost_usd(cfg, gpus, res.wall_s, e)
+    counts_mean = res.counts.mean(axis=0)
+    by_cause = {c.key: float(counts_mean[i]) for i, c in enumerate(CAUSES)}
+    by_category: dict[str, float] = {}
+    for i, c in enumerate(CAUSES):
+        by_category[c.category] = by_category.get(c.category, 0.0) + float(counts_mean[i])
+    unexp = res.counts[:, [i for i, c in enumerate(CAUSES) if not c.planned]].sum(axis=1)
+    cat_pct = {cat: _pct(res.counts[:, [i for i, c in enumerate(CAUSES) if c.category == cat]].sum(axis=1)
+                         .astype(float)) for cat in by_category}
+    ideal_s = (steps * st) if steps is not None else None
+    ttt = res.wall_s / 86400.0 if steps is not None else None
+    out: dict[str, Any] = {
+        "gpus": gpus, "hosts": fm.counts.hosts, "switch_equivalents": fm.counts.switches,
+        "mode": "tokens" if steps is not None else "days",
+        "tokens": tokens, "days": days, "runs": runs, "seed": seed,
+        "step_time_s": st, "step_time_source": st_source, "effective_step_time_s": st_eff,
+        "tokens_per_step": tps, "steps": steps,
+        "unexpected_interruptions": unexpected_expected,
+        "unexpected_interruptions_mc": _pct(unexp.astype(float)),
+        "planned_interruptions": fm.planned_per_h * exposure_h,
+        "unexpected_per_day": fm.unexpected_per_h * 24.0 * mult, "mtbi_h": fm.mtbi_h / mult,
+        "interruptions_by_cause": by_cause, "interruptions_by_category": by_category,
+        "interruptions_by_category_percentiles": cat_pct,
+        "ettr": float(np.mean(ettr)), "ettr_percentiles": _pct(ettr),
+        "goodput": float(np.mean(ettr) / slow),
+        "wall_days": _pct(res.wall_s / 86400.0),
+        "time_to_train_days": float(np.median(ttt)) if ttt is not None else None,
+        "time_to_train_percentiles": _pct(ttt) if ttt is not None else None,
+        "ideal_days": ideal_s / 86400.0 if ideal_s is not None else None,
+        "gpu_hours": float(np.mean(res.wall_s)) * gpus / 3600.0,
+        "ideal_gpu_hours": ideal_s * gpus / 3600.0 if ideal_s is not None else None,
+        "tokens_trained": _pct(useful_tokens),
+        "finished_fraction": float(res.finished.mean()) if steps is not None else None,
+        "lost_gpu_hours": _pct((res.wall_s - res.useful_s) * gpus / 3600.0),
+        "lost_gpu_hours_by_kind": {
+            "lost_work": float(np.mean(res.lost_work_s)) * gpus / 3600.0,
+            "recovery": float(np.mean(res.down_s - res.spare_wait_s)) * gpus / 3600.0,
+            "spare_wait": float(np.mean(res.spare_wait_s)) * gpus / 3600.0,
+            "checkpoint_blocking": float(np.mean(res.checkpoint_s)) * gpus / 3600.0},
+        "checkpoint_interval_s": chosen, "young_interval_s": young, "young_daly_interval_s": daly,
+        "checkpoint_save_s": ck.save_s, "checkpoint_blocking_s": ck.blocking_s,
+        "checkpoint_restore_s": ck.restore_s, "checkpoint_source": ck.source,
+        "downtime_s_by_cause": down, "pg_init_s": pg_init_s(cfg, gpus), "pg_init": cfg.pg_init,
+        "spare_hosts": spares,
+        "energy_mwh": float(np.mean(e)), "energy_mwh_percentiles": _pct(e),
+        "power_train_mw": pm.it_train_w * pm.pue / 1e6, "power_idle_mw": pm.it_idle_w * pm.pue / 1e6,
+        "power_swing_mw": pm.swing_mw, "power_swing_peak_mw": pm.swing_peak_mw,
+        "cost_usd": float(np.mean(cost)), "cost_usd_percentiles": _pct(cost),
+        "interval_sweep": sweep_rows,
+    }
+    if sweep_rows:
+        best = max(sweep_rows, key=lambda r: r["ettr_mean"])
+        out["mc_optimal_interval_s"] = best["interval_s"]
+        out["mc_optimal_ettr"] = best["ettr_mean"]
+    out["assumptions"] = _assumptions(out, cfg, pm)
+    for key in ("young_interval_s", "young_daly_interval_s", "mtbi_h"):  # no failures: no optimum
+        if not math.isfinite(out[key]):
+            out[key] = None
+    return out
+
+
+def _assumptions(out: dict, cfg: ReliabilityConfig, pm) -> list[str]:
+    a = [
+        f"failure rates: Llama 3 Table 5 counts / (components x 1,296 h), scaled to {out['gpus']} GPUs, "
+        f"{out['hosts']} hosts, {out['switch_equivalents']:.1f} switch-equivalents; rate_scale={cfg.rate_scale}",
+        f"step time {out['step_time_s']:.3f} s ({out['step_time_source']}); effective "
+        f"{out['effective_step_time_s']:.3f} s with diurnal {cfg.diurnal_variation:.1%} and "
+        f"stragglers {cfg.straggler_slowdown:.1%}; {out['tokens_per_step']:.4g} tokens/step",
+        f"checkpoint save {out['checkpoint_save_s']:.1f} s, blocking {out['checkpoint_blocking_s']:.1f} s, "
+        f"restore {out['checkpoint_restore_s']:.1f} s ({out['checkpoint_source']})",
+        f"detection: crash {cfg.crash_detect_s:g} s, hang {cfg.hang_detect_s:g} s (NCCL watchdog); host swap "
+        f"{cfg.host_swap_s:g} s from {out['spare_hosts']} spare hosts, repair {cfg.repair_h:g} h; "
+        f"pg init ({cfg.pg_init}) {out['pg_init_s']:.0f} s",
+        f"power: GPU {pm.gpu_train_w:.0f} W training (busy fraction {pm.busy_fraction:.2f}), "
+        f"{pm.gpu_idle_w:.0f} W idle; PUE {cfg.pue}",
+        f"cost: ${cfg.usd_per_gpu_hour:.2f} per GPU-hour" if cfg.capex_per_gpu_usd is None else
+        (f"cost: capex ${cfg.capex_per_gpu_usd:,.0f}/GPU over {cfg.depreciation_years:g} y + "
+         f"${cfg.usd_per_kwh}/kWh"),
+    ]
+    if out["mode"] == "days":
+        a.append("fixed run length: time_to_train_days is null; see tokens_trained")
+    return a
+
+
+def run_summary(spec: Any, step_time_s: float, tokens_per_step: float, breakdown: dict | None = None,
+                runs: int | None = None) -> dict:
+    """The keys ``teton run`` adds when ``reliability:`` gives a run length (``tokens`` or ``days``)."""
+    r = goodput(spec, step_time_s=step_time_s, tokens_per_step=tokens_per_step, breakdown=breakdown, runs=runs)
+    return {k: r[k] for k in ("goodput", "ettr", "time_to_train_days", "energy_mwh", "cost_usd",
+                              "unexpected_interruptions", "checkpoint_interval_s", "young_daly_interval_s")}

@@ -1,0 +1,94 @@
+"""Recovery after an interruption, and the checkpoint costs it depends on.
+
+Downtime of one interruption of cause ``c`` (Daly 2006's "R" split into its parts)::
+
+    downtime_c = detect_c + swap_c + wait_for_spare + pg_init(n) + restore
+
+- ``detect``: a *crash* (the process dies: GPU off the bus, uncorrectable ECC, host down) is seen
+  by the elastic agent's monitor and the job torn down (``crash_detect_s``); a *hang* (a link or
+  NIC gone, a deadlock, a silent corruption caught by a desync check) blocks every rank in a
+  collective until the NCCL watchdog fires (PyTorch ProcessGroupNCCL default timeout 10 min; the
+  heartbeat monitor, TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC, default 480 s, kills a stuck watchdog);
+  *planned* maintenance drains the job right after a checkpoint: no detection, no lost work.
+- ``swap``: a hardware cause needs a healthy host in the failed one's place; it comes from the
+  spare pool (``host_swap_s``) or, when no spare is left, after the soonest repair (the Monte
+  Carlo tracks the pool: :mod:`teton.reliability.montecarlo`).
+- ``pg_init(n)``: every rank re-joins the process groups. Stock PyTorch rendezvous goes through
+  one TCPStore server and NCCL's bootstrap ring, both serial in the rank count: O(n). Meta's
+  work on start-up (LLAMA3 §3.3.4 and the NCCLX paper's "11x faster startup", facts §8) moved
+  it from "hours to minutes" with tree/parallel bootstrap: O(log n). Constants are assumptions
+  (facts §9: not published); only the growth law is modelled, not fitted to "hours to minutes".
+- ``restore``: read the last durable checkpoint (storage model, or size / bandwidth).
+
+Lost work, the training since the last *durable* checkpoint, is drawn by the Monte Carlo.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from teton.reliability.config import ReliabilityConfig
+from teton.reliability.rates import CAUSES
+
+
+def pg_init_s(cfg: ReliabilityConfig, ranks: int) -> float:
+    """Process-group start-up for ``ranks`` ranks: O(n) stock; O(log2 n) optimized (never slower)."""
+    if cfg.pg_init == "stock":
+        return cfg.pg_init_base_s + cfg.pg_init_per_rank_s * ranks
+    stock = cfg.pg_init_base_s + cfg.pg_init_per_rank_s * ranks
+    return min(stock, cfg.pg_init_base_s + cfg.pg_init_per_level_s * math.log2(max(ranks, 2)))
+
+
+@dataclass(frozen=True)
+class CheckpointCosts:
+    save_s: float  # from the start of a save until it is durable
+    blocking_s: float  # training paused per checkpoint
+    restore_s: float
+    source: str  # "storage model" | "reliability section" | "fallback: bytes / bandwidth"
+
+
+def _storage_summary(spec: Any) -> dict | None:
+    """``teton.storage.checkpoint_summary(spec)`` when the storage model is installed."""
+    try:
+        from teton.storage import checkpoint_summary  # type: ignore[attr-defined]
+    except ImportError:
+        try:
+            from teton.storage.checkpoint import checkpoint_summary
+        except ImportError:
+            return None
+    return dict(checkpoint_summary(spec))  # a SpecError about the storage section reaches the user
+
+
+def checkpoint_costs(spec: Any, cfg: ReliabilityConfig) -> CheckpointCosts:
+    """Checkpoint save / blocking / restore seconds: explicit inputs > storage model > fallback.
+
+    Fallback: ``bytes = params x checkpoint_bytes_per_param``, written and read at
+    ``storage_bytes_s`` (Tectonic sustained 2 TB/s, LLAMA3 §3.3.1), synchronously.
+    """
+    summary = _storage_summary(spec) if spec is not None else None
+    source = "storage model" if summary else "fallback: bytes / bandwidth"
+    if summary:
+        save = float(summary["checkpoint_save_s"])
+        block = float(summary.get("checkpoint_blocking_s", save))
+        restore = float(summary["checkpoint_restore_s"])
+    else:
+        params = float(spec.model.total_params()) if spec is not None else 0.0
+        size = params * cfg.checkpoint_bytes_per_param
+        save = block = restore = size / cfg.storage_bytes_s
+    given = [cfg.checkpoint_save_s, cfg.checkpoint_blocking_s, cfg.checkpoint_restore_s]
+    if any(v is not None for v in given):
+        source = "reliability section" if all(v is not None for v in given) else source + " + reliability section"
+        save = cfg.checkpoint_save_s if cfg.checkpoint_save_s is not None else save
+        block = cfg.checkpoint_blocking_s if cfg.checkpoint_blocking_s is not None else min(block, save)
+        restore = cfg.checkpoint_restore_s if cfg.checkpoint_restore_s is not None else restore
+    return CheckpointCosts(save_s=max(save, block), blocking_s=block, restore_s=restore, source=source)
+
+
+def fixed_downtime_s(cfg: ReliabilityConfig, ranks: int, restore_s: float) -> dict[str, float]:
+    """Downtime of one interruption by cause, without any wait for a spare host."""
+    detect = {"crash": cfg.crash_detect_s, "hang": cfg.hang_detect_s, "planned": 0.0}
+    restart = pg_init_s(cfg, ranks) + restore_s
+    return {c.key: detect[c.detection] + (cfg.host_swap_s if c.replaces_host else 0.0) + restart
+            for c in CAUSES}

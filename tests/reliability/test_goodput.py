@@ -1,0 +1,143 @@
+"""Time-to-train, energy, cost, run_summary, the CLI, and the glue to teton.simulate / storage."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from rel_helpers import CKPT, spec_405b
+
+from teton.errors import SpecError
+from teton.reliability import goodput, run_summary
+
+
+def _table4_step_time_s(spec) -> float:
+    """Step time implied by Table 4 row 2 (400 TFLOPs/GPU at 16,384 GPUs) and 6 N per token."""
+    flops = 6.0 * spec.model.total_params() * spec.job.tokens_per_step
+    return flops / (16384 * 400e12)
+
+
+def test_time_to_train_405b_15_6t_tokens(spec405):
+    st = _table4_step_time_s(spec405)
+    out = goodput(spec405, step_time_s=st, tokens=15.6e12, runs=100, seed=0)
+    steps = math.ceil(15.6e12 / spec405.job.tokens_per_step)
+    assert out["steps"] == steps
+    assert out["ideal_days"] == pytest.approx(steps * st / 86400)
+    assert out["ideal_gpu_hours"] == pytest.approx(steps * st * 16384 / 3600)
+    assert out["finished_fraction"] == 1.0
+    ttt = out["time_to_train_percentiles"]
+    assert ttt["p5"] <= out["time_to_train_days"] <= ttt["p95"]
+    assert out["time_to_train_days"] > out["ideal_days"]
+    # wall = failure-free time / ETTR (ETTR counts the useful training seconds)
+    assert out["time_to_train_days"] == pytest.approx(out["ideal_days"] / out["ettr"], rel=0.01)
+    assert out["ettr"] > 0.9
+    assert out["gpu_hours"] == pytest.approx(ttt["mean"] * 24 * 16384)
+    assert any("step time" in a for a in out["assumptions"])
+    assert out["tokens_trained"]["p50"] == pytest.approx(steps * spec405.job.tokens_per_step, rel=1e-9)
+
+
+def test_energy_power_swing_and_cost(spec405):
+    out = goodput(spec405, step_time_s=6.0, days=10, runs=50, seed=0)
+    # busy fraction 1 (no breakdown given): every GPU from 700 W to 70 W, times PUE 1.09
+    assert out["power_swing_mw"] == pytest.approx(16384 * (700 - 70) * 1.09 / 1e6)
+    hosts_w = 2048 * 4600
+    assert out["power_idle_mw"] > (16384 * 70 + hosts_w) * 1.09 / 1e6
+    assert out["power_train_mw"] - out["power_idle_mw"] == pytest.approx(out["power_swing_mw"])
+    # energy lies between all-idle and all-training over 10 days
+    assert out["power_idle_mw"] * 240 < out["energy_mwh"] < out["power_train_mw"] * 240
+    assert out["cost_usd"] == pytest.approx(16384 * 240 * 2.0)  # $2 / GPU-hour, fixed 10 days
+    capex = spec_405b({**CKPT, "capex_per_gpu_usd": 40_000, "depreciation_years": 4, "usd_per_kwh": 0.1})
+    c = goodput(capex, step_time_s=6.0, days=10, runs=50, seed=0)
+    depreciation = 16384 * 240 * 40_000 / (4 * 8766)
+    assert c["cost_usd"] == pytest.approx(depreciation + c["energy_mwh"] * 1000 * 0.1)
+
+
+def test_communication_bound_step_draws_less_power(spec405):
+    busy = goodput(spec405, step_time_s=6.0, days=5, runs=20, seed=0)
+    comm = goodput(spec405, step_time_s=6.0, days=5, runs=20, seed=0,
+                   breakdown={"compute": 3.0, "exposed_dp_comm": 3.0})
+    assert comm["power_train_mw"] < busy["power_train_mw"]
+    assert comm["energy_mwh"] < busy["energy_mwh"]
+
+
+def test_optional_throughput_effects_slow_the_run(spec405):
+    base = goodput(spec405, step_time_s=6.0, tokens=1e12, runs=50, seed=0)
+    slow = spec_405b({**CKPT, "diurnal_variation": 0.02, "straggler_slowdown": 0.05})
+    s = goodput(slow, step_time_s=6.0, tokens=1e12, runs=50, seed=0)
+    assert s["effective_step_time_s"] == pytest.approx(6.0 / 0.99 * 1.05)
+    assert s["time_to_train_days"] > base["time_to_train_days"] * 1.05
+    assert s["goodput"] < s["ettr"]
+
+
+def test_optimized_pg_init_shortens_recovery(spec405):
+    stock = goodput(spec405, step_time_s=6.0, days=20, runs=50, seed=0)
+    fast = goodput(spec_405b({**CKPT, "pg_init": "optimized"}), step_time_s=6.0, days=20, runs=50, seed=0)
+    assert fast["pg_init_s"] < stock["pg_init_s"]
+    assert fast["ettr"] > stock["ettr"]
+
+
+def test_run_summary_keys_and_run_length_from_spec():
+    spec = spec_405b({**CKPT, "tokens": 2e12, "runs": 50})
+    out = run_summary(spec, step_time_s=6.0, tokens_per_step=spec.job.tokens_per_step)
+    for key in ("goodput", "ettr", "time_to_train_days", "energy_mwh", "cost_usd"):
+        assert isinstance(out[key], float) and out[key] > 0
+    assert 0.85 < out["ettr"] <= 1.0
+    days = run_summary(spec_405b({**CKPT, "days": 7, "runs": 20}), 6.0, 16_777_216)
+    assert days["time_to_train_days"] is None and days["ettr"] > 0.85
+
+
+def test_bad_run_length_is_spec_error(spec405):
+    with pytest.raises(SpecError):
+        goodput(spec405, step_time_s=6.0, days=5, tokens=1e12)
+    with pytest.raises(SpecError):
+        goodput(spec405, step_time_s=6.0, days=float("nan"))
+
+
+def test_step_time_from_teton_simulate(spec405):
+    teton = pytest.importorskip("teton")
+    if not hasattr(teton, "simulate"):
+        pytest.skip("teton.simulate is not available yet")
+    out = goodput(spec405, tokens=1e12, runs=20, seed=0)
+    assert out["step_time_source"] == "teton.simulate"
+    assert out["step_time_s"] == pytest.approx(teton.simulate(spec405).step_time_s)
+
+
+def test_checkpoint_costs_from_storage_model():
+    try:
+        from teton.storage.checkpoint import checkpoint_summary
+    except ImportError:
+        pytest.skip("teton.storage checkpoint model is not available")
+    spec = spec_405b({})
+    expected = checkpoint_summary(spec)
+    out = goodput(spec, step_time_s=6.0, days=5, runs=20, seed=0)
+    assert out["checkpoint_source"] == "storage model"
+    assert out["checkpoint_restore_s"] == pytest.approx(expected["checkpoint_restore_s"])
+    assert out["checkpoint_blocking_s"] == pytest.approx(expected["checkpoint_blocking_s"])
+
+
+def test_cli_json_and_errors(tmp_path, cli):
+    """In-process CLI (the suite's ``cli`` fixture): JSON keys, exit code 2 on bad input."""
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({"cluster": "meta-roce-24k", "model": "llama3-405b",
+                                "job": {"gpus": 16384, "tp": 8, "pp": 16, "seq_len": 8192, "global_batch": 2048,
+                                        "pp_schedule": "interleaved", "virtual_stages": 8,
+                                        "pp_embedding_slots": True},
+                                "reliability": CKPT}))
+    code, stdout, stderr = cli("goodput", path, "--step-time", "6", "--days", "54", "--runs", "50", "--seed", "3",
+                               "--json")
+    assert code == 0, stderr
+    out = json.loads(stdout)
+    for key in ("unexpected_interruptions", "ettr", "time_to_train_days", "checkpoint_interval_s",
+                "young_daly_interval_s", "ettr_percentiles", "interruptions_by_category", "energy_mwh",
+                "interruptions_by_category_percentiles", "wall_days", "lost_gpu_hours",
+                "cost_usd"):
+        assert key in out
+    assert out["unexpected_interruptions"] == pytest.approx(419, rel=0.15)
+    code, _, stderr = cli("goodput", path, "--step-time", "6", "--set", "reliability.rates_per_hour.faulty_gpu=-1")
+    assert code == 2
+    assert stderr.strip().count("\n") == 0 and "faulty_gpu" in stderr
+    code, _, stderr = cli("goodput", path, "--step-time", "6", "--tokens", "lots")
+    assert code == 2 and "--tokens" in stderr
+    code, stdout, _ = cli("goodput", path, "--step-time", "6", "--days", "5", "--runs", "20", "--interval-sweep")
+    assert code == 0 and "checkpoint interval vs ETTR" in stdout and "assumptions" in stdout
