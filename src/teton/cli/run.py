@@ -41,7 +41,7 @@ def _extras(spec, result) -> dict:
         except ImportError:
             run_summary = None
         if run_summary is not None:
-            extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step))
+            extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step, result.breakdown))
     return extra
 
 

@@ -65,11 +65,30 @@ def _order(p: int, v: int, m: int, r: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _simulate(p, v, m, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag):
-    n_ops = 2 * m * v
-    orders = np.empty((p, n_ops, 3), dtype=np.int64)
+def _orders(p: int, v: int, m: int) -> np.ndarray:
+    orders = np.empty((p, 2 * m * v, 3), dtype=np.int64)
     for r in range(p):
         orders[r] = _order(p, v, m, r)
+    return orders
+
+
+_ORDERS: dict[tuple[int, int, int], np.ndarray] = {}
+
+
+def schedule_orders(p: int, v: int, m: int) -> np.ndarray:
+    """(p, 2*m*v, 3) op order of every rank, memoised per (p, v, m)."""
+    key = (p, v, m)
+    hit = _ORDERS.get(key)
+    if hit is None:
+        if len(_ORDERS) > 256:
+            _ORDERS.clear()
+        hit = _ORDERS[key] = _orders(p, v, m)
+    return hit
+
+
+@njit(cache=True)
+def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag):
+    n_ops = 2 * m * v
     fwd_done = np.full((p, v, m), -1.0)
     bwd_done = np.full((p, v, m), -1.0)
     ptr = np.zeros(p, dtype=np.int64)
@@ -183,7 +202,7 @@ def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
     zeros = np.zeros((p, v))
     ag = zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64)
     rs = zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64)
-    finish, busy, dp_free, _starts, _orders, ok = _simulate(p, v, int(m), fwd_s, bwd_s, np.ascontiguousarray(p2p_s, dtype=np.float64),
+    finish, busy, dp_free, _starts, _o, ok = _simulate(p, v, int(m), schedule_orders(p, v, int(m)), fwd_s, bwd_s, np.ascontiguousarray(p2p_s, dtype=np.float64),
                                           int(dp_mode), ag, rs, bool(overlap_param_gather))
     if not ok:  # pragma: no cover - the orders above never deadlock for m % p == 0 or v == 1
         raise RuntimeError("pipeline schedule deadlocked")
@@ -199,7 +218,7 @@ def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
     p, v = fwd_s.shape
     zeros = np.zeros((p, v))
     _, _, _, starts, orders, _ = _simulate(
-        p, v, int(m), fwd_s, bwd_s, np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64),
+        p, v, int(m), schedule_orders(p, v, int(m)), fwd_s, bwd_s, np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64),
         int(dp_mode), zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
         zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64), bool(overlap_param_gather))
     events = []

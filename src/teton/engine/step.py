@@ -55,7 +55,7 @@ def make_cost_model(spec: Spec):
                              seed=spec.seed)
     from teton.network.analytical import AnalyticalCostModel
 
-    key = (spec.cluster.model_dump_json(), spec.network.nvls)
+    key = (cluster_key(spec.cluster), spec.network.nvls)
     hit = _COST_MODELS.get(key)
     if hit is None:
         if len(_COST_MODELS) > 64:
@@ -112,12 +112,25 @@ class _BlockTimer:
 
 
 _PLACEMENTS: dict[tuple, Placement] = {}
+_CLUSTER_KEYS: dict[int, tuple[object, str]] = {}
+
+
+def cluster_key(cluster) -> str:
+    """A value key for a (frozen) cluster spec, memoised by identity."""
+    hit = _CLUSTER_KEYS.get(id(cluster))
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    if len(_CLUSTER_KEYS) > 1024:
+        _CLUSTER_KEYS.clear()
+    key = cluster.model_dump_json()
+    _CLUSTER_KEYS[id(cluster)] = (cluster, key)
+    return key
 
 
 def default_placement(spec: Spec) -> Placement:
     """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
     j = spec.job
-    key = (spec.cluster.model_dump_json(), tuple(_degrees(spec).items()), j.parallel_order, j.placement, spec.seed)
+    key = (cluster_key(spec.cluster), tuple(_degrees(spec).items()), j.parallel_order, j.placement, spec.seed)
     hit = _PLACEMENTS.get(key)
     if hit is None:
         if len(_PLACEMENTS) > 256:
@@ -182,14 +195,12 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     if dp > 1:
         dp_groups = placement.groups("dp")
         rs_op = "all_reduce" if job.zero == 0 else "reduce_scatter"
-        uniq = {}
-        for idx, n_params in np.ndenumerate(chunk_params):
-            key = float(n_params)
-            if key not in uniq:
-                uniq[key] = (cost.collective_time(rs_op, dp_groups, n_params * grad_bytes),
-                             cost.collective_time("all_gather", dp_groups, n_params * work.param_gather_bytes_per_param)
-                             if job.zero else 0.0)
-            rs_s[idx], ag_s[idx] = uniq[key]
+        values, inverse = np.unique(chunk_params, return_inverse=True)
+        rs_u = np.array([cost.collective_time(rs_op, dp_groups, n * grad_bytes) for n in values])
+        ag_u = np.array([cost.collective_time("all_gather", dp_groups, n * work.param_gather_bytes_per_param)
+                         if job.zero else 0.0 for n in values])
+        rs_s = rs_u[inverse].reshape(chunk_params.shape)
+        ag_s = ag_u[inverse].reshape(chunk_params.shape)
         if job.zero == 3:
             dp_mode = DP_FULL_SHARD
         elif job.grad_reduce_mode == "per_microbatch":

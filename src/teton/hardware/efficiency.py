@@ -20,6 +20,7 @@ Collectives:        busbw = link_bw * e_nccl(link kind)   (nccl-tests bus bandwi
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -50,13 +51,18 @@ class Efficiency:
     def gemm(self, precision: str, gpu: GPU, m: int, n: int, k: int) -> float:
         """e_gemm(m, n, k): achievable fraction of the dense peak for this GEMM shape."""
         e = self.gemm_mamf.get(precision, self.gemm_mamf["bf16"])
-        return min(e, self.gemm_max(precision, gpu) * wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
+        return min(e, self.gemm_max(precision, gpu) * _wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
 
     def gemm_max(self, precision: str, gpu: GPU) -> float:
         """Asymptotic e_max: the MAMF value divided by the curve's shape factors at its shape."""
         e = self.gemm_mamf.get(precision, self.gemm_mamf["bf16"])
         m, n, k = self.gemm_mamf_shape
-        return e / (wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
+        return e / (_wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
+
+
+@functools.lru_cache(maxsize=4096)
+def _wave_quantization(m: int, n: int, sm_count: int) -> float:
+    return wave_quantization(m, n, sm_count)
 
 
 def wave_quantization(m: int, n: int, sm_count: int) -> float:
