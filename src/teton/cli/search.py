@@ -1,0 +1,73 @@
+"""``teton search SPEC``: which TP/CP/PP/DP layout is fastest, and does it fit?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+
+GB = 1e9
+
+
+def _ints(text: str | None, field: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    from teton.errors import SpecError
+
+    if text is None:
+        return default
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SpecError(field, text, "expected a comma-separated list of positive integers") from None
+    if not values or any(x <= 0 for x in values):
+        raise SpecError(field, text, "expected a comma-separated list of positive integers")
+    return values
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def search(
+        spec: Annotated[Path, typer.Argument(help="spec file: cluster, model, GPUs, sequence length, batch")],
+        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value")] = None,
+        top: Annotated[int, typer.Option("--top", min=1, help="rows to print")] = 10,
+        tp: Annotated[str | None, typer.Option("--tp", help="TP degrees to try, e.g. 4,8")] = None,
+        cp: Annotated[str | None, typer.Option("--cp", help="CP degrees to try")] = None,
+        pp: Annotated[str | None, typer.Option("--pp", help="PP degrees to try")] = None,
+        vs: Annotated[str | None, typer.Option("--virtual-stages", help="virtual stages to try")] = None,
+        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ) -> None:
+        """Simulate every valid layout of SPEC's job; rank those that fit in memory by step time."""
+        from rich.progress import Progress
+
+        from teton.spec import load_spec
+        from teton.sweep.search import (
+            CP_CHOICES,
+            PP_CHOICES,
+            TP_CHOICES,
+            V_CHOICES,
+            SearchSpace,
+            search_layouts,
+        )
+
+        s = load_spec(spec, set_)
+        space = SearchSpace(tp=_ints(tp, "--tp", TP_CHOICES), cp=_ints(cp, "--cp", CP_CHOICES),
+                            pp=_ints(pp, "--pp", PP_CHOICES), virtual_stages=_ints(vs, "--virtual-stages", V_CHOICES))
+        with Progress(transient=True, disable=json_) as bar:
+            task = bar.add_task("simulating layouts", total=None)
+            d = search_layouts(s, space, lambda i, n: bar.update(task, completed=i, total=n))
+        if json_:
+            print_json({**d, "rows": d["rows"][:top]})
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"{d['evaluated']} layouts simulated, {d['fitting']} fit in memory (top {top})")
+        for col in ("tp", "cp", "pp", "dp", "v", "mb", "recompute", "zero", "step s", "MFU", "mem GB", "fits"):
+            t.add_column(col, justify="right")
+        for r in d["rows"][:top]:
+            t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "dp", "virtual_stages", "micro_batch", "recompute", "zero")),
+                      f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %", f"{r['memory_per_gpu_bytes'] / GB:.1f}",
+                      "yes" if r["fits_in_memory"] else "no")
+        Console().print(t)
