@@ -46,7 +46,7 @@ class JobSpec(BaseModel):
     # micro-batch, as Llama 3 runs it), or after every micro-batch (DeepSpeed ZeRO-2/3). Default:
     # per_step for zero <= 2, per_microbatch for zero 3.
     grad_reduce: Literal["per_step", "per_microbatch"] | None = None
-    placement: Literal["topology-aware", "linear", "random"] = "topology-aware"
+    placement: Literal["topology-aware", "linear", "random", "fragmented"] = "topology-aware"
     parallel_order: tuple[str, ...] = ("tp", "cp", "pp", "dp")  # innermost first (Llama 3)
 
     @model_validator(mode="after")

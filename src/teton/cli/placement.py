@@ -1,0 +1,111 @@
+"""``teton placement SPEC``: the cost of each placement policy for one job; Slurm topology export."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+from teton.errors import SpecError
+
+
+def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed: int,
+            policies: list[str] | None, show_progress: bool = True) -> list[dict]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    import teton
+    from teton.placement import POLICIES
+    from teton.placement.compare import compare_policies
+
+    for p in policies or []:
+        if p not in POLICIES:
+            raise SpecError("--policy", p, f"must be one of {', '.join(POLICIES)}")
+    spec = teton.load_spec(spec_path, overrides)
+    chosen = tuple(policies) if policies else POLICIES
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=Console(stderr=True), transient=True, disable=not show_progress) as bar:
+        task = bar.add_task("placing and simulating", total=len(chosen))
+
+        def tick(policy: str) -> None:
+            bar.update(task, description=f"policy {policy}")
+            bar.advance(task, 0)
+
+        rows = compare_policies(spec, occupancy, seed, chosen, simulate=teton.simulate, progress=tick)
+        bar.update(task, completed=len(chosen))
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    occ = rows[0]["occupancy"]
+    layers = [k for k in rows[0]["span"] if k != "hosts"][:-1]  # the top layer always spans 1
+    t = Table(title=f"placement policies; other jobs hold {occ * 100:.0f} % of the cluster; "
+                    "slowdown vs topology-aware on an empty cluster")
+    for col in ("policy", "step time", "slowdown", "axis that pays", "hosts", *layers):
+        t.add_column(col, justify="left" if col in ("policy", "axis that pays") else "right")
+    for r in rows:
+        t.add_row(r["policy"], f"{r['step_time_s']:.3f} s", f"{r['slowdown']:.3f}", r["axis_pays"] or "-",
+                  str(r["span"]["hosts"]), *[str(r["span"][k]) for k in layers])
+    console.print(t)
+    b = Table(title="step time breakdown (s); in brackets: change vs the ideal")
+    b.add_column("category")
+    for r in rows:
+        b.add_column(r["policy"], justify="right")
+    for k in rows[0]["breakdown"]:
+        cells = []
+        for r in rows:
+            d = r["delta_vs_ideal_s"].get(k, 0.0)
+            cells.append(f"{r['breakdown'][k]:.3f}" + (f" ({d:+.3f})" if abs(d) >= 5e-4 else ""))
+        b.add_row(k, *cells)
+    console.print(b)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def placement(
+        spec: Annotated[Path | None, typer.Argument(help="spec file (YAML, TOML or JSON)")] = None,
+        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")] = None,
+        occupancy: Annotated[float, typer.Option("--occupancy", help="fraction of the cluster other jobs hold "
+                                                 "(capped to leave room for the job)")] = 0.0,
+        seed: Annotated[int, typer.Option("--seed", help="seed of the occupancy pattern and random policy")] = 0,
+        policy: Annotated[list[str] | None, typer.Option("--policy", help="policies to compare (default: all)")] = None,
+        slurm_topology: Annotated[Path | None, typer.Option("--slurm-topology",
+                                  help="write the cluster's Slurm topology.conf (tree plugin) here")] = None,
+        cluster: Annotated[str | None, typer.Option("--cluster", help="cluster for --slurm-topology "
+                                                    "(default: the spec's)")] = None,
+        node_prefix: Annotated[str, typer.Option("--node-prefix", help="node name prefix in topology.conf")] = "node",
+        json_: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
+    ) -> None:
+        """Compare placement policies for the job of SPEC: step time and breakdown vs the ideal."""
+        if spec is None and slurm_topology is None:
+            raise SpecError("SPEC", None, "give a spec file to compare policies, or --slurm-topology FILE --cluster NAME")
+        if slurm_topology is not None:
+            from teton.cli.schedule import resolve_cluster
+            from teton.placement.slurm import slurm_topology as export
+
+            if cluster is not None:
+                cl = resolve_cluster(cluster)
+            elif spec is not None:
+                from teton.spec import load_spec
+
+                cl = load_spec(spec, set_).cluster
+            else:
+                raise SpecError("--cluster", None, "needed with --slurm-topology when no SPEC is given")
+            text = export(cl, node_prefix)
+            slurm_topology.write_text(text)
+            lines = sum(1 for ln in text.splitlines() if ln.startswith("SwitchName="))
+            print(f"wrote {slurm_topology}: {lines} switches for {cl.name}", file=sys.stderr)
+            if spec is None:
+                return
+        rows = compare(spec, set_, occupancy, seed, policy)
+        if json_:
+            print_json(rows)
+        else:
+            print_table(rows)

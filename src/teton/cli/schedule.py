@@ -1,0 +1,136 @@
+"""``teton schedule TRACE``: a job trace on a shared cluster under a scheduling policy."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+from teton.errors import SpecError, closest
+
+MAX_WARNINGS = 20
+
+
+def resolve_cluster(name: str):
+    """A cluster preset name or a cluster file (YAML / TOML / JSON)."""
+    from teton.spec.load import _resolve_named
+    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+
+    if name not in CLUSTER_PRESETS and not Path(name).exists():
+        raise SpecError("--cluster", name, closest(name, CLUSTER_PRESETS))
+    return ClusterSpec(**_resolve_named("cluster", name, CLUSTER_PRESETS, None))
+
+
+def load_trace(trace: str, fmt: str, strict: bool, cluster, seed: int, load: float):
+    """A trace file, or ``synthetic:N`` for the seeded generator."""
+    from teton.placement.traces import read_trace, synthetic_trace
+
+    if trace.startswith("synthetic:"):
+        try:
+            n = int(trace.split(":", 1)[1])
+        except ValueError:
+            raise SpecError("TRACE", trace, "expected synthetic:N (N jobs)") from None
+        return synthetic_trace(n, cluster.gpus, seed=seed, load=load)
+    return read_trace(trace, fmt, strict)
+
+
+def warn_issues(trace) -> None:
+    for issue in trace.issues[:MAX_WARNINGS]:
+        print(f"warning: {trace.source}:{issue.line}: {issue.message}; skipped", file=sys.stderr)
+    if len(trace.issues) > MAX_WARNINGS:
+        print(f"warning: {len(trace.issues) - MAX_WARNINGS} more malformed lines skipped", file=sys.stderr)
+
+
+def run_policies(trace, cluster, policies: list[str], fidelity: str, show_progress: bool = True) -> list:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from teton.placement.scheduler import simulate_schedule
+
+    results = []
+    console = Console(stderr=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True, disable=not show_progress) as bar:
+        for policy in policies:
+            task = bar.add_task(f"{policy}: jobs finished", total=max(1, len(trace.jobs)))
+            last = [0]
+
+            def tick(done: int, total: int, task=task, last=last) -> None:
+                if done != last[0]:
+                    last[0] = done
+                    bar.update(task, completed=done, total=max(1, total))
+
+            results.append(simulate_schedule(trace, cluster, policy, fidelity, progress=tick))
+    return results
+
+
+def _fmt_h(s: float) -> str:
+    return f"{s / 3600:.2f} h"
+
+
+def print_table(results, trace) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{trace.source} on {results[0].cluster}: {results[0].jobs} jobs")
+    t.add_column("metric")
+    for r in results:
+        t.add_column(r.policy, justify="right")
+    rows = [
+        ("jobs finished", lambda r: f"{r.finished} / {r.jobs}"),
+        ("GPU utilisation (arrival window)", lambda r: f"{r.utilisation_arrivals * 100:.1f} %"),
+        ("GPU utilisation (whole run)", lambda r: f"{r.utilisation_mean * 100:.1f} %"),
+        ("makespan", lambda r: _fmt_h(r.makespan_s)),
+        ("queue delay mean", lambda r: _fmt_h(r.queue_delay_s["mean"])),
+        ("queue delay p50", lambda r: _fmt_h(r.queue_delay_s["p50"])),
+        ("queue delay p90", lambda r: _fmt_h(r.queue_delay_s["p90"])),
+        ("queue delay p99", lambda r: _fmt_h(r.queue_delay_s["p99"])),
+        ("slowdown vs ideal placement, mean (multi-GPU jobs)", lambda r: f"{r.slowdown['mean']:.3f}"),
+        ("slowdown p90", lambda r: f"{r.slowdown['p90']:.3f}"),
+        ("slowdown max", lambda r: f"{r.slowdown['max']:.3f}"),
+        ("fragmentation (free GPUs on partly used hosts)", lambda r: f"{r.fragmentation_mean * 100:.1f} %"),
+        ("simulated in", lambda r: f"{r.wall_s:.1f} s"),
+    ]
+    for name, fn in rows:
+        t.add_row(name, *[fn(r) for r in results])
+    Console().print(t)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def schedule(
+        trace: Annotated[str, typer.Argument(help="trace file, or synthetic:N for N seeded synthetic jobs")],
+        cluster: Annotated[str, typer.Option("--cluster", help="cluster preset or file")] = "meta-roce-24k",
+        policy: Annotated[str, typer.Option("--policy", help="fifo | backfill | topology-aware | all")] = "all",
+        fmt: Annotated[str, typer.Option("--format", help="auto | ours | philly | alibaba (pai_task_table.csv)")] = "auto",
+        strict: Annotated[bool, typer.Option("--strict", help="reject the trace on a malformed line")] = False,
+        fidelity: Annotated[str, typer.Option("--fidelity", help="network model: analytical | flow")] = "analytical",
+        seed: Annotated[int, typer.Option("--seed", help="seed of synthetic:N traces")] = 0,
+        load: Annotated[float, typer.Option("--load", help="offered load of synthetic:N traces")] = 0.9,
+        jobs_detail: Annotated[bool, typer.Option("--per-job", help="with --json: one row per job")] = False,
+        json_: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    ) -> None:
+        """Simulate a job trace on a cluster: utilisation, queueing delay, fragmentation, slowdown."""
+        from teton.placement.scheduler import SCHEDULER_POLICIES
+
+        policies = list(SCHEDULER_POLICIES) if policy == "all" else [policy]
+        for p in policies:
+            if p not in SCHEDULER_POLICIES:
+                raise SpecError("--policy", p, "must be fifo, backfill, topology-aware or all")
+        cl = resolve_cluster(cluster)
+        tr = load_trace(trace, fmt, strict, cl, seed, load)
+        warn_issues(tr)
+        if not tr.jobs:
+            raise SpecError("TRACE", trace, "has no valid jobs")
+        results = run_policies(tr, cl, policies, fidelity)
+        for r in results:
+            for issue in r.skipped[len(tr.issues):]:
+                print(f"warning: {issue.message}; skipped", file=sys.stderr)
+        if json_:
+            rows = [r.to_dict(include_jobs=jobs_detail) for r in results]
+            print_json(rows[0] if len(rows) == 1 else {"trace": tr.source, "results": rows})
+        else:
+            print_table(results, tr)

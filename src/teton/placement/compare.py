@@ -1,0 +1,110 @@
+"""The cost of a placement for one job: every policy against the ideal, on a (partly) busy cluster.
+
+``compare_policies`` places the job with each policy on the same cluster state (GPUs other jobs
+hold: ``occupancy_busy``), prices each placement with a step simulator (``simulate(spec,
+placement=...)``, e.g. ``teton.simulate``; without one, the cheap model of ``cost``), and
+compares it with the ideal: topology-aware placement on an empty cluster. The axis that pays is
+the ``<axis>_comm`` entry of the breakdown that grew most against the ideal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from teton.errors import SpecError
+from teton.placement.cost import JobShape, make_cost_model, step_estimate
+from teton.placement.mapping import POLICIES, Placement, place
+from teton.topology.cluster import ClusterSpec
+
+COMM_AXES = ("tp", "cp", "pp", "ep", "dp")
+
+
+def occupancy_busy(cluster: ClusterSpec, fraction: float, seed: int = 0, keep_free: int = 0) -> np.ndarray:
+    """GPU ids other jobs hold on a cluster ``fraction`` occupied, as small jobs leave it.
+
+    Busy capacity is drawn in half-host units (GPUs 0..g/2-1 or g/2..g-1 of a host; 1-4 GPU jobs
+    on an 8-GPU host), chosen uniformly at random (seeded), so free space is scattered over hosts,
+    racks and pods. At most ``cluster.gpus - keep_free`` GPUs are made busy (room for the job).
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise SpecError("--occupancy", fraction, "must be in [0, 1)")
+    g = cluster.gpus_per_host
+    half = max(1, g // 2)
+    units = cluster.gpus // half
+    want = min(int(round(fraction * cluster.gpus)), cluster.gpus - keep_free) // half
+    if want <= 0:
+        return np.empty(0, dtype=np.int64)
+    chosen = np.sort(np.random.default_rng(seed).choice(units, size=want, replace=False))
+    return (chosen[:, None] * half + np.arange(half)).ravel().astype(np.int64)
+
+
+def span(cluster: ClusterSpec, gpu_ids: np.ndarray) -> dict[str, int]:
+    """Hosts and domains of each fabric layer a set of GPUs touches."""
+    out = {"hosts": int(np.unique(gpu_ids // cluster.gpus_per_host).size)}
+    for layer in cluster.layers:
+        out[f"{layer.name}s"] = int(np.unique(gpu_ids // layer.span_gpus).size)
+    return out
+
+
+def _estimate_row(spec, placement: Placement) -> dict[str, Any]:
+    job = spec.job
+    shape = JobShape(model=spec.model.name, gpus=job.gpus, tp=job.tp, pp=job.pp, cp=job.cp,
+                     seq_len=job.seq_len, micro_batch=job.micro_batch, micro_batches=job.micro_batches,
+                     virtual_stages=job.virtual_stages)
+    est = step_estimate(spec.cluster, shape, placement, make_cost_model(spec.cluster, spec.network.fidelity))
+    breakdown = {"compute": est.compute_s, "pipeline_bubble": est.bubble_s}
+    breakdown.update({f"{a}_comm": est.exposed_s[a] for a in COMM_AXES})
+    return {"step_time_s": est.step_s, "breakdown": breakdown}
+
+
+def axis_that_pays(breakdown: dict[str, float], ideal: dict[str, float], rel_tol: float = 1e-3) -> str | None:
+    """The axis whose exposed communication grew most against the ideal (None if none grew)."""
+    step = sum(ideal.values()) or 1.0
+    deltas = {k[: -len("_comm")]: breakdown.get(k, 0.0) - ideal.get(k, 0.0)
+              for k in breakdown if k.endswith("_comm")}
+    if not deltas:
+        return None
+    axis, d = max(deltas.items(), key=lambda kv: kv[1])
+    return axis if d > rel_tol * step else None
+
+
+def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tuple[str, ...] = POLICIES,
+                     simulate: Callable[..., Any] | None = None,
+                     progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """One row per policy: step time, breakdown, slowdown and deltas vs the ideal, the axis that
+    pays, and the hosts / racks / pods the job spans. ``spec``: a resolved ``teton.Spec``."""
+    cluster: ClusterSpec = spec.cluster
+    job = spec.job
+    degrees = {"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": job.dp_degree}
+    order = tuple(job.parallel_order)
+    busy = occupancy_busy(cluster, occupancy, seed, keep_free=job.gpus)
+
+    def price(p: Placement) -> dict[str, Any]:
+        if simulate is None:
+            return _estimate_row(spec, p)
+        r = simulate(spec, placement=p)
+        return {"step_time_s": float(r.step_time_s), "breakdown": {k: float(v) for k, v in r.breakdown.items()}}
+
+    ideal = price(place(cluster, degrees, order, "topology-aware", seed))
+    rows = []
+    for policy in policies:
+        if progress is not None:
+            progress(policy)
+        p = place(cluster, degrees, order, policy, seed, busy)
+        row = price(p)
+        bd = row["breakdown"]
+        rows.append({
+            "policy": policy,
+            "step_time_s": row["step_time_s"],
+            "slowdown": row["step_time_s"] / ideal["step_time_s"],
+            "axis_pays": axis_that_pays(bd, ideal["breakdown"]),
+            "breakdown": bd,
+            "delta_vs_ideal_s": {k: bd.get(k, 0.0) - ideal["breakdown"].get(k, 0.0) for k in bd},
+            "span": span(cluster, p.gpu_of_rank),
+            "occupancy": float(busy.size / cluster.gpus),
+            "priced_by": "estimate" if simulate is None else "simulate",
+        })
+    return rows

@@ -1,0 +1,218 @@
+"""A cheap step-time model for placement comparisons and the cluster scheduler.
+
+Simulating a full step of every job of a 10,000-job trace is far too slow, so the scheduler
+prices a placement with this model, built on the same network cost model the step simulator uses
+(``AnalyticalCostModel(cluster).collective_time`` or the flow model when ``fidelity='flow'``):
+
+    step_s = compute_s * (1 + bubble) + C_tp + C_cp + C_pp + C_ep + max(0, C_dp - window_s)
+
+compute_s: model FLOPs of one rank for the step (6 N_matmul tokens, plus causal attention
+  6 b s^2 q_width per layer; Kaplan et al. 2020 / Narayanan et al. 2021 eq. 3 without
+  recompute) at the GPU's dense bf16 peak times its maximum achievable matmul efficiency
+  (``hardware.efficiency`` MAMF: an optimistic compute time, so communication weighs at least as
+  much as in a real step).
+bubble: (pp - 1) / (v m) (Narayanan et al. 2021, interleaved schedule).
+C_tp: sequence parallelism (Korthikanti et al. 2022): per layer and micro-batch 2 all-gathers
+  and 2 reduce-scatters of the b s h activation forward, the same backward.
+C_cp: all-gather of K and V forward, reduce-scatter of their gradients backward (Llama 3 CP).
+C_pp: one activation send forward and one gradient send backward per micro-batch and virtual
+  stage (b s h / tp with the scatter-gather optimisation).
+C_ep: dispatch and combine all-to-alls forward and backward per MoE layer.
+C_dp: ZeRO-1: reduce-scatter of fp32 gradients and all-gather of bf16 parameters, once a step,
+  overlapped with the backward pass of the last micro-batch (``window_s``), the rest exposed.
+TP/CP/PP/EP collectives are taken as exposed (on the critical path).
+
+The *slowdown* of a placement is ``step_s(placement) / step_s(ideal)``, with the ideal the
+topology-aware placement on an empty cluster. It depends on the placement only through
+``collective_time``, which (for the analytical model) depends only on which ranks share a host
+and a domain of each fabric layer: ``structure_key`` captures exactly that, so results are
+cached per (job shape, structure) and identical structures are priced once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from teton.errors import SpecError, closest
+from teton.hardware import efficiency_for
+from teton.placement.mapping import Placement, place
+from teton.topology.cluster import ClusterSpec
+from teton.workload.model import MODEL_PRESETS, ModelSpec
+
+BYTES_BF16 = 2
+BYTES_FP32 = 4
+AXES_PRICED = ("tp", "cp", "pp", "ep", "dp")
+
+
+@dataclass(frozen=True)
+class JobShape:
+    """What the cheap model needs to know about a job: model and parallel layout."""
+
+    model: str
+    gpus: int
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    ep: int = 1
+    seq_len: int = 8192
+    micro_batch: int = 1
+    micro_batches: int = 0  # per DP rank and step; 0: max(2 pp, 8)
+    virtual_stages: int = 1
+
+    @property
+    def dp(self) -> int:
+        return self.gpus // (self.tp * self.pp * self.cp)
+
+    @property
+    def m(self) -> int:
+        return self.micro_batches or max(2 * self.pp, 8)
+
+    def degrees(self) -> dict[str, int]:
+        d = {"tp": self.tp, "cp": self.cp, "pp": self.pp, "dp": self.dp}
+        if self.ep > 1:
+            d["ep"] = self.ep
+        return d
+
+    def order(self) -> tuple[str, ...]:
+        return ("tp", "cp", "pp", "ep", "dp") if self.ep > 1 else ("tp", "cp", "pp", "dp")
+
+
+def default_layout(model: str, gpus: int, gpus_per_host: int = 8) -> JobShape:
+    """A plausible layout for a trace job that names none: TP inside one host, PP for the large
+    models (Llama 3 used pp 16 for 405B, 4 or 8 for 70B), DP over the rest."""
+    tp = math.gcd(gpus, gpus_per_host)
+    pp = 1
+    spec = get_model(model)
+    params = spec.total_params()
+    want_pp = 16 if params > 2e11 else 4 if params > 3e10 else 1
+    while want_pp > 1 and (gpus % (tp * want_pp) or spec.layers < want_pp):
+        want_pp //= 2
+    pp = want_pp
+    return JobShape(model=model, gpus=gpus, tp=tp, pp=pp)
+
+
+@lru_cache(maxsize=64)
+def get_model(name: str) -> ModelSpec:
+    if name not in MODEL_PRESETS:
+        raise SpecError("model", name, closest(name, MODEL_PRESETS))
+    return ModelSpec(**MODEL_PRESETS[name])
+
+
+def make_cost_model(cluster: ClusterSpec, fidelity: str = "analytical"):
+    """The network cost model of the given fidelity (``analytical`` or ``flow``)."""
+    if fidelity == "analytical":
+        from teton.network.analytical import AnalyticalCostModel
+
+        return AnalyticalCostModel(cluster)
+    if fidelity == "flow":
+        try:
+            from teton.network.flow_model import FlowCostModel  # type: ignore[import-not-found]
+        except ImportError:
+            raise SpecError("fidelity", fidelity, "the flow-level model is not available in this build; "
+                            "use analytical") from None
+        return FlowCostModel(cluster)
+    raise SpecError("fidelity", fidelity, "must be analytical or flow")
+
+
+def structure_key(cluster: ClusterSpec, gpu_of_rank: np.ndarray) -> bytes:
+    """Which ranks share a host, and a domain of each fabric layer: relabelled so that two
+    placements with the same sharing pattern get the same key (all the analytical model sees)."""
+    levels = [cluster.gpus_per_host] + [layer.span_gpus for layer in cluster.layers]
+    parts = []
+    for span in levels:
+        _, inv = np.unique(gpu_of_rank // span, return_inverse=True)
+        parts.append(inv.astype(np.int32))
+    return np.concatenate(parts).tobytes()
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    step_s: float
+    compute_s: float
+    bubble_s: float
+    comm_s: dict[str, float]  # seconds per step by axis (before overlap)
+    exposed_s: dict[str, float]  # seconds on the critical path by axis
+
+
+def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, cost_model) -> StepEstimate:
+    """The cheap step-time model of the module docstring for one placement."""
+    model = get_model(shape.model)
+    gpu = cluster.gpu_spec
+    e = efficiency_for(gpu)
+    b, s, h = shape.micro_batch, shape.seq_len, model.hidden
+    layers_stage = math.ceil(model.layers / shape.pp)
+    m, v = shape.m, shape.virtual_stages
+    flops_mb = (6 * model.matmul_params() * b * s + 6 * b * s * s * model.q_width * model.layers) / (
+        shape.tp * shape.pp * shape.cp)
+    compute_mb = flops_mb / (gpu.peak_flops("bf16") * e.gemm_mamf["bf16"])
+    compute_s = m * compute_mb
+    bubble_s = compute_s * (shape.pp - 1) / (v * m)
+    ct = cost_model.collective_time
+    comm = dict.fromkeys(AXES_PRICED, 0.0)
+    act = b * s * h * BYTES_BF16 / shape.cp
+    if shape.tp > 1:
+        g = placement.groups("tp")
+        comm["tp"] = m * layers_stage * 4 * (ct("all_gather", g, act) + ct("reduce_scatter", g, act))
+    if shape.cp > 1:
+        g = placement.groups("cp")
+        kv = 2 * b * s * model.kv_width * BYTES_BF16 / shape.tp
+        comm["cp"] = m * layers_stage * (ct("all_gather", g, kv) + ct("reduce_scatter", g, kv))
+    if shape.pp > 1:
+        pairs = placement.pp_neighbours()
+        comm["pp"] = m * v * 2 * ct("send_recv", pairs, act / shape.tp)
+    if shape.ep > 1 and model.experts > 1:
+        g = placement.groups("ep")
+        tokens = act * model.top_k / shape.tp
+        comm["ep"] = m * layers_stage * 4 * ct("all_to_all", g, tokens)
+    if shape.dp > 1:
+        g = placement.groups("dp")
+        per_rank = model.total_params() / (shape.tp * shape.pp)
+        comm["dp"] = ct("reduce_scatter", g, per_rank * BYTES_FP32) + ct("all_gather", g, per_rank * BYTES_BF16)
+    window_s = compute_mb * 2 / 3  # backward of the last micro-batch
+    exposed = dict(comm)
+    exposed["dp"] = max(0.0, comm["dp"] - window_s)
+    step_s = compute_s + bubble_s + sum(exposed.values())
+    return StepEstimate(step_s, compute_s, bubble_s, comm, exposed)
+
+
+class SlowdownModel:
+    """Slowdown of a job on a placement vs its ideal placement, cached per (shape, structure)."""
+
+    def __init__(self, cluster: ClusterSpec, fidelity: str = "analytical"):
+        self.cluster = cluster
+        self.cost_model = make_cost_model(cluster, fidelity)
+        self._ideal: dict[JobShape, StepEstimate] = {}
+        self._cache: dict[tuple[JobShape, bytes], StepEstimate] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def placement_of(self, shape: JobShape, gpus: np.ndarray) -> Placement:
+        return Placement(gpu_of_rank=np.asarray(gpus, dtype=np.int64), degrees=shape.degrees(),
+                         order=shape.order())
+
+    def estimate(self, shape: JobShape, gpus: np.ndarray) -> StepEstimate:
+        if shape.gpus == 1:
+            key = (shape, b"")
+        else:
+            key = (shape, structure_key(self.cluster, np.asarray(gpus)))
+        hit = self._cache.get(key)
+        if hit is None:
+            self.misses += 1
+            hit = self._cache[key] = step_estimate(self.cluster, shape, self.placement_of(shape, gpus),
+                                                   self.cost_model)
+        else:
+            self.hits += 1
+        return hit
+
+    def ideal(self, shape: JobShape) -> StepEstimate:
+        if shape not in self._ideal:
+            p = place(self.cluster, shape.degrees(), shape.order(), "topology-aware")
+            self._ideal[shape] = self.estimate(shape, p.gpu_of_rank)
+        return self._ideal[shape]
+
+    def slowdown(self, shape: JobShape, gpus: np.ndarray) -> float:
+        return self.estimate(shape, gpus).step_s / self.ideal(shape).step_s

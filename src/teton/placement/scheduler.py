@@ -1,0 +1,355 @@
+"""A cluster scheduler simulation: a job trace on a shared cluster, event by event.
+
+Policies (all serve jobs in arrival order):
+  fifo            - strict FIFO: the head job starts as soon as enough GPUs are free; nothing
+                    overtakes it. GPUs are handed out first-fit in id order (``linear``), whatever
+                    hosts they are on.
+  backfill        - FIFO + EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001): when the head
+                    job cannot start, it gets a reservation at the earliest time enough GPUs free
+                    up (the running jobs' expected ends: their speed on their placement is known
+                    once they run); a later job may start now if it fits and its *ideal* run time
+                    (the user's estimate) ends before that time, or it uses only GPUs the
+                    reservation leaves spare. Same first-fit GPU choice as fifo. A backfilled job
+                    that runs slower than its estimate can delay the head (as with real
+                    under-estimates).
+  topology-aware  - the backfill queue with topology-aware packing: a job that fits in a host
+                    goes to the fullest host it fits in (best fit); a larger job takes whole free
+                    hosts from the smallest rack / pod / ... that holds it (best fit at the lowest
+                    possible layer, MAST's "minimum cut" into AI zones), racks with the most free
+                    hosts first inside it. Only the head job may take partial hosts when whole ones
+                    run out (so nothing starves); a backfill candidate that would not get a compact
+                    placement (one host, or whole hosts) is not started and waits for one.
+
+A job's run time is its ideal run time (trace ``duration_s``, or tokens / tokens-per-step x the
+ideal step time) times its placement slowdown from ``cost.SlowdownModel`` (step time on its
+actual GPUs / on the ideal placement, by the network cost model; cached per job shape and
+placement structure). Backfill reservations use the ideal run time, as a user estimate would.
+
+Reports: GPU utilisation over time (time-weighted), queueing delay percentiles, fragmentation
+(time-weighted share of free GPUs that sit on partly used hosts), per-job placement slowdown,
+jobs finished.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from teton.errors import SpecError
+from teton.placement.cost import JobShape, SlowdownModel, default_layout, get_model
+from teton.placement.traces import Trace, TraceIssue, model_for_size
+from teton.topology.cluster import ClusterSpec
+
+SCHEDULER_POLICIES = ("fifo", "backfill", "topology-aware")
+# Slurm's sched/backfill tests at most bf_max_job_test jobs per pass (slurm.conf man page,
+# SchedulerParameters, default 500); the same cap keeps a long queue from making a pass O(queue).
+BACKFILL_DEPTH = 500
+
+
+class Allocator:
+    """Free GPUs of a cluster and the two ways of handing them out."""
+
+    def __init__(self, cluster: ClusterSpec):
+        self.cluster = cluster
+        self.g = cluster.gpus_per_host
+        self.hosts = cluster.hosts
+        self.free = np.ones(cluster.gpus, dtype=bool)
+        self.host_free = np.full(self.hosts, self.g, dtype=np.int64)
+        self.n_free = cluster.gpus
+        # hosts per domain of each fabric layer below the whole cluster, lowest first
+        self.spans_hosts = [layer.span_gpus // self.g for layer in cluster.layers if layer.span_gpus < cluster.gpus]
+
+    def take(self, gpus: np.ndarray) -> None:
+        if gpus.size != np.unique(gpus).size or not self.free[gpus].all():
+            raise RuntimeError("scheduler bug: allocating a GPU that is not free")
+        self.free[gpus] = False
+        np.subtract.at(self.host_free, gpus // self.g, 1)
+        self.n_free -= gpus.size
+
+    def release(self, gpus: np.ndarray) -> None:
+        self.free[gpus] = True
+        np.add.at(self.host_free, gpus // self.g, 1)
+        self.n_free += gpus.size
+
+    def first_fit(self, n: int) -> np.ndarray:
+        return np.flatnonzero(self.free)[:n]
+
+    def _gpus_of_hosts(self, hosts: np.ndarray) -> np.ndarray:
+        return (hosts[:, None] * self.g + np.arange(self.g)).ravel()
+
+    def _best_host(self, n: int, exclude: np.ndarray | None = None) -> int | None:
+        room = self.host_free.copy()
+        if exclude is not None and exclude.size:
+            room[exclude] = 0
+        ok = np.flatnonzero(room >= n)
+        if ok.size == 0:
+            return None
+        return int(ok[np.argmin(room[ok])])
+
+    def packed(self, n: int) -> np.ndarray:
+        """Topology-aware best-fit choice of ``n`` free GPUs (module docstring)."""
+        g = self.g
+        if n < g:
+            h = self._best_host(n)
+            if h is not None:
+                return h * g + np.flatnonzero(self.free[h * g:(h + 1) * g])[:n]
+            return self._spread(n)
+        need, rem = divmod(n, g)
+        whole = self.host_free == g
+        if int(whole.sum()) < need:
+            return self._spread(n)
+        counts = [np.add.reduceat(whole, np.arange(0, self.hosts, s)) for s in self.spans_hosts]
+        chosen_layer = len(counts)  # the whole cluster
+        domain = 0
+        for li, cnt in enumerate(counts):
+            fits = np.flatnonzero(cnt >= need)
+            if fits.size:
+                chosen_layer, domain = li, int(fits[np.argmin(cnt[fits])])
+                break
+        cand = np.flatnonzero(whole)
+        if chosen_layer < len(counts):
+            span = self.spans_hosts[chosen_layer]
+            cand = cand[cand // span == domain]
+        keys = [cand]
+        for li in range(chosen_layer):  # lower layers: the domains with most free hosts first
+            dom = cand // self.spans_hosts[li]
+            keys += [dom, -counts[li][dom]]
+        hosts = cand[np.lexsort(keys)][:need]
+        if hosts.size < need:
+            return self._spread(n)
+        out = self._gpus_of_hosts(hosts)
+        if rem:
+            h = self._best_host(rem, exclude=hosts)
+            if h is None:
+                return self._spread(n)
+            out = np.concatenate([out, h * g + np.flatnonzero(self.free[h * g:(h + 1) * g])[:rem]])
+        return out
+
+    def _spread(self, n: int) -> np.ndarray:
+        """Not enough whole hosts: free GPUs of the emptiest hosts first (fewest hosts touched)."""
+        ids = np.flatnonzero(self.free)
+        hf = self.host_free[ids // self.g]
+        return ids[np.lexsort((ids, -hf))][:n]
+
+    def compact_possible(self, n: int) -> bool:
+        """Would ``packed(n)`` find a compact placement: one host, or whole free hosts?"""
+        if n < self.g:
+            return bool((self.host_free >= n).any())
+        need, rem = divmod(n, self.g)
+        whole = int((self.host_free == self.g).sum())
+        if rem == 0:
+            return whole >= need
+        return whole >= need + 1 or (whole >= need and bool(((self.host_free >= rem) & (self.host_free < self.g)).any()))
+
+    def fragmentation(self) -> float:
+        """Share of the free GPUs that sit on partly used hosts."""
+        if self.n_free == 0:
+            return 0.0
+        return 1.0 - float((self.host_free == self.g).sum() * self.g) / self.n_free
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    policy: str
+    cluster: str
+    jobs: int
+    finished: int
+    skipped: tuple[TraceIssue, ...]
+    makespan_s: float
+    utilisation_mean: float  # over the whole run (first arrival to last completion)
+    utilisation_arrivals: float  # over the arrival window (first to last arrival): the loaded regime
+    utilisation_series: tuple[tuple[float, float], ...]  # (time s, mean busy fraction in the bin)
+    queue_delay_s: dict[str, float]
+    slowdown: dict[str, float]
+    fragmentation_mean: float
+    job_ids: tuple[str, ...] = field(repr=False)
+    start_s: np.ndarray = field(repr=False)
+    end_s: np.ndarray = field(repr=False)
+    job_slowdown: np.ndarray = field(repr=False)
+    pods_spanned: np.ndarray = field(repr=False)
+    cache: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def to_dict(self, include_jobs: bool = False) -> dict:
+        d = {
+            "policy": self.policy, "cluster": self.cluster, "jobs": self.jobs, "jobs_finished": self.finished,
+            "jobs_skipped": len(self.skipped), "makespan_s": self.makespan_s,
+            "utilisation_mean": self.utilisation_mean, "utilisation_arrivals": self.utilisation_arrivals,
+            "queue_delay_s": self.queue_delay_s,
+            "slowdown": self.slowdown, "fragmentation_mean": self.fragmentation_mean,
+            "utilisation_series": [list(p) for p in self.utilisation_series],
+            "cache": self.cache, "wall_s": self.wall_s,
+        }
+        if include_jobs:
+            d["per_job"] = [{"job_id": j, "start_s": float(s), "end_s": float(e), "slowdown": float(x),
+                             "pods_spanned": int(p)}
+                            for j, s, e, x, p in zip(self.job_ids, self.start_s, self.end_s,
+                                                     self.job_slowdown, self.pods_spanned, strict=True)]
+        return d
+
+
+def _percentiles(x: np.ndarray) -> dict[str, float]:
+    if x.size == 0:
+        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
+    p = np.percentile(x, [50, 90, 99])
+    return {"mean": float(x.mean()), "p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]),
+            "max": float(x.max())}
+
+
+def _shape_of(job, cluster: ClusterSpec) -> JobShape:
+    model = job.model or model_for_size(job.gpus)
+    if job.tp or job.pp:
+        tp, pp = job.tp or 1, job.pp or 1
+        return JobShape(model=model, gpus=job.gpus, tp=tp, pp=pp)
+    return default_layout(model, job.gpus, cluster.gpus_per_host)
+
+
+def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", fidelity: str = "analytical",
+                      progress: Callable[[int, int], None] | None = None, series_bins: int = 200) -> ScheduleResult:
+    """Run ``trace`` on ``cluster`` under ``policy``; see the module docstring for the model."""
+    if policy not in SCHEDULER_POLICIES:
+        raise SpecError("--policy", policy, f"must be one of {', '.join(SCHEDULER_POLICIES)}")
+    t_wall = time.perf_counter()
+    skipped = list(trace.issues)
+    jobs = []
+    for j in trace.jobs:
+        if j.gpus > cluster.gpus:
+            skipped.append(TraceIssue(0, f"job {j.job_id}: gpus = {j.gpus} exceeds the cluster's {cluster.gpus}"))
+            continue
+        jobs.append(j)
+    jobs.sort(key=lambda j: (j.arrival_s, j.job_id))
+    n = len(jobs)
+    sm = SlowdownModel(cluster, fidelity)
+    shapes = [_shape_of(j, cluster) for j in jobs]
+    gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
+    arrival = np.array([j.arrival_s for j in jobs], dtype=float)
+    ideal_s = np.empty(n)
+    for i, (j, sh) in enumerate(zip(jobs, shapes, strict=True)):
+        if j.duration_s is not None:
+            ideal_s[i] = j.duration_s
+        else:
+            est = sm.ideal(sh)
+            tokens_per_step = sh.dp * sh.m * sh.micro_batch * sh.seq_len
+            ideal_s[i] = math.ceil(j.tokens / tokens_per_step) * est.step_s
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    slow = np.full(n, np.nan)
+    pods = np.zeros(n, dtype=np.int64)
+    pod_span = max(layer.span_gpus for layer in cluster.layers if layer.span_gpus < cluster.gpus) \
+        if any(layer.span_gpus < cluster.gpus for layer in cluster.layers) else cluster.gpus
+    alloc = Allocator(cluster)
+    held: dict[int, np.ndarray] = {}
+    running: list[tuple[float, int]] = []  # heap of (end time, job)
+    queue: list[int] = []
+    nxt = 0
+    t = float(arrival[0]) if n else 0.0
+    ev_t, ev_busy, ev_frag = [], [], []
+    done = 0
+    use_backfill = policy != "fifo"
+    choose = alloc.packed if policy == "topology-aware" else alloc.first_fit
+    compact_only = policy == "topology-aware"
+
+    def start_job(i: int, now: float) -> None:
+        chosen = choose(int(gpus[i]))
+        alloc.take(chosen)
+        held[i] = chosen
+        s = sm.slowdown(shapes[i], chosen) if gpus[i] > 1 else 1.0
+        slow[i] = s
+        start[i] = now
+        end[i] = now + ideal_s[i] * s
+        pods[i] = np.unique(chosen // pod_span).size
+        heapq.heappush(running, (end[i], i))
+
+    while nxt < n or queue or running:
+        t_arr = arrival[nxt] if nxt < n else math.inf
+        t_end = running[0][0] if running else math.inf
+        t = min(t_arr, t_end)
+        while running and running[0][0] <= t:
+            _, i = heapq.heappop(running)
+            alloc.release(held.pop(i))
+            done += 1
+        while nxt < n and arrival[nxt] <= t:
+            queue.append(nxt)
+            nxt += 1
+        # schedule: FIFO head first, then (EASY) backfill behind a reservation for the head
+        while queue and gpus[queue[0]] <= alloc.n_free:
+            start_job(queue.pop(0), t)
+        if use_backfill and queue and alloc.n_free > 0:
+            head = queue[0]
+            ends = np.array([e for e, _ in running])
+            order = np.argsort(ends)
+            freed = alloc.n_free + np.cumsum(gpus[[running[k][1] for k in order]])
+            k = int(np.searchsorted(freed, gpus[head]))
+            shadow = float(ends[order[k]]) if k < len(order) else math.inf
+            extra = int(freed[k] - gpus[head]) if k < len(order) else 0
+            kept = [head]
+            for pos, i in enumerate(queue[1:], start=1):
+                if pos > BACKFILL_DEPTH:
+                    kept.extend(queue[pos:])
+                    break
+                gi = int(gpus[i])
+                if gi <= alloc.n_free and (t + ideal_s[i] <= shadow or gi <= extra) and (
+                        not compact_only or alloc.compact_possible(gi)):
+                    if t + ideal_s[i] > shadow:
+                        extra -= gi
+                    start_job(i, t)
+                else:
+                    kept.append(i)
+            queue = kept
+        ev_t.append(t)
+        ev_busy.append(cluster.gpus - alloc.n_free)
+        ev_frag.append(alloc.fragmentation())
+        if progress is not None:
+            progress(done, n)
+    ev_t_arr = np.array(ev_t)
+    busy = np.array(ev_busy, dtype=float) / cluster.gpus
+    dt = np.diff(ev_t_arr)
+    horizon = float(ev_t_arr[-1] - ev_t_arr[0]) if ev_t_arr.size > 1 else 0.0
+    util_mean = float((busy[:-1] * dt).sum() / horizon) if horizon > 0 else 0.0
+    util_arrivals = _window_mean(ev_t_arr, busy, float(arrival[0]) if n else 0.0, float(arrival[-1]) if n else 0.0)
+    frag_mean = float((np.array(ev_frag[:-1]) * dt).sum() / horizon) if horizon > 0 else 0.0
+    series = _series(ev_t_arr, busy, series_bins)
+    multi = gpus > 1
+    wall = time.perf_counter() - t_wall
+    return ScheduleResult(
+        policy=policy, cluster=cluster.name, jobs=n, finished=done, skipped=tuple(skipped),
+        makespan_s=horizon, utilisation_mean=util_mean, utilisation_arrivals=util_arrivals,
+        utilisation_series=series,
+        queue_delay_s=_percentiles(start - arrival), slowdown=_percentiles(slow[multi]) | {
+            "mean_all_jobs": float(slow.mean()) if n else 0.0},
+        fragmentation_mean=frag_mean, job_ids=tuple(j.job_id for j in jobs), start_s=start, end_s=end,
+        job_slowdown=slow, pods_spanned=pods, cache={"hits": sm.hits, "misses": sm.misses}, wall_s=wall)
+
+
+def _window_mean(t: np.ndarray, busy: np.ndarray, a: float, b: float) -> float:
+    """Time-weighted mean of the step function (t, busy) over [a, b]."""
+    if t.size < 2 or b <= a:
+        return float(busy[0]) if busy.size else 0.0
+    cum = np.concatenate([[0.0], np.cumsum(busy[:-1] * np.diff(t))])
+    at = []
+    for x in (a, b):
+        i = int(np.clip(np.searchsorted(t, x, side="right") - 1, 0, t.size - 1))
+        at.append(cum[i] + busy[i] * (x - t[i]))
+    return float((at[1] - at[0]) / (b - a))
+
+
+def _series(t: np.ndarray, busy: np.ndarray, bins: int) -> tuple[tuple[float, float], ...]:
+    """Time-weighted mean busy fraction in ``bins`` equal time bins (a step function's average)."""
+    if t.size < 2 or t[-1] <= t[0]:
+        return ()
+    edges = np.linspace(t[0], t[-1], bins + 1)
+    # integral of the step function up to each event, then at the bin edges
+    cum = np.concatenate([[0.0], np.cumsum(busy[:-1] * np.diff(t))])
+    idx = np.clip(np.searchsorted(t, edges, side="right") - 1, 0, t.size - 1)
+    at_edges = cum[idx] + busy[idx] * (edges - t[idx])
+    mean = np.diff(at_edges) / np.diff(edges)
+    return tuple((float(a), float(b)) for a, b in zip(edges[:-1], mean, strict=True))
+
+
+def model_check(name: str) -> None:
+    get_model(name)

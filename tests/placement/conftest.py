@@ -1,0 +1,26 @@
+import pytest
+
+from teton.topology import CLUSTER_PRESETS, ClusterSpec
+
+LLAMA3_405B_16K = {"cluster": "meta-roce-24k", "model": "llama3-405b",
+                   "job": {"gpus": 16384, "tp": 8, "pp": 16, "seq_len": 8192, "global_batch": 2048, "zero": 1,
+                           "pp_schedule": "interleaved", "virtual_stages": 8, "pp_embedding_slots": True}}
+
+
+@pytest.fixture(scope="session")
+def llama3_405b_16k():
+    return LLAMA3_405B_16K
+
+
+@pytest.fixture(scope="session")
+def roce():
+    return ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
+
+
+@pytest.fixture(scope="session")
+def small_cluster():
+    """16 hosts x 8 GPUs: racks of 2 hosts, pods of 8 hosts (4 racks), 1:4 between pods."""
+    return ClusterSpec(name="small", host="grand-teton", hosts=16, layers=[
+        dict(name="rack", switch="rtsw", span_gpus=16),
+        dict(name="pod", switch="ctsw", span_gpus=64, oversubscription=4.0),
+        dict(name="cluster", switch="atsw", span_gpus=128)])

@@ -1,0 +1,72 @@
+"""The cost of a placement for one job (Llama 3 405B on 16K GPUs of meta-roce-24k)."""
+
+import numpy as np
+import pytest
+
+import teton
+from teton.errors import SpecError
+from teton.placement.compare import axis_that_pays, compare_policies, occupancy_busy
+
+simulate = getattr(teton, "simulate", None)
+needs_simulate = pytest.mark.skipif(simulate is None, reason="teton.simulate not available in this build")
+
+
+@pytest.fixture(scope="module")
+def spec(llama3_405b_16k):
+    return teton.load_spec(llama3_405b_16k)
+
+
+@needs_simulate
+def test_405b_topology_aware_best_and_fragmented_pays_on_tp(spec):
+    rows = {r["policy"]: r for r in compare_policies(spec, simulate=simulate)}
+    ta = rows["topology-aware"]["step_time_s"]
+    assert all(ta <= r["step_time_s"] + 1e-9 for r in rows.values())
+    assert rows["topology-aware"]["slowdown"] == pytest.approx(1.0)
+    frag = rows["fragmented"]
+    assert frag["step_time_s"] > 1.05 * ta  # measurably slower
+    assert frag["axis_pays"] == "tp"  # TP groups split over two hosts leave NVLink
+    assert frag["delta_vs_ideal_s"]["tp_comm"] > 0.1
+    assert rows["random"]["axis_pays"] == "pp"  # pipeline neighbours scattered over pods
+    for r in rows.values():
+        assert set(r) >= {"policy", "step_time_s", "breakdown"}
+        assert sum(r["breakdown"].values()) == pytest.approx(r["step_time_s"], rel=1e-6)
+
+
+@needs_simulate
+def test_on_a_half_occupied_cluster_topology_aware_wins(llama3_405b_16k):
+    small = teton.load_spec(llama3_405b_16k, ["job.gpus=4096", "job.global_batch=512"])
+    rows = {r["policy"]: r for r in compare_policies(small, occupancy=0.5, seed=2, simulate=simulate)}
+    assert rows["topology-aware"]["occupancy"] == pytest.approx(0.5)
+    ta = rows["topology-aware"]["step_time_s"]
+    assert all(ta <= r["step_time_s"] for r in rows.values())
+    assert rows["fragmented"]["step_time_s"] > 1.5 * ta
+    assert rows["fragmented"]["axis_pays"] == "tp"
+
+
+def test_estimate_path_agrees_on_the_ranking(spec):
+    rows = {r["policy"]: r for r in compare_policies(spec, simulate=None)}
+    assert {r["priced_by"] for r in rows.values()} == {"estimate"}
+    ta = rows["topology-aware"]["step_time_s"]
+    assert all(ta <= r["step_time_s"] for r in rows.values())
+    assert rows["fragmented"]["axis_pays"] == "tp"
+    assert rows["random"]["axis_pays"] == "pp"
+
+
+def test_occupancy_pattern(roce):
+    busy = occupancy_busy(roce, 0.5, seed=1)
+    assert busy.size == roce.gpus // 2
+    assert np.unique(busy).size == busy.size
+    hosts = np.bincount(busy // 8, minlength=roce.hosts)
+    assert set(np.unique(hosts)) <= {0, 4, 8}
+    assert (hosts == 4).sum() > 0.3 * roce.hosts  # scattered half-hosts, not a contiguous block
+    capped = occupancy_busy(roce, 0.5, seed=1, keep_free=16384)
+    assert capped.size == roce.gpus - 16384
+    assert np.array_equal(busy, occupancy_busy(roce, 0.5, seed=1))
+    with pytest.raises(SpecError, match="occupancy"):
+        occupancy_busy(roce, 1.5)
+
+
+def test_axis_that_pays():
+    ideal = {"compute": 1.0, "tp_comm": 0.1, "pp_comm": 0.1}
+    assert axis_that_pays({"compute": 1.0, "tp_comm": 0.1, "pp_comm": 0.5}, ideal) == "pp"
+    assert axis_that_pays(dict(ideal), ideal) is None
