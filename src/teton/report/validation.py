@@ -88,6 +88,11 @@ def llama3_table4() -> list[ValidationRow]:
 CASES: dict[str, Callable[[], list[ValidationRow]]] = {"llama3-405b-table4": llama3_table4}
 
 
+def all_cases() -> dict[str, Callable[[], list[ValidationRow]]]:
+    _load_plugin_cases()
+    return CASES
+
+
 def register_case(name: str, fn: Callable[[], list[ValidationRow]]) -> None:
     """Other packages add their validation cases here (storage, reliability, network)."""
     CASES[name] = fn
@@ -95,9 +100,8 @@ def register_case(name: str, fn: Callable[[], list[ValidationRow]]) -> None:
 
 def run_validation(names: list[str] | None = None) -> dict:
     """All (or the named) cases: rows, mean absolute relative error, count within tolerance."""
-    _load_plugin_cases()
     rows: list[ValidationRow] = []
-    for name, fn in CASES.items():
+    for name, fn in all_cases().items():
         if names and name not in names:
             continue
         rows.extend(fn())
@@ -110,12 +114,23 @@ def run_validation(names: list[str] | None = None) -> dict:
     }
 
 
+PLUGIN_MODULES = ("teton.storage.validation", "teton.reliability.validation", "teton.network.validation")
+
+
 def _load_plugin_cases() -> None:
-    """Import the optional packages' validation modules so they can register their cases."""
+    """Cases of the lower layers: each module's ``VALIDATION_CASES`` maps a name to a function
+    returning rows as plain dicts (the lower layers never import this one)."""
     import importlib
 
-    for module in ("teton.storage.validation", "teton.reliability.validation", "teton.network.validation"):
+    for module in PLUGIN_MODULES:
         try:
-            importlib.import_module(module)
+            mod = importlib.import_module(module)
         except ImportError:
             continue
+        for name, fn in getattr(mod, "VALIDATION_CASES", {}).items():
+            if name not in CASES:
+                CASES[name] = _rows_from_dicts(fn)
+
+
+def _rows_from_dicts(fn: Callable[[], list[dict]]) -> Callable[[], list[ValidationRow]]:
+    return lambda: [ValidationRow(**row) for row in fn()]

@@ -1,0 +1,119 @@
+"""Network studies and their plots: the AllGather placement study of Meta's GenAI blog.
+
+Meta (Building Meta's GenAI Infrastructure, 2024) reports AllGather bandwidth normalised to
+0-100: a small cluster reaches 90 %+ out of the box, a large one ranges from 10 % to 90 %
+unoptimised, and a topology-aware scheduler plus routing / NCCL changes bring it back to 90 %+.
+``placement_study`` re-enacts that on the explicit fabric: jobs of random size land on a cluster
+whose hosts are partly busy (seeded), either scattered by a scheduler that ignores the topology
+with plain ECMP and one QP per connection, or placed topology-aware with E-ECMP and 16 QPs.
+Normalised bandwidth = the job's bus bandwidth at roofline sizes (the bandwidth term only) over
+the bus bandwidth of the same collective on two hosts under one leaf switch (the "small
+cluster": no ECMP choice, no oversubscription).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teton.network.analytical import bus_factor
+from teton.network.flow_model import FlowCostModel
+from teton.placement.mapping import place
+from teton.topology.cluster import ClusterSpec
+
+SERIES = {
+    "random placement, ECMP 1 QP": ("random", "ecmp", 1),
+    "random placement, E-ECMP 16 QPs": ("random", "e-ecmp", 16),
+    "topology-aware, ECMP 1 QP": ("topology-aware", "ecmp", 1),
+    "topology-aware, E-ECMP 16 QPs": ("topology-aware", "e-ecmp", 16),
+}
+
+
+def roofline_busbw(model: FlowCostModel, op: str, groups: np.ndarray) -> float:
+    """Bus bandwidth (bytes/s) of the bandwidth term alone (large-message limit)."""
+    per_byte = sum(p.per_byte_s for p in model.plan(op, groups))
+    return bus_factor(op, groups.shape[1]) / per_byte
+
+
+def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_gpus=(64, 128, 256, 512, 1024, 2048),
+                    busy_fraction: float = 0.5, op: str = "all_gather",
+                    series: tuple[str, ...] | None = None) -> dict:
+    """Normalised AllGather bus bandwidth of ``trials`` random jobs per series (module docstring)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    names = tuple(series or SERIES)
+    rng = np.random.default_rng(seed)
+    g = cluster.gpus_per_host
+    small = np.arange(min(2 * g, cluster.layers[0].span_gpus))[None]
+    ideal = roofline_busbw(FlowCostModel(cluster, routing="ecmp", qps=1), op, small)
+    out: dict = {"cluster": cluster.name, "op": op, "ideal_busbw_gbps": ideal / 1e9, "job_gpus": [],
+                 "normalized_busbw": {n: [] for n in names}}
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("placement study", total=trials * len(names))
+        for t in range(trials):
+            gpus = int(rng.choice(job_gpus))
+            n_busy = int(busy_fraction * cluster.hosts)
+            busy_hosts = rng.choice(cluster.hosts, n_busy, replace=False)
+            busy = (busy_hosts[:, None] * g + np.arange(g)).ravel()
+            out["job_gpus"].append(gpus)
+            for name in names:
+                policy, routing, qps = SERIES[name]
+                pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=policy,
+                           seed=seed * 1000 + t, busy=busy)
+                model = FlowCostModel(cluster, routing=routing, qps=qps, seed=seed * 1000 + t)
+                out["normalized_busbw"][name].append(roofline_busbw(model, op, pl.groups("dp")) / ideal)
+                progress.advance(task)
+    return out
+
+
+def plot_placement_study(result: dict, path: str) -> None:
+    """Strip plot of normalised bus bandwidth per series (0-100 scale, as Meta's figure); PNG/SVG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result["normalized_busbw"])
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    rng = np.random.default_rng(0)
+    for i, name in enumerate(names):
+        v = 100 * np.asarray(result["normalized_busbw"][name])
+        ax.scatter(i + rng.uniform(-0.15, 0.15, v.size), v, s=18, alpha=0.7)
+        ax.hlines(np.median(v), i - 0.3, i + 0.3, color="k", lw=1)
+    ax.axhline(90, color="grey", ls="--", lw=0.8)
+    ax.set_xticks(range(len(names)), [n.replace(", ", "\n") for n in names], fontsize=8)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("normalised AllGather bus bandwidth (0-100)")
+    ax.set_title(f"{result['op']} on {result['cluster']}: {len(result['job_gpus'])} random jobs "
+                 f"({min(result['job_gpus'])}-{max(result['job_gpus'])} GPUs)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def pinning_study(cluster: ClusterSpec, racks: int = 64, seed: int = 0, op: str = "all_gather") -> dict:
+    """Path pinning vs E-ECMP with full and half-filled racks (SIGCOMM'24 §5.1).
+
+    Full racks: one job on ``racks`` whole racks, topology-aware. Half-filled: two jobs share the
+    same racks, one host each (which host is seeded per rack), and the second job's ring visits
+    its racks in a seeded random order -- a fragmented allocation. Pinning routes by destination
+    slice, so two hosts of a rack sending to the same slices of different racks share uplinks.
+    Returns normalised bus bandwidth (as ``placement_study``) per case and routing.
+    """
+    rng = np.random.default_rng(seed)
+    g = cluster.gpus_per_host
+    hosts_per_rack = cluster.layers[0].span_gpus // g
+    slot = rng.integers(0, hosts_per_rack, racks)
+    base = np.arange(racks) * hosts_per_rack
+    job_a = ((base + slot)[:, None] * g + np.arange(g)).ravel()
+    job_b = ((base + (slot + 1) % hosts_per_rack)[rng.permutation(racks)][:, None] * g + np.arange(g)).ravel()
+    cases = {"full racks": np.arange(racks * hosts_per_rack * g)[None],
+             "half-filled racks (2 jobs)": np.stack([job_a, job_b])}
+    small = np.arange(min(2 * g, cluster.layers[0].span_gpus))[None]
+    ideal = roofline_busbw(FlowCostModel(cluster, routing="ecmp", qps=1), op, small)
+    out: dict = {"cluster": cluster.name, "op": op, "racks": racks, "normalized_busbw": {}}
+    for case, groups in cases.items():
+        for routing, qps in (("pinned", 1), ("e-ecmp", 16), ("ecmp", 1)):
+            model = FlowCostModel(cluster, routing=routing, qps=qps, seed=seed)
+            out["normalized_busbw"][f"{case}, {routing} {qps} QP"] = roofline_busbw(model, op, groups) / ideal
+    return out

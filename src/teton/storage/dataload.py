@@ -1,0 +1,123 @@
+"""Training-data loading, and the developer-experience job-start storm on the parallel NFS.
+
+Data loading. The job consumes ``tokens_per_s``; each token is ``bytes_per_token`` on storage
+(4: pre-tokenised int32 ids — Llama 3's 128,256-entry vocabulary does not fit uint16). Every host
+of the job reads its share of a step's tokens from open shard files (no per-step metadata). A
+loader that prefetches one step ahead stalls the step only when reading a step's bytes takes
+longer than the step: stall_s = max(0, read_s - step_s).
+
+Job start on the parallel NFS. ``clients`` hosts each open ``files`` files (``metadata_ops_per_file``
+NFS ops each: OPEN, LAYOUTGET, GETATTR, CLOSE) and read them in ``read_bytes`` requests. The
+files hash onto data servers; the hottest server holds ceil(files / servers) of them. Time:
+    max(metadata = clients * files * ops / metadata_rate,
+        hot server = max(requests / server_ops_s, bytes / nic_goodput),
+        client chain = files * (ops + reads_per_file) * op_latency)   (requests issued in order)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from teton.errors import SpecError
+from teton.storage.system import StorageSystem, spec_storage
+from teton.storage.transfer import transfer
+
+TOKEN_BYTES = 4  # int32 token ids (vocab 128,256 > 65,536)
+
+
+@dataclass(frozen=True)
+class DataLoading:
+    tokens_per_s: float
+    bytes_per_token: float
+    needed_bytes_s: float
+    read_bw_bytes_s: float  # the read rate the path can deliver to the job's hosts (min of the caps)
+    # read_s_per_step below is the time for one step's bytes, stragglers and request latency included
+    bottleneck: str
+    step_s: float
+    read_s_per_step: float
+    stall_s_per_step: float
+    headroom: float  # delivered / needed
+
+    @property
+    def stalls(self) -> bool:
+        return self.stall_s_per_step > 0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "stalls": self.stalls}
+
+
+def job_tokens_per_s(spec) -> float:
+    """tokens/s of the job from ``teton.simulate`` (the step model), when it is available."""
+    try:
+        import teton
+
+        simulate = teton.simulate
+    except (ImportError, AttributeError):
+        raise SpecError("tokens_per_s", None,
+                        "teton.simulate is not available; pass the job's tokens/s (--tokens-per-s)") from None
+    return float(simulate(spec).tokens_per_s)
+
+
+def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float | None = None,
+                 system: StorageSystem | None = None) -> DataLoading:
+    """Does reading the training data keep up with the job?"""
+    system = system or spec_storage(spec)
+    raw = (spec.storage or {}).get("data_loading") or {}
+    if bytes_per_token is None:
+        bytes_per_token = float(raw.get("bytes_per_token", TOKEN_BYTES))
+    if bytes_per_token <= 0:
+        raise SpecError("storage.data_loading.bytes_per_token", bytes_per_token, "must be > 0")
+    if tokens_per_s is None:
+        tokens_per_s = raw.get("tokens_per_s") or job_tokens_per_s(spec)
+    if tokens_per_s <= 0:
+        raise SpecError("tokens_per_s", tokens_per_s, "must be > 0")
+    job = spec.job
+    g = spec.cluster.gpus_per_host
+    hosts = np.arange(math.ceil(job.gpus / g))
+    step_s = job.tokens_per_step / tokens_per_s
+    step_bytes = job.tokens_per_step * bytes_per_token
+    t = transfer(system, spec.cluster, np.full(hosts.size, step_bytes / hosts.size), hosts, "read",
+                 seed=spec.seed, metadata=False)
+    needed = tokens_per_s * bytes_per_token
+    read_bw = min(t.caps_bytes_s.values())
+    bottleneck = min(t.caps_bytes_s, key=t.caps_bytes_s.get)
+    return DataLoading(float(tokens_per_s), float(bytes_per_token), needed, read_bw, bottleneck,
+                       step_s, t.time_s, max(0.0, t.time_s - step_s), read_bw / needed)
+
+
+@dataclass(frozen=True)
+class JobStart:
+    clients: int
+    files: int
+    file_bytes: int
+    read_bytes: int
+    time_s: float
+    bottleneck: str
+    metadata_s: float
+    hot_server_s: float
+    client_chain_s: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def devx_job_start(system: StorageSystem, clients: int, files: int = 1, file_bytes: int = 2**20,
+                   read_bytes: int = 4096) -> JobStart:
+    """Thousands of hosts reading the same code/config files at job start."""
+    for name, v in (("clients", clients), ("files", files), ("file_bytes", file_bytes), ("read_bytes", read_bytes)):
+        if v <= 0:
+            raise SpecError(f"devx.{name}", v, "must be > 0")
+    reads_per_file = math.ceil(file_bytes / read_bytes)
+    ops = system.metadata_ops_per_file
+    metadata_s = clients * files * ops / system.metadata_ops_s
+    servers = 1 if system.kind == "local" else system.servers
+    hot_files = math.ceil(files / min(files, servers))
+    requests = clients * hot_files * reads_per_file
+    hot_server_s = max(requests / system.server_ops_s, clients * hot_files * file_bytes / system.nic_goodput_bytes_s)
+    chain_s = files * (ops + reads_per_file) * system.op_latency_us * 1e-6
+    parts = {"metadata": metadata_s, "data_server": hot_server_s, "request_latency": chain_s}
+    name = max(parts, key=parts.get)
+    return JobStart(clients, files, file_bytes, read_bytes, parts[name], name, metadata_s, hot_server_s, chain_s)
