@@ -122,3 +122,25 @@ def test_mfu_is_model_flops_over_peak_hand_calc(example_spec):
     assert r.mfu == pytest.approx(flops / (r.step_time_s * 16384 * 989.4e12), rel=1e-12)
     assert r.tflops_per_gpu == pytest.approx(flops / (r.step_time_s * 16384) / 1e12, rel=1e-12)
     assert r.tokens_per_s == pytest.approx(2048 * 8192 / r.step_time_s, rel=1e-12)
+
+
+def test_run_adds_checkpoint_and_goodput_keys_when_asked(tmp_path, example_spec, cli):
+    import yaml
+
+    data = yaml.safe_load(example_spec.read_text())
+    data["storage"] = {"preset": "tectonic-llama3"}
+    data["reliability"] = {"tokens": 15.6e12}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, out, _ = cli("run", path, "--json")
+    d = json.loads(out)
+    assert code == 0
+    for key in ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s", "goodput", "ettr",
+                "time_to_train_days", "energy_mwh", "cost_usd"):
+        assert key in d and d[key] > 0
+    assert d["checkpoint_blocking_s"] <= d["checkpoint_save_s"]
+    # time to train >= the failure-free time for 15.6T tokens at this step time
+    ideal_days = 15.6e12 / d["tokens_per_s"] / 86400
+    assert d["time_to_train_days"] >= ideal_days * 0.999
+    code, out, _ = cli("run", example_spec, "--json")
+    assert "checkpoint_save_s" not in json.loads(out)
