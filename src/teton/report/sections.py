@@ -1,0 +1,273 @@
+"""The sections of ``teton report``: each turns a spec (and its simulated step) into tables, charts
+and notes. The numbers come straight from the models (``teton.simulate``, the placement
+comparison, the storage and reliability models, the validation cases); nothing is re-derived here.
+
+A section whose model cannot run for this spec (e.g. a cluster that names no storage) says so in
+a note instead of failing the whole report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from teton.errors import SpecError
+from teton.report import plots
+
+GB = 1e9
+GOODPUT_RUNS = 32  # Monte Carlo runs per interval in the report (teton goodput uses the spec's, more)
+SEARCH_TOP = 10
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    title: str
+    lead: str = ""
+    tables: tuple[Table, ...] = ()
+    figures: tuple[tuple[str, Any], ...] = ()  # (name, plotly figure)
+    notes: tuple[str, ...] = ()
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    """What the sections share: the spec, its simulated step (with the pipeline timeline), options."""
+
+    spec: Any
+    result: Any
+    goodput_runs: int = GOODPUT_RUNS
+    occupancy: float = 0.0
+
+
+def fmt_s(seconds: float) -> str:
+    """Seconds as the report (and ``teton run``) prints them."""
+    return f"{seconds:.3f} s"
+
+
+def fmt_pct(fraction: float, digits: int = 1) -> str:
+    return f"{fraction * 100:.{digits}f} %"
+
+
+def _kv(rows: list[tuple[str, str]], title: str = "") -> Table:
+    return Table(("quantity", "value"), tuple(rows), title)
+
+
+def spec_section(ctx: Context) -> Section:
+    spec = ctx.spec
+    c, m, j = spec.cluster, spec.model, spec.job
+    gpu = c.gpu_spec
+    fabric = ", ".join(f"{layer.name} {layer.span_gpus:,} GPUs" + (f" (1:{layer.oversubscription:g} up)"
+                                                                   if layer.oversubscription > 1 else "")
+                       for layer in c.layers)
+    cluster = _kv([("cluster", c.name), ("hosts x GPUs", f"{c.hosts:,} x {c.gpus_per_host} ({c.gpus:,} GPUs)"),
+                   ("GPU", f"{gpu.name}, {gpu.hbm_bytes / GB:.0f} GB HBM, {gpu.peak_flops(j.precision) / 1e12:.0f} "
+                           f"dense TFLOP/s {j.precision}"),
+                   ("fabric", f"{c.topology}: {fabric}"), ("storage", c.storage or "-"),
+                   ("network model", f"{spec.network.fidelity}, routing {spec.network.routing}")], "cluster")
+    model = _kv([("model", m.name), ("parameters", f"{m.total_params() / 1e9:,.2f} B"),
+                 ("layers x hidden", f"{m.layers} x {m.hidden} (FFN {m.ffn_hidden})"),
+                 ("heads (KV heads)", f"{m.heads} ({m.n_kv_heads})"), ("vocabulary", f"{m.vocab:,}")], "model")
+    layout = _kv([("GPUs", f"{j.gpus:,}"), ("tp x cp x pp x dp", f"{j.tp} x {j.cp} x {j.pp} x {j.dp_degree}"),
+                  ("schedule", f"{j.pp_schedule}, {j.virtual_stages} virtual stage(s)"),
+                  ("sequence x micro-batch", f"{j.seq_len:,} x {j.micro_batch}"),
+                  ("global batch", f"{j.sequences_per_step:,} sequences, {j.tokens_per_step:,} tokens"),
+                  ("micro-batches per DP rank", str(j.micro_batches)),
+                  ("ZeRO / recompute / precision", f"{j.zero} / {j.recompute} / {j.precision}"),
+                  ("placement", j.placement), ("seed", str(spec.seed))], "layout")
+    return Section("spec", "Spec", "What is simulated.", (cluster, model, layout), notes=tuple(spec.notes))
+
+
+def step_section(ctx: Context) -> Section:
+    r = ctx.result
+    lay = r.layout
+    rows = [("step time", fmt_s(r.step_time_s)), ("MFU", fmt_pct(r.mfu)),
+            ("TFLOPs / GPU", f"{r.tflops_per_gpu:.0f}"), ("tokens / s", f"{r.tokens_per_s:,.0f}"),
+            ("tokens / step", f"{r.tokens_per_step:,}"),
+            ("layout", f"tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} v={lay['virtual_stages']}"),
+            ("micro-batches / DP rank", str(r.micro_batches)),
+            ("model", f"{r.fidelity} network, {r.placement} placement")]
+    bd = Table(("category", "seconds", "share"),
+               tuple((k, f"{v:.3f}", fmt_pct(v / r.step_time_s)) for k, v in r.breakdown.items()),
+               "where the step time goes")
+    return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu)} MFU.",
+                   (_kv(rows, "key metrics"), bd), (("breakdown", plots.breakdown_bar(r.breakdown, r.step_time_s)),),
+                   data={"step_time_s": r.step_time_s, "mfu": r.mfu})
+
+
+def memory_section(ctx: Context) -> Section:
+    r = ctx.result
+    fits = "fits" if r.fits_in_memory else f"DOES NOT FIT (largest term: {r.largest_memory_term})"
+    rows = tuple((k, f"{v / GB:.2f}") for k, v in r.memory_breakdown.items())
+    rows += (("total", f"{r.memory_per_gpu_bytes / GB:.2f}"), ("HBM capacity", f"{r.hbm_bytes / GB:.2f}"))
+    lead = f"Fullest GPU: {r.memory_per_gpu_bytes / GB:.1f} GB of {r.hbm_bytes / GB:.0f} GB: {fits}."
+    return Section("memory", "Memory per GPU", lead, (Table(("term", "GB"), rows, "memory of the fullest pipeline rank"),),
+                   (("memory", plots.memory_bar(r.memory_breakdown, r.hbm_bytes)),),
+                   data={"fits_in_memory": r.fits_in_memory})
+
+
+def timeline_section(ctx: Context) -> Section:
+    events = ctx.result.extra.get("timeline") or []
+    if not events:
+        return Section("timeline", "Pipeline timeline", notes=("the step simulator returned no timeline",))
+    end = max(e["end_s"] for e in events)
+    lead = (f"{len(events):,} forward / backward ops of one pipeline ({ctx.result.layout['pp']} ranks, "
+            f"{ctx.result.micro_batches} micro-batches); the last ends at {fmt_s(end)}. Every pipeline of "
+            "the job runs the same schedule in this model; DP collectives and the optimizer step are not drawn.")
+    return Section("timeline", "Pipeline timeline", lead, figures=(("timeline", plots.timeline_gantt(events)),),
+                   data={"events": len(events)})
+
+
+def placement_section(ctx: Context) -> Section:
+    import teton
+    from teton.placement import POLICIES
+    from teton.placement.compare import compare_policies
+
+    rows = compare_policies(ctx.spec, ctx.occupancy, ctx.spec.seed, POLICIES, simulate=teton.simulate)
+    layers = [k for k in rows[0]["span"] if k != "hosts"][:-1]
+    table = Table(("policy", "step time", "slowdown", "axis that pays", "hosts", *layers),
+                  tuple((r["policy"], fmt_s(r["step_time_s"]), f"{r['slowdown']:.3f}", r["axis_pays"] or "-",
+                         str(r["span"]["hosts"]), *(str(r["span"][k]) for k in layers)) for r in rows),
+                  "slowdown vs topology-aware placement on an empty cluster")
+    worst = max(rows, key=lambda r: r["slowdown"])
+    lead = (f"The job placed by each policy while other jobs hold {fmt_pct(rows[0]['occupancy'], 0)} of the cluster. "
+            f"Worst: {worst['policy']} ({worst['slowdown']:.2f}x"
+            + (f", {worst['axis_pays']} communication pays)." if worst["axis_pays"] else ")."))
+    return Section("placement", "Placement", lead, (table,), (("placement", plots.placement_bars(rows)),),
+                   data={"rows": rows})
+
+
+def checkpoint_section(ctx: Context) -> Section:
+    try:
+        from teton.storage.checkpoint import simulate_checkpoint
+    except ImportError:
+        return Section("checkpoint", "Checkpoint", notes=("the storage model is not installed in this build",))
+    try:
+        s = simulate_checkpoint(ctx.spec).summary()
+    except SpecError as err:
+        return Section("checkpoint", "Checkpoint", notes=(f"not modelled for this spec: {err}",))
+    rows = [("storage / mode / writers", f"{s['storage']} / {s['mode']} / {s['writer_policy']}"),
+            ("checkpoint size (all ranks)", f"{s['total_bytes'] / GB:,.1f} GB"),
+            ("per GPU written", f"{s['bytes_per_gpu_min'] / GB:.3f}-{s['bytes_per_gpu_max'] / GB:.3f} GB "
+                                f"({s['writers']:,} writers, {s['files']:,} files)"),
+            ("save, durable", fmt_s(s["checkpoint_save_s"])), ("GPUs blocked per save", fmt_s(s["checkpoint_blocking_s"])),
+            ("restore", fmt_s(s["checkpoint_restore_s"])), ("save bottleneck", str(s["bottleneck"])),
+            ("restore bottleneck", str(s["restore_bottleneck"])),
+            ("delivered write bandwidth", f"{s['delivered_bw_bytes_s'] / 1e12:.2f} TB/s"),
+            ("shortest sustainable interval", fmt_s(s["min_checkpoint_interval_s"]))]
+    times = {"sync save": s["sync_save_s"], "async: GPUs blocked": s["async_blocking_s"],
+             "async: durable": s["async_durable_s"], "restore, all read": s["checkpoint_restore_all_read_s"],
+             "restore, read + broadcast": s["checkpoint_restore_broadcast_s"],
+             "restore, shard + all-gather": s["checkpoint_restore_allgather_s"]}
+    lead = (f"{s['bytes_per_gpu_max'] / GB:.2f} GB per GPU; save {fmt_s(s['checkpoint_save_s'])} "
+            f"({s['mode']}, GPUs blocked {fmt_s(s['checkpoint_blocking_s'])}), restore "
+            f"{fmt_s(s['checkpoint_restore_s'])}; the save is bound by {s['bottleneck']}.")
+    return Section("checkpoint", "Checkpoint", lead, (_kv(rows),), (("checkpoint", plots.checkpoint_bars(times)),),
+                   data=s)
+
+
+def goodput_section(ctx: Context) -> Section:
+    from teton.reliability import goodput
+
+    r = ctx.result
+    try:
+        g = goodput(ctx.spec, step_time_s=r.step_time_s, tokens_per_step=r.tokens_per_step, breakdown=r.breakdown,
+                    runs=ctx.goodput_runs, interval_sweep=True)
+    except SpecError as err:
+        return Section("goodput", "Goodput", notes=(f"not modelled for this spec: {err}",))
+    e = g["ettr_percentiles"]
+    rows = [("ETTR mean (p5 / p95)", f"{fmt_pct(g['ettr'], 2)} ({fmt_pct(e['p5'], 2)} / {fmt_pct(e['p95'], 2)})"),
+            ("goodput", fmt_pct(g["goodput"], 2)),
+            ("unexpected interruptions", f"{g['unexpected_interruptions']:.1f}"
+                                         + (f" (MTBI {g['mtbi_h']:.2f} h)" if g["mtbi_h"] else "")),
+            ("checkpoint interval used", fmt_s(g["checkpoint_interval_s"])),
+            ("Young-Daly interval", fmt_s(g["young_daly_interval_s"]) if g["young_daly_interval_s"] else "-")]
+    if "mc_optimal_interval_s" in g:
+        rows.append(("Monte Carlo optimum", f"{fmt_s(g['mc_optimal_interval_s'])} (ETTR {fmt_pct(g['mc_optimal_ettr'], 2)})"))
+    if g["time_to_train_days"] is not None:
+        tt = g["time_to_train_percentiles"]
+        rows += [("time to train p5 / p50 / p95", f"{tt['p5']:.1f} / {tt['p50']:.1f} / {tt['p95']:.1f} days"),
+                 ("failure-free", f"{g['ideal_days']:.1f} days")]
+        lead = f"ETTR {fmt_pct(g['ettr'])}; {g['tokens']:.3g} tokens in {g['time_to_train_days']:.1f} days (median)."
+    else:
+        rows.append((f"tokens trained in {g['days']:g} days (p50)", f"{g['tokens_trained']['p50']:.4g}"))
+        lead = (f"ETTR {fmt_pct(g['ettr'])} over a {g['days']:g}-day run (the spec gives no token budget, so "
+                "time-to-train is not defined; set reliability.tokens for it).")
+    rows += [("energy (facility)", f"{g['energy_mwh']:,.0f} MWh"), ("cost", f"${g['cost_usd']:,.0f}")]
+    sweep = Table(("interval", "ETTR mean", "p5", "p95"),
+                  tuple((fmt_s(s["interval_s"]), fmt_pct(s["ettr_mean"], 2), fmt_pct(s["ettr_p5"], 2),
+                         fmt_pct(s["ettr_p95"], 2)) for s in g["interval_sweep"]), "checkpoint interval sweep")
+    notes = (f"Monte Carlo: {g['runs']} runs per interval, seed {g['seed']} (teton goodput runs more)",
+             *g["assumptions"])
+    figs = ()
+    if g["interval_sweep"]:
+        figs = (("interval-sweep", plots.interval_sweep(g["interval_sweep"], g["checkpoint_interval_s"],
+                                                         g["young_daly_interval_s"])),)
+    return Section("goodput", "Goodput", lead, (_kv(rows), sweep), figs, notes, data=g)
+
+
+def validation_section(ctx: Context) -> Section:
+    from teton.report.validation import run_validation
+
+    d = run_validation()
+    table = Table(("#", "case", "metric", "published", "predicted", "error", "band", "ok"),
+                  tuple((str(i), r["case"], r["metric"], f"{r['published']:.4g}", f"{r['predicted']:.4g}",
+                         f"{r['error'] * 100:+.1f} %", f"±{r['tolerance'] * 100:.0f} %",
+                         "yes" if r["within_tolerance"] else "no") for i, r in enumerate(d["rows"], start=1)))
+    notes = tuple(sorted({r["note"] for r in d["rows"] if r["note"]}))
+    lead = (f"Bundled cases, independent of this spec: mean absolute error {fmt_pct(d['mean_abs_error'])}; "
+            f"{d['within_tolerance']}/{d['total']} rows within their band (as teton validate prints them).")
+    figs = (("errors", plots.validation_errors(d["rows"])),) if d["rows"] else ()
+    return Section("validation", "Validation", lead, (table,), figs, notes, data=d)
+
+
+def search_section(ctx: Context) -> Section:
+    from teton.sweep.search import search_layouts
+
+    d = search_layouts(ctx.spec)
+    top = [r for r in d["rows"] if r["fits_in_memory"]][:SEARCH_TOP]
+    table = Table(("tp", "cp", "pp", "dp", "v", "micro-batch", "recompute", "zero", "step time", "MFU", "memory"),
+                  tuple((str(r["tp"]), str(r["cp"]), str(r["pp"]), str(r["dp"]), str(r["virtual_stages"]),
+                         str(r["micro_batch"]), r["recompute"], str(r["zero"]), fmt_s(r["step_time_s"]),
+                         fmt_pct(r["mfu"]), f"{r['memory_per_gpu_bytes'] / GB:.1f} GB") for r in top),
+                  f"top {len(top)} layouts that fit")
+    lead = f"{d['evaluated']:,} layouts simulated, {d['fitting']:,} distinct ones fit in memory."
+    figs = (("top-layouts", plots.search_bars(top)),) if top else ()
+    return Section("search", "Layout search", lead, (table,), figs, data={"evaluated": d["evaluated"]})
+
+
+SECTIONS: dict[str, tuple[str, Callable[[Context], Section]]] = {
+    "step": ("step", step_section),
+    "memory": ("memory", memory_section),
+    "timeline": ("pipeline timeline", timeline_section),
+    "placement": ("placement policies", placement_section),
+    "checkpoint": ("checkpoint", checkpoint_section),
+    "goodput": ("goodput Monte Carlo", goodput_section),
+    "validation": ("validation cases", validation_section),
+    "search": ("layout search", search_section),
+}
+DEFAULT_SECTIONS = tuple(k for k in SECTIONS if k != "search")  # search takes ~8 s on the 405B example
+
+
+def parse_sections(text: str | None) -> tuple[str, ...]:
+    """``step,memory,...`` -> the sections in report order; SpecError for an unknown name."""
+    from teton.errors import closest
+
+    if text is None or not text.strip():
+        return DEFAULT_SECTIONS
+    if text.strip() == "all":
+        return tuple(SECTIONS)
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    for n in names:
+        if n not in SECTIONS:
+            raise SpecError("--sections", n, closest(n, list(SECTIONS)))
+    return tuple(k for k in SECTIONS if k in names)
+

@@ -1,0 +1,49 @@
+"""``teton report`` on the command line: PNGs, the search section, one-line errors."""
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_writes_html_and_pngs(cli, small_spec_path, tmp_path):
+    out = tmp_path / "r.html"
+    png = tmp_path / "png"
+    code, stdout, stderr = cli("report", small_spec_path, "--out", out, "--sections", "step,memory,timeline",
+                               "--png", png, "--set", "job.micro_batch=2")
+    assert code == 0, stderr
+    assert out.is_file() and "wrote" in stdout
+    html = out.read_text(encoding="utf-8")
+    assert "job.micro_batch=2" in html and "<h2>Placement</h2>" not in html
+    names = sorted(p.name for p in png.iterdir())
+    assert names == ["memory-memory.png", "step-breakdown.png", "timeline-timeline.png"]
+    for p in png.iterdir():
+        data = p.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5000
+
+
+def test_cli_search_section(cli, small_spec_path, tmp_path):
+    out = tmp_path / "search.html"
+    code, _, stderr = cli("report", small_spec_path, "--out", out, "--sections", "search")
+    assert code == 0, stderr
+    html = out.read_text(encoding="utf-8")
+    assert "<h2>Layout search</h2>" in html and "layouts simulated" in html and 'id="fig-search-top-layouts"' in html
+
+
+def test_unknown_section_is_one_line_exit_2(cli, small_spec_path, tmp_path):
+    code, _, stderr = cli("report", small_spec_path, "--out", tmp_path / "x.html", "--sections", "step,memroy")
+    assert code == 2
+    assert stderr.strip().count("\n") == 0
+    assert "--sections" in stderr and "memroy" in stderr and "memory" in stderr
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_unwritable_out_is_one_line_exit_2(cli, small_spec_path, tmp_path):
+    for bad in (tmp_path / "missing-dir" / "r.html", tmp_path):
+        code, _, stderr = cli("report", small_spec_path, "--out", bad, "--sections", "step")
+        assert code == 2, bad
+        assert stderr.strip().count("\n") == 0 and "--out" in stderr
+
+
+def test_png_path_that_is_a_file_is_exit_2(cli, small_spec_path, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    code, _, stderr = cli("report", small_spec_path, "--out", tmp_path / "r.html", "--sections", "step", "--png", f)
+    assert code == 2 and "--png" in stderr
