@@ -144,3 +144,11 @@ def test_run_adds_checkpoint_and_goodput_keys_when_asked(tmp_path, example_spec,
     assert d["time_to_train_days"] >= ideal_days * 0.999
     code, out, _ = cli("run", example_spec, "--json")
     assert "checkpoint_save_s" not in json.loads(out)
+
+
+def test_fa3_speeds_up_attention_bound_long_context(example_spec):
+    longctx = ["job.cp=16", "job.dp=8", "job.seq_len=131072", "job.global_batch=128"]
+    fa2 = teton.simulate(example_spec, longctx)
+    fa3 = teton.simulate(example_spec, [*longctx, "job.attention_kernel=fa3"])
+    assert fa3.breakdown["compute"] < 0.8 * fa2.breakdown["compute"]
+    assert fa3.breakdown["tp_comm"] == pytest.approx(fa2.breakdown["tp_comm"])

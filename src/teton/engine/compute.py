@@ -24,10 +24,11 @@ class ComputeModel:
     eff: Efficiency
     precision: str = "bf16"
     seq_len: int = 8192
+    attention_kernel: str = "fa2"
 
     @classmethod
     def for_gpu(cls, gpu: GPU, precision: str = "bf16", seq_len: int = 8192,
-                overrides: dict[str, float] | None = None) -> ComputeModel:
+                overrides: dict[str, float] | None = None, attention_kernel: str = "fa2") -> ComputeModel:
         eff = efficiency_for(gpu)
         if overrides:
             fields = {k: v for k, v in overrides.items() if k in eff.__dataclass_fields__ and k != "gemm_mamf"}
@@ -38,7 +39,7 @@ class ComputeModel:
                         mamf[prec] = overrides[f"gemm_{prec}"]
                 fields["gemm_mamf"] = mamf
             eff = replace(eff, **fields)
-        return cls(gpu, eff, precision, seq_len)
+        return cls(gpu, eff, precision, seq_len, attention_kernel)
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
@@ -47,7 +48,7 @@ class ComputeModel:
         return max(op.flops / (peak * e), op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem))
 
     def attention_s(self, op: ComputeOp) -> float:
-        e = self.eff.attn_bwd if op.backward else self.eff.attn_fwd
+        e = self.eff.attention(self.attention_kernel, op.backward)
         s = float(self.seq_len)
         e *= (s / (s + ATTN_S_HALF)) / (16384.0 / (16384.0 + ATTN_S_HALF))
         return op.flops / (self.gpu.peak_flops("bf16") * e)

@@ -155,7 +155,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     if placement is None:
         placement = default_placement(spec)
     cost = cost_model if cost_model is not None else make_cost_model(spec)
-    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency)
+    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
+                                   job.attention_kernel)
     timer = _BlockTimer(compute, cost, placement)
     work = step_work(model, job)
     split = work.split

@@ -40,13 +40,23 @@ class Efficiency:
     # found at.
     gemm_mamf: dict[str, float]
     gemm_mamf_shape: tuple[int, int, int]
-    attn_fwd: float  # flash-attention forward FLOP/s / bf16 dense peak, long causal sequences
-    attn_bwd: float  # flash-attention backward
+    attn_fwd: float  # FlashAttention-2 forward FLOP/s / bf16 dense peak, long causal sequences
+    attn_bwd: float  # FlashAttention-2 backward
     mem: float  # achieved / peak HBM bandwidth for streaming kernels
     nccl_nvlink: float  # nccl-tests busbw / NVLink per-direction bandwidth (8 GPUs, large messages)
     nccl_nvls: float  # same with NVLink SHARP (all-reduce), if available
     nccl_net: float  # nccl-tests busbw / NIC line rate, multi-node, large messages
     extra: dict[str, float] = field(default_factory=dict)
+    # Hopper-specific kernels (warp-specialised, TMA/wgmma): FlashAttention-3; None where the
+    # architecture has no such kernel and FlashAttention-2 figures apply.
+    attn_fa3_fwd: float | None = None
+    attn_fa3_bwd: float | None = None
+
+    def attention(self, kernel: str, backward: bool) -> float:
+        """Achievable fraction of the bf16 peak of the attention kernel ``fa2`` or ``fa3``."""
+        if kernel == "fa3" and self.attn_fa3_fwd is not None:
+            return self.attn_fa3_bwd if backward else self.attn_fa3_fwd
+        return self.attn_bwd if backward else self.attn_fwd
 
     def gemm(self, precision: str, gpu: GPU, m: int, n: int, k: int) -> float:
         """e_gemm(m, n, k): achievable fraction of the dense peak for this GEMM shape."""
@@ -86,8 +96,10 @@ EFFICIENCY: dict[str, Efficiency] = {
     # hdim 128, 8-16K). BabelStream triad ~ 3.0 of 3.35 TB/s. nccl-tests on 8x H100 (NVLink 4):
     # all-gather / reduce-scatter busbw ~ 360 GB/s of 450; NVLS all-reduce ~ 480 GB/s; 400G
     # NDR/RoCE multi-node busbw ~ 46 GB/s per GPU of 50 (NVIDIA DGX H100 nccl-tests reports).
+    # FlashAttention-3 (same paper, Figs. 5-7): ~ 620 TFLOPS forward and ~ 470 backward (causal,
+    # hdim 128, 8-16K) on H100 SXM5.
     "hopper": Efficiency({"bf16": 794.5 / 989.4, "fp8": 0.70, "tf32": 0.78}, (2048, 2048, 13312),
-                         0.35, 0.30, 0.90, 0.80, 1.07, 0.92),
+                         0.35, 0.30, 0.90, 0.80, 1.07, 0.92, attn_fa3_fwd=0.63, attn_fa3_bwd=0.47),
     # B200: no public MAMF sweep read here; NVIDIA's B200 cuBLAS figures (~ 1.5-1.7 PF bf16
     # of 2.25) give ~ 0.72. Attention: FlashAttention for Blackwell (cuDNN) ~ 1.2 PF fwd bf16.
     "blackwell": Efficiency({"bf16": 0.72, "fp8": 0.70, "tf32": 0.70}, (4096, 4096, 8192), 0.53,

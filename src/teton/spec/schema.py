@@ -32,6 +32,7 @@ class JobSpec(BaseModel):
     recompute: Literal["none", "selective", "full"] = "none"
     sequence_parallel: bool = True
     flash_attention: bool = True
+    attention_kernel: Literal["fa2", "fa3"] = "fa2"  # FlashAttention-2, or -3 (Hopper only)
     pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
     virtual_stages: int = Field(default=1, gt=0)
     # Embedding and output head each take one layer's slot in the pipeline split (Llama 3:
