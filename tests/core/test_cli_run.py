@@ -152,3 +152,10 @@ def test_fa3_speeds_up_attention_bound_long_context(example_spec):
     fa3 = teton.simulate(example_spec, [*longctx, "job.attention_kernel=fa3"])
     assert fa3.breakdown["compute"] < 0.8 * fa2.breakdown["compute"]
     assert fa3.breakdown["tp_comm"] == pytest.approx(fa2.breakdown["tp_comm"])
+
+
+@pytest.mark.parametrize("name", ["llama3-405b-16k.yaml", "llama3-70b-ib-2k.toml", "gpt3-175b-a100.yaml",
+                                  "custom-cluster.yaml"])
+def test_bundled_examples_run(name, example_spec):
+    r = teton.simulate(example_spec.parent / name)
+    assert r.step_time_s > 0 and r.fits_in_memory
