@@ -39,7 +39,9 @@ _register_verbs()
 def main() -> None:
     """Console entry point: one-line errors with exit code 2 for bad input."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except SpecError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -1,0 +1,93 @@
+"""``teton sweep SWEEP.yaml --out results.duckdb``: evaluate a grid of what-ifs, store, resume, rank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+
+GB = 1e9
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def sweep(
+        sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP", help="sweep file: base spec, grid, zip, filter")],
+        out: Annotated[Path, typer.Option("--out", help="DuckDB results file (created; re-run to resume)")],
+        executor: Annotated[str, typer.Option("--executor", help="local (process pool) | ray | serial")] = "local",
+        workers: Annotated[int | None, typer.Option("--workers", help="parallel workers (default: CPU count)")] = None,
+        batch: Annotated[int, typer.Option("--batch", help="points per task")] = 64,
+        top: Annotated[int, typer.Option("--top", help="rows to print")] = 10,
+        parquet: Annotated[Path | None, typer.Option("--parquet", help="also export this sweep's rows")] = None,
+        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ) -> None:
+        """Simulate every point of a sweep (skipping points already in --out) and show the best."""
+        import sys
+
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        from teton.errors import SpecError
+        from teton.sweep.grid import parse_sweep
+        from teton.sweep.run import check_executor, run_sweep
+        from teton.sweep.store import ResultStore
+
+        check_executor(executor, workers)
+        for name, value in (("--batch", batch), ("--top", top)):
+            if value is not None and value < 1:
+                raise SpecError(name, value, "must be a positive integer")
+        spec = parse_sweep(sweep_file)
+        err = Console(stderr=True)
+        with ResultStore(out) as store:
+            stored = [0, 0]
+
+            def progress(i: int, n: int) -> None:
+                stored[:] = [i, n]
+                bar.update(task, completed=i, total=n)
+
+            try:
+                with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                              console=err, transient=True) as bar:
+                    task = bar.add_task("sweep", total=None)
+                    summary = run_sweep(spec, store, executor=executor, workers=workers, batch=batch,
+                                        progress=progress)
+            except KeyboardInterrupt:
+                print(f"interrupted: {stored[0]} of {stored[1]} points are stored in {out}; "
+                      "run the same command again to resume", file=sys.stderr)
+                sys.exit(130)  # SystemExit passes the CLI wrapper unchanged
+            point_cols = list(spec.keys)
+            metric_cols = ["step_time_s", "mfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes",
+                           "fits_in_memory"]
+            best = store.rows(order="best", limit=top, only_ok=True, columns=["key", *point_cols, *metric_cols])
+            errors = [r for r in store.rows(columns=["key", "status", "error", *point_cols]) if r["status"] != "ok"]
+            if parquet is not None:
+                store.export_parquet(parquet)
+        if json_:
+            print_json({"sweep": str(sweep_file), "out": str(out), **summary.to_dict(),
+                        "errors": errors[:top], "top": best})
+            return
+        from rich.table import Table
+
+        s = summary
+        print(f"{s.points} points ({s.filtered} filtered out): {s.already_stored} already in {out}, "
+              f"{s.evaluated} evaluated in {s.elapsed_s:.1f} s ({s.points_per_s:,.0f}/s); "
+              f"{s.ok} ok, {s.invalid} invalid, {s.failed} failed, {s.fitting} fit in memory", file=sys.stderr)
+        for r in errors[:3]:
+            print(f"  {r['status']}: {r['error']}", file=sys.stderr)
+        t = Table(title=f"top {len(best)} of {s.ok} (fitting first, then fastest)")
+        for col in (*point_cols, "step s", "MFU", "TFLOP/s/GPU", "mem GB", "fits"):
+            t.add_column(col, justify="right")
+        for r in best:
+            t.add_row(*(_fmt(r[k]) for k in point_cols), f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %",
+                      f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GB:.1f}",
+                      "yes" if r["fits_in_memory"] else "no")
+        Console().print(t)

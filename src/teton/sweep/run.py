@@ -1,0 +1,314 @@
+"""Run a sweep: batches of points evaluated on a ``concurrent.futures.Executor``, stored by the driver.
+
+Each task is a batch of points (``--batch``, 64 by default): a worker loads every point's spec
+and calls :func:`teton.engine.step.simulate_step` (about 1 ms), so per-task overhead (pickling,
+scheduling) is paid once per batch, not per point. The driver keeps a bounded window of batches
+in flight, and commits each finished batch to the store as it arrives (one transaction), so an
+interrupted sweep (Ctrl-C, kill) keeps every finished batch and a re-run skips those points by
+key. Executors: ``serial`` (in-process), ``local`` (a process pool, the default), ``ray``
+(``ray.remote`` tasks, imported only when asked; ``RAY_ADDRESS`` selects a running cluster).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from teton.errors import SpecError
+from teton.sweep.grid import Point, Sweep, canonical_json
+from teton.sweep.store import ResultStore, sql_type
+
+EXECUTORS = ("local", "ray", "serial")
+SCALAR_METRICS = ("step_time_s", "mfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes", "fits_in_memory",
+                  "hbm_bytes", "largest_memory_term", "model_flops_per_step", "tokens_per_step", "gpus",
+                  "micro_batches", "fidelity", "placement")
+INT_METRICS = ("tokens_per_step", "gpus", "micro_batches")
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def result_row(result) -> dict[str, Any]:
+    """The scalar metrics of a StepResult as flat columns (floats, ints, bools, text)."""
+    row: dict[str, Any] = {}
+    for name in SCALAR_METRICS:
+        v = _plain(getattr(result, name))
+        if isinstance(v, bool) or isinstance(v, str):
+            row[name] = v
+        elif name in INT_METRICS:
+            row[name] = int(v)
+        else:
+            row[name] = float(v)
+    for k, v in result.breakdown.items():
+        row[f"breakdown_{k}_s"] = float(v)
+    for k, v in result.memory_breakdown.items():
+        row[f"memory_{k}_bytes"] = float(v)
+    for k, v in result.layout.items():
+        row[f"layout_{k}"] = int(v)
+    row["notes"] = "; ".join(result.notes) or None
+    return row
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".strip()
+
+
+def evaluate_batch(items: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Worker task: ``(key, spec mapping)`` pairs -> rows with ``key``, ``status``, ``error`` and metrics.
+
+    A spec that fails validation is ``invalid`` with its one-line SpecError; any other exception
+    from the simulator is ``failed`` (kept, and retried on resume).
+    """
+    from teton.engine.step import simulate_step
+    from teton.spec import load_spec
+
+    rows = []
+    for key, mapping in items:
+        try:
+            result = simulate_step(load_spec(mapping))
+        except SpecError as err:
+            rows.append({"key": key, "status": "invalid", "error": str(err)})
+            continue
+        except Exception as err:  # noqa: BLE001 - recorded in the row, the sweep goes on
+            rows.append({"key": key, "status": "failed", "error": _one_line(err)})
+            continue
+        rows.append({"key": key, "status": "ok", "error": None, **result_row(result)})
+    return rows
+
+
+# ---------------------------------------------------------------- executors
+
+
+class SerialExecutor(Executor):
+    """Runs each task in the calling process when it is submitted (tests, debugging, profiling)."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        fut: Future = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except Exception as err:  # noqa: BLE001 - delivered through the future, like a pool
+            fut.set_exception(err)
+        return fut
+
+
+def _worker_init() -> None:
+    """Pool workers ignore Ctrl-C: the driver handles it, cancels what is queued, keeps what is stored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class RayExecutor(Executor):
+    """``concurrent.futures`` on Ray: each submit is a ``ray.remote`` task; its ObjectRef's future.
+
+    Connects to ``RAY_ADDRESS`` when set, else starts a local Ray with ``workers`` CPUs.
+    """
+
+    def __init__(self, workers: int | None = None):
+        try:
+            import ray
+        except ImportError:
+            raise SpecError("--executor", "ray", "Ray is not installed; pip install ray (or use --executor local)") from None
+        self._ray = ray
+        self._started = False
+        if not ray.is_initialized():
+            address = os.environ.get("RAY_ADDRESS")
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                ray.init(num_cpus=workers, **kwargs)
+                self._started = True
+        self._remote: dict[Any, Any] = {}
+        self._refs: list[Any] = []
+        try:
+            self.max_workers = int(ray.cluster_resources().get("CPU", workers or 1))
+        except Exception:  # noqa: BLE001 - only sizes the window of batches in flight
+            self.max_workers = workers or 1
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        remote = self._remote.get(fn)
+        if remote is None:
+            remote = self._remote[fn] = self._ray.remote(num_cpus=1)(fn)
+        ref = remote.remote(*args, **kwargs)
+        self._refs.append(ref)
+        return ref.future()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            for ref in self._refs:
+                try:
+                    self._ray.cancel(ref)
+                except Exception:  # noqa: BLE001 - finished or already gone
+                    pass
+        self._refs = []
+        if self._started:
+            self._ray.shutdown()
+            self._started = False
+
+
+def check_executor(kind: str, workers: int | None = None) -> None:
+    """Fail fast (one-line SpecError) on an unknown executor, bad worker count, or Ray missing."""
+    if kind not in EXECUTORS:
+        raise SpecError("--executor", kind, f"must be one of {', '.join(EXECUTORS)}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise SpecError("--workers", workers, "must be a positive integer")
+    if kind == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:
+            raise SpecError("--executor", "ray", "Ray is not installed; pip install ray (or use --executor local)")
+
+
+def make_executor(kind: str, workers: int | None = None) -> Executor:
+    """``serial`` | ``local`` (ProcessPoolExecutor) | ``ray``."""
+    check_executor(kind, workers)
+    if kind == "serial":
+        return SerialExecutor()
+    if kind == "ray":
+        return RayExecutor(workers)
+    import multiprocessing as mp
+
+    # fork where the platform has it: workers start in ~20 ms and inherit the imported modules
+    # (forkserver / spawn pay ~1.5 s of imports per sweep). Safe here: workers run only teton's
+    # numpy / numba code (no numba threading layer is used) and never touch the driver's DuckDB
+    # connection or progress bar.
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    import teton.engine.step  # noqa: F401 - imported once here, inherited by forked workers
+    import teton.spec  # noqa: F401
+
+    return ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=ctx, initializer=_worker_init)
+
+
+# ---------------------------------------------------------------- the driver
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What one run of a sweep did."""
+
+    points: int  # after filtering
+    filtered: int  # dropped by the sweep's filter expressions
+    already_stored: int  # skipped: stored by an earlier run (resume)
+    evaluated: int  # evaluated by this run
+    ok: int  # stored rows of this sweep, by status
+    invalid: int
+    failed: int
+    fitting: int
+    elapsed_s: float
+
+    @property
+    def points_per_s(self) -> float:
+        return self.evaluated / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in self.__dataclass_fields__}, "points_per_s": self.points_per_s}
+
+
+def parallelism(ex: Executor, workers: int | None = None) -> int:
+    """How many batches ``ex`` runs at once: 1 serial, the pool's workers, Ray's CPUs."""
+    if isinstance(ex, SerialExecutor):
+        return 1
+    n = getattr(ex, "max_workers", None) or getattr(ex, "_max_workers", None) or workers or os.cpu_count() or 1
+    return max(1, int(n))
+
+
+def point_types(sweep: Sweep) -> dict[str, str]:
+    """Column type of each swept key, from all its values."""
+    out = {}
+    for keys, rows in sweep.axes:
+        for i, key in enumerate(keys):
+            out[key] = sql_type(row[i] for row in rows)
+    return out
+
+
+def _rows_for(points: Sequence[Point], results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_key = {p.key: p for p in points}
+    rows = []
+    for res in results:
+        p = by_key[res["key"]]
+        rows.append({"key": p.key, "status": res["status"], "error": res["error"], "point": canonical_json(p.values),
+                     **p.values, **{k: v for k, v in res.items() if k not in ("key", "status", "error")}})
+    return rows
+
+
+def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "local", workers: int | None = None,
+              batch: int = 64, progress: Callable[[int, int], None] | None = None,
+              on_batch: Callable[[int], None] | None = None) -> SweepSummary:
+    """Evaluate every point of ``sweep`` not already in ``store``; commit each batch as it finishes.
+
+    ``progress(done, total)`` after each stored batch (``done`` counts points stored by earlier
+    runs too); ``on_batch(n)`` after the n-th batch of this run is committed (an exception raised
+    there - e.g. KeyboardInterrupt - stops the sweep with everything committed so far kept).
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise SpecError("--batch", batch, "must be a positive integer")
+    if not isinstance(executor, Executor):
+        check_executor(executor, workers)
+    t0 = time.perf_counter()
+    points, filtered = sweep.points()
+    store.scope([p.key for p in points])
+    store.discard_failed()
+    done = store.done_keys()
+    todo = [p for p in points if p.key not in done]
+    already = len(points) - len(todo)
+    types = point_types(sweep)
+    batches = [todo[i:i + batch] for i in range(0, len(todo), batch)]
+    if progress is not None:
+        progress(already, len(points))
+    evaluated = 0
+    if batches:
+        own = not isinstance(executor, Executor)
+        ex = make_executor(executor, workers) if own else executor
+        # batches in flight: one when serial (each runs at submit), else enough to keep every worker busy
+        window = 1 if isinstance(ex, SerialExecutor) else 2 * parallelism(ex, workers)
+        queue = iter(batches)
+        pending: dict[Future, list[Point]] = {}
+
+        def submit_next() -> None:
+            nxt = next(queue, None)
+            if nxt is not None:
+                pending[ex.submit(evaluate_batch, [(p.key, p.spec) for p in nxt])] = nxt
+
+        try:
+            for _ in range(window):
+                submit_next()
+            n_batches = 0
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                rows: list[dict[str, Any]] = []
+                broken: BaseException | None = None
+                for fut in finished:  # batches that finished together share one commit
+                    try:
+                        rows += _rows_for(pending[fut], fut.result())
+                    except BrokenExecutor as err:
+                        broken = err
+                store.write(rows, types)
+                if broken is not None:
+                    raise SpecError("--executor", executor if own else type(ex).__name__,
+                                    f"a worker died ({type(broken).__name__}: killed or out of memory?); "
+                                    f"{already + evaluated + len(rows)} points are stored: run the same command "
+                                    "again to resume") from None
+                for fut in finished:
+                    evaluated += len(pending.pop(fut))
+                    n_batches += 1
+                    if on_batch is not None:
+                        on_batch(n_batches)
+                    submit_next()
+                if progress is not None:
+                    progress(already + evaluated, len(points))
+        except BaseException:
+            if own:
+                ex.shutdown(wait=False, cancel_futures=True)
+            raise
+        if own:
+            ex.shutdown(wait=True)
+    counts = store.counts()
+    return SweepSummary(points=len(points), filtered=filtered, already_stored=already, evaluated=evaluated,
+                        ok=counts["ok"], invalid=counts["invalid"], failed=counts["failed"], fitting=counts["fitting"],
+                        elapsed_s=time.perf_counter() - t0)

@@ -1,0 +1,289 @@
+"""The results store: one DuckDB table, one row per point, written only by the driver.
+
+Table ``results``: ``key`` (the point's hash, primary key), ``status`` (``ok`` | ``invalid``: the
+spec failed validation, ``error`` holds the one-line reason | ``failed``: the simulator raised,
+retried on resume), ``error``, ``point`` (canonical JSON of the varied values), one column per
+swept key (named by the dotted key, e.g. ``"job.tp"``), then the result's scalar metrics
+(``step_time_s``, ``mfu``, ... , ``breakdown_<category>_s``, ``memory_<term>_bytes``,
+``layout_<axis>``). Columns are added as new keys or metrics appear, so one file can hold
+several sweeps; each batch is one transaction, so a killed sweep loses at most the batches
+still in flight. Parquet export goes through DuckDB's own ``COPY ... (FORMAT parquet)``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from teton.errors import SpecError
+
+TABLE = "results"
+FIXED_COLUMNS = (("key", "VARCHAR PRIMARY KEY"), ("status", "VARCHAR"), ("error", "VARCHAR"), ("point", "VARCHAR"))
+METRIC_COLUMNS = (("step_time_s", "DOUBLE"), ("mfu", "DOUBLE"), ("tflops_per_gpu", "DOUBLE"),
+                  ("tokens_per_s", "DOUBLE"), ("memory_per_gpu_bytes", "DOUBLE"), ("fits_in_memory", "BOOLEAN"))
+
+
+_NATIVE = {"VARCHAR": {str, type(None)}, "DOUBLE": {float, type(None)}, "BIGINT": {int, type(None)},
+           "BOOLEAN": {bool, type(None)}}
+
+
+def sql_type(values: Iterable[Any]) -> str:
+    """The DuckDB type that holds every value: BOOLEAN, BIGINT, DOUBLE, else VARCHAR."""
+    kinds = {type(v) for v in values if v is not None}
+    if not kinds:
+        return "VARCHAR"
+    if kinds == {bool}:
+        return "BOOLEAN"
+    if kinds == {int}:
+        return "BIGINT"
+    if kinds <= {int, float}:
+        return "DOUBLE"
+    return "VARCHAR"
+
+
+def to_sql_value(value: Any, typ: str) -> Any:
+    """``value`` as the Python type of a column of type ``typ`` (mappings, lists -> canonical JSON text)."""
+    if value is None:
+        return None
+    typ = typ.split()[0]
+    if typ == "VARCHAR":
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    if typ == "DOUBLE" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if typ == "BIGINT" and isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if typ == "BOOLEAN" and isinstance(value, bool):
+        return value
+    raise ValueError(f"{value!r} does not fit a {typ} column")
+
+
+@contextmanager
+def _sigint_deferred():
+    """Hold Ctrl-C until the block ends, so a batch is committed whole or not at all (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+class ResultStore:
+    """A DuckDB results file. Open it, ``write`` batches, read rows back; ``close`` when done."""
+
+    def __init__(self, path: str | Path):
+        import duckdb
+
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise SpecError("--out", str(path), "is a directory; give a .duckdb file path")
+        if not self.path.parent.is_dir():
+            raise SpecError("--out", str(path), f"directory {self.path.parent} does not exist")
+        try:
+            self.con = duckdb.connect(str(self.path))
+            self._execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE} ("
+                + ", ".join(f"{_quote(n)} {t}" for n, t in FIXED_COLUMNS + METRIC_COLUMNS) + ")")
+        except duckdb.Error as err:
+            msg = str(err).splitlines()[0]
+            if "lock" in msg.lower():
+                why = "in use by another process (one DuckDB writer at a time)"
+            elif "not a valid duckdb" in msg.lower() or "database file" in msg.lower():
+                why = f"not a DuckDB results file ({msg})"
+            else:
+                why = f"cannot open or write it ({msg})"
+            raise SpecError("--out", str(path), why) from None
+        self._columns = self._read_columns()
+        self._scope: tuple[str, ...] | None = None
+
+    # -------------------------------------------------------------- schema
+
+    def _execute(self, sql: str, params: Any = None):
+        """``con.execute``; DuckDB turns Ctrl-C during a query into an error: make it a KeyboardInterrupt again."""
+        import duckdb
+
+        try:
+            return self.con.execute(sql) if params is None else self.con.execute(sql, params)
+        except (duckdb.InterruptException, RuntimeError) as err:
+            if isinstance(err, duckdb.InterruptException) or "interrupted" in str(err).lower():
+                raise KeyboardInterrupt from None
+            raise
+
+    def _read_columns(self) -> dict[str, str]:
+        rows = self._execute(
+            "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+            [TABLE]).fetchall()
+        return {name: typ for name, typ in rows}
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return dict(self._columns)
+
+    def _ensure(self, wanted: dict[str, str]) -> None:
+        for name, typ in wanted.items():
+            if name not in self._columns:
+                self._execute(f"ALTER TABLE {TABLE} ADD COLUMN {_quote(name)} {typ}")
+                self._columns[name] = typ
+
+    # -------------------------------------------------------------- writes
+
+    def done_keys(self) -> set[str]:
+        """Keys (within the scope) stored with a final status, ``ok`` or ``invalid``: resume skips these."""
+        where = self._where().replace("WHERE", "AND")
+        return {k for (k,) in self._execute(f"SELECT key FROM {TABLE} WHERE status <> 'failed' {where}").fetchall()}
+
+    def discard_failed(self) -> int:
+        """Delete the scoped rows whose simulation raised (status ``failed``) so they are evaluated again."""
+        where = self._where().replace("WHERE", "AND")
+        n = self._execute(f"SELECT count(*) FROM {TABLE} WHERE status = 'failed' {where}").fetchone()[0]
+        if n:
+            self._execute(f"DELETE FROM {TABLE} WHERE status = 'failed' {where}")
+        return int(n)
+
+    @staticmethod
+    def _arrays(rows: Sequence[dict[str, Any]], cols: list[str], columns: dict[str, str]) -> dict[str, Any]:
+        """One numpy object array per column, every value of its column's Python type."""
+        import numpy as np
+
+        arrays = {}
+        for i, n in enumerate(cols):
+            values = [r.get(n) for r in rows]
+            typ = columns[n].split()[0]
+            if not {type(v) for v in values} <= _NATIVE.get(typ, set()):  # the common case needs no conversion
+                values = [to_sql_value(v, typ) for v in values]
+            arr = np.empty(len(rows), dtype=object)
+            arr[:] = values
+            arrays[f"c{i}"] = arr
+        return arrays
+
+    def write(self, rows: Sequence[dict[str, Any]], types: dict[str, str] | None = None) -> None:
+        """Insert ``rows`` (new keys) in one transaction. ``types`` fixes column types where known.
+
+        The batch goes to DuckDB as a dict of numpy object arrays (a zero-copy scan; binding
+        Python lists as parameters was 3-5x slower), each value converted to its column's type.
+        """
+        if not rows:
+            return
+
+        names: dict[str, None] = {}
+        for row in rows:
+            names.update(dict.fromkeys(row))
+        wanted = {}
+        for name in names:
+            if name not in self._columns:
+                wanted[name] = (types or {}).get(name) or sql_type(r.get(name) for r in rows)
+        columns = {**self._columns, **wanted}
+        cols = list(names)
+        try:
+            arrays = self._arrays(rows, cols, columns)
+        except ValueError as err:
+            raise SpecError("--out", str(self.path), f"cannot store this sweep's rows ({err}); use another --out") from None
+        select = ", ".join(f"CAST(c{i} AS {columns[n].split()[0]})" for i, n in enumerate(cols))
+        sql = f"INSERT INTO {TABLE} ({', '.join(map(_quote, cols))}) SELECT {select} FROM _batch"
+        with _sigint_deferred():
+            self._commit(sql, arrays, wanted)
+
+    def _commit(self, sql: str, arrays: dict[str, Any], wanted: dict[str, str]) -> None:
+        import duckdb
+
+        try:
+            self._execute("BEGIN TRANSACTION")
+            self._ensure(wanted)
+            self.con.register("_batch", arrays)
+            self._execute(sql)
+            self._execute("COMMIT")
+        except (duckdb.Error, ValueError, TypeError) as err:
+            self._execute("ROLLBACK")
+            if "KeyboardInterrupt" in str(err):  # Ctrl-C inside DuckDB's scan of the batch
+                raise KeyboardInterrupt from None
+            self._columns = self._read_columns()
+            raise SpecError("--out", str(self.path),
+                            f"cannot store this sweep's rows ({str(err).splitlines()[0]}); use another --out") from None
+        finally:
+            self.con.unregister("_batch")
+
+    # -------------------------------------------------------------- reads
+
+    def scope(self, keys: Sequence[str]) -> None:
+        """Restrict ``count`` / ``rows`` / ``export_parquet`` to these keys (one sweep's points)."""
+        import numpy as np
+
+        arr = np.empty(len(keys), dtype=object)
+        arr[:] = list(keys)
+        self.con.register("_scope_keys", {"key": arr})
+        try:
+            self._execute("CREATE OR REPLACE TEMP TABLE _scope AS SELECT CAST(key AS VARCHAR) AS key FROM _scope_keys")
+        finally:
+            self.con.unregister("_scope_keys")
+        self._scope = tuple(keys)
+
+    def _where(self) -> str:
+        return "WHERE key IN (SELECT key FROM _scope)" if self._scope is not None else ""
+
+    def counts(self) -> dict[str, int]:
+        """Rows by status (within the scope), and ``fitting``: ok rows that fit in memory."""
+        rows = self._execute(f"SELECT status, count(*), count(*) FILTER (WHERE fits_in_memory) FROM {TABLE} "
+                                f"{self._where()} GROUP BY status").fetchall()
+        out = {"ok": 0, "invalid": 0, "failed": 0, "fitting": 0}
+        for status, n, fit in rows:
+            out[status] = int(n)
+            if status == "ok":
+                out["fitting"] = int(fit)
+        return out
+
+    def _select(self, columns: Sequence[str] | None) -> str:
+        return "*" if columns is None else ", ".join(_quote(c) for c in columns)
+
+    def rows(self, order: str = "key", limit: int | None = None, columns: Sequence[str] | None = None,
+             only_ok: bool = False) -> list[dict[str, Any]]:
+        """Rows as dicts. ``order``: ``key`` (deterministic) or ``best`` (fitting first, then fastest)."""
+        clauses = [c for c in (self._where(), "status = 'ok'" if only_ok else "") if c]
+        where = ""
+        if clauses:
+            where = "WHERE " + " AND ".join(c.removeprefix("WHERE ") for c in clauses)
+        by = "key" if order == "key" else "fits_in_memory DESC NULLS LAST, step_time_s ASC NULLS LAST, key"
+        sql = f"SELECT {self._select(columns)} FROM {TABLE} {where} ORDER BY {by}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        cur = self._execute(sql)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def export_parquet(self, path: str | Path, columns: Sequence[str] | None = None) -> None:
+        """Write the scoped rows, ordered by key, to a Parquet file (DuckDB's own writer)."""
+        import duckdb
+
+        target = Path(path)
+        if not target.parent.is_dir():
+            raise SpecError("--parquet", str(path), f"directory {target.parent} does not exist")
+        literal = "'" + str(target).replace("'", "''") + "'"
+        try:
+            self._execute(f"COPY (SELECT {self._select(columns)} FROM {TABLE} {self._where()} ORDER BY key) "
+                             f"TO {literal} (FORMAT parquet)")
+        except duckdb.Error as err:
+            raise SpecError("--parquet", str(path), f"cannot write it ({str(err).splitlines()[0]})") from None
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,72 @@
+"""The DuckDB results store: typed columns added as needed, scoped reads, batches as transactions."""
+
+import duckdb
+import pytest
+
+from teton.errors import SpecError
+from teton.sweep.store import ResultStore, sql_type, to_sql_value
+
+
+def _row(key, **kw):
+    return {"key": key, "status": "ok", "error": None, "point": "{}", **kw}
+
+
+def test_sql_types_and_values():
+    assert sql_type([1, 2]) == "BIGINT" and sql_type([1, 2.5]) == "DOUBLE" and sql_type([True, None]) == "BOOLEAN"
+    assert sql_type(["a", 1]) == "VARCHAR" and sql_type([None]) == "VARCHAR"
+    assert to_sql_value({"b": 1, "a": [2]}, "VARCHAR") == '{"a":[2],"b":1}'
+    assert to_sql_value(3, "DOUBLE") == 3.0 and isinstance(to_sql_value(3, "DOUBLE"), float)
+    with pytest.raises(ValueError):
+        to_sql_value("x", "BIGINT")
+
+
+def test_write_read_roundtrip_and_new_columns(tmp_path):
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.write([_row("a", **{"job.tp": 4}, step_time_s=1.5, fits_in_memory=True),
+                     _row("b", **{"job.tp": 8}, step_time_s=0.1 + 0.2, fits_in_memory=False)])
+        store.write([{"key": "c", "status": "invalid", "error": "job.tp = 3: bad", "point": "{}", "job.tp": 3,
+                      "cluster": {"base": "meta-roce-24k", "hosts": 16}}])
+        cols = store.columns
+        assert cols["job.tp"] == "BIGINT" and cols["cluster"] == "VARCHAR" and cols["step_time_s"] == "DOUBLE"
+        rows = {r["key"]: r for r in store.rows()}
+        assert rows["b"]["step_time_s"] == 0.1 + 0.2  # doubles stored exactly
+        assert rows["c"]["cluster"] == '{"base":"meta-roce-24k","hosts":16}' and rows["c"]["step_time_s"] is None
+        assert store.done_keys() == {"a", "b", "c"}
+        assert [r["key"] for r in store.rows(order="best", only_ok=True)] == ["a", "b"]  # fitting first
+        store.scope(["b", "c"])
+        assert store.counts() == {"ok": 1, "invalid": 1, "failed": 0, "fitting": 0}
+        assert store.done_keys() == {"b", "c"}
+    with ResultStore(tmp_path / "r.duckdb") as store:  # reopened: same rows
+        assert len(store.rows()) == 3
+
+
+def test_a_failed_write_rolls_back_and_names_out(tmp_path):
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.write([_row("a", **{"job.tp": 4})])
+        with pytest.raises(SpecError, match="--out"):
+            store.write([_row("b", **{"job.tp": "eight"}, new_metric=1.0)])  # BIGINT column, text value
+        with pytest.raises(SpecError, match="--out"):
+            store.write([_row("a", **{"job.tp": 4})])  # duplicate key
+        assert [r["key"] for r in store.rows()] == ["a"] and "new_metric" not in store.columns
+
+
+def test_parquet_export_of_the_scope(tmp_path):
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        store.write([_row(k, step_time_s=float(i)) for i, k in enumerate("dcba")])
+        store.scope(["a", "c"])
+        store.export_parquet(tmp_path / "o.parquet")
+        with pytest.raises(SpecError, match="--parquet"):
+            store.export_parquet(tmp_path / "no" / "o.parquet")
+    assert duckdb.sql(f"SELECT key, step_time_s FROM '{tmp_path / 'o.parquet'}'").fetchall() == [("a", 3.0), ("c", 1.0)]
+
+
+def test_a_second_writer_is_refused(tmp_path):
+    import subprocess
+    import sys
+
+    with ResultStore(tmp_path / "r.duckdb"):
+        code = ("import sys\nfrom teton.sweep.store import ResultStore\nfrom teton.errors import SpecError\n"
+                f"try:\n    ResultStore({str(tmp_path / 'r.duckdb')!r})\nexcept SpecError as e:\n"
+                "    print(e); sys.exit(2)\n")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "another process" in proc.stdout
