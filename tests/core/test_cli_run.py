@@ -116,7 +116,7 @@ def test_validate_json_lists_table4_rows_with_the_row3_note(cli):
 def test_mfu_is_model_flops_over_peak_hand_calc(example_spec):
     r = teton.simulate(example_spec)
     n_matmul = 126 * (2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248 + 2 * 16384) + 128256 * 16384 + 16384
-    per_token = 6 * n_matmul + 6 * 126 * 8192 * 16384  # 6N + causal attention (fwd + bwd)
+    per_token = 6 * n_matmul + 12 * 126 * 8192 * 16384  # PaLM: 6N + 12 L s d (full attention matrix)
     flops = per_token * 2048 * 8192
     assert r.model_flops_per_step == pytest.approx(flops, rel=1e-12)
     assert r.mfu == pytest.approx(flops / (r.step_time_s * 16384 * 989.4e12), rel=1e-12)

@@ -11,10 +11,12 @@
 4. Then the optimizer step (memory-bound Adam over this GPU's shard).
 
 MFU (DESIGN.md): model FLOPs per step / (step time x GPUs x dense peak of the job's precision).
-Model FLOPs per token = 6 N + 6 L s d_attn: N the matmul parameters a token touches (the
-input-embedding lookup is not a matmul), and causal self-attention's QK^T and PV, forward and
-backward, at half the full s x s matrix (each query sees s/2 keys on average). Recompute is not
-counted.
+Model FLOPs per token = 6 N + 12 L s d_attn, the definition that introduced MFU (Chowdhery et
+al. 2022, PaLM, Appendix B; also Narayanan et al. 2021's Megatron formula and torchtitan): N the
+matmul parameters a token touches (the input-embedding lookup is not a matmul) and the attention
+QK^T and PV matmuls, forward and backward, over the full s x s score matrix. A causal kernel
+executes about half of that attention term; the compute model times what kernels execute, this
+count only sets the MFU / TFLOPs-per-GPU scale. Recompute is not counted.
 """
 
 from __future__ import annotations
@@ -41,9 +43,9 @@ OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES  # read+
 
 
 def model_flops_per_token(spec: Spec) -> float:
-    """6 N (matmul params) + 6 L s d_attn (causal attention, fwd + bwd)."""
+    """6 N (matmul params) + 12 L s d_attn (PaLM, Appendix B)."""
     m = spec.model
-    return 6.0 * m.matmul_params() + 6.0 * m.layers * spec.job.seq_len * m.q_width
+    return 6.0 * m.matmul_params() + 12.0 * m.layers * spec.job.seq_len * m.q_width
 
 
 def make_cost_model(spec: Spec):
