@@ -1,0 +1,165 @@
+"""``teton collective``: an nccl-tests-like sweep of one collective on a cluster.
+
+Rows follow nccl-tests (doc/PERFORMANCE.md): ``algbw = S / t``, ``busbw = algbw * factor`` with
+factor 2(n-1)/n for all_reduce, (n-1)/n for all_gather / reduce_scatter / all_to_all, 1 for
+send_recv and broadcast; S is the total size (nccl-tests convention); GB/s = 1e9 bytes/s.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import numpy as np
+import typer
+
+from teton.cli._common import parse_size, print_json
+from teton.errors import SpecError, closest
+
+FIDELITIES = ("flow", "analytical")
+
+
+def _cluster(name: str):
+    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+
+    if name not in CLUSTER_PRESETS:
+        raise SpecError("cluster", name, closest(name, CLUSTER_PRESETS))
+    return ClusterSpec(**CLUSTER_PRESETS[name])
+
+
+def job_group(cluster, gpus: int, placement: str, seed: int) -> np.ndarray:
+    """One communicator of ``gpus`` ranks placed by ``placement``: a (1, gpus) array of GPU ids."""
+    from teton.placement.mapping import POLICIES, place
+
+    if gpus < 1:
+        raise SpecError("gpus", gpus, "must be at least 1")
+    if gpus > cluster.gpus:
+        raise SpecError("gpus", gpus, f"cluster {cluster.name} has {cluster.gpus} GPUs")
+    if placement not in POLICIES:
+        raise SpecError("placement", placement, closest(placement, POLICIES))
+    pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=placement, seed=seed)
+    return pl.groups("dp")
+
+
+def sweep(cluster_name: str, op: str, gpus: int, placement: str = "topology-aware", min_bytes: int = 1 << 20,
+          max_bytes: int = 1 << 30, step_factor: int = 2, routing: str = "e-ecmp", qps: int | None = None,
+          algo: str = "auto", fail_links: int = 0, fidelity: str = "flow", seed: int = 0,
+          leaf_uplink_ratio: float | None = None) -> list[dict]:
+    """nccl-tests rows (size_bytes, time_s, algbw_gbps, busbw_gbps) for sizes min..max by ``step_factor``."""
+    from teton.network.analytical import OPS, AnalyticalCostModel, bus_factor
+
+    cluster = _cluster(cluster_name)
+    if op not in OPS:
+        raise SpecError("op", op, closest(op, OPS))
+    if fidelity not in FIDELITIES:
+        raise SpecError("fidelity", fidelity, closest(fidelity, FIDELITIES))
+    if min_bytes > max_bytes:
+        raise SpecError("min_bytes", min_bytes, f"must not exceed max_bytes ({max_bytes})")
+    if step_factor < 2:
+        raise SpecError("step_factor", step_factor, "must be an integer >= 2")
+    if op == "send_recv" and gpus < 2:
+        raise SpecError("gpus", gpus, "send_recv needs at least 2 GPUs")
+    groups = job_group(cluster, gpus, placement, seed)
+    if fidelity == "flow":
+        from teton.network.flow_model import FlowCostModel
+
+        if qps is None:
+            qps = 16 if routing == "e-ecmp" else 1
+        if leaf_uplink_ratio is not None and not 0.05 <= leaf_uplink_ratio <= 16:
+            raise SpecError("leaf_uplink_ratio", leaf_uplink_ratio, "must be between 0.05 and 16")
+        model = FlowCostModel(cluster, routing=routing, qps=qps, algo=algo, seed=seed, failed_links=fail_links,
+                              leaf_uplink_ratio=leaf_uplink_ratio)
+    else:
+        model = AnalyticalCostModel(cluster)
+    sizes = []
+    s = min_bytes
+    while s <= max_bytes:
+        sizes.append(s)
+        s *= step_factor
+    rows = []
+    factor = bus_factor(op, gpus) if gpus > 1 else 0.0
+    for size in sizes:
+        t = model.collective_time(op, groups, float(size))
+        algbw = size / t / 1e9 if t > 0 else 0.0
+        rows.append({"size_bytes": int(size), "time_s": t, "algbw_gbps": algbw, "busbw_gbps": algbw * factor})
+    return rows
+
+
+def _print_table(rows: list[dict], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(f"{r['size_bytes']:,}", f"{r['time_s'] * 1e6:,.1f}", f"{r['algbw_gbps']:.2f}",
+                      f"{r['busbw_gbps']:.2f}")
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def collective(
+        cluster: Annotated[str, typer.Option(help="cluster preset")] = "meta-roce-24k",
+        op: Annotated[str, typer.Option(help="all_gather | reduce_scatter | all_reduce | all_to_all | send_recv | broadcast")] = "all_reduce",
+        gpus: Annotated[int, typer.Option(help="ranks in the communicator")] = 8,
+        placement: Annotated[str, typer.Option(help="topology-aware | linear | random | fragmented")] = "topology-aware",
+        min_bytes: Annotated[str, typer.Option("--min-bytes", "-b", help="smallest size S (1K, 1M, 1G)")] = "1M",
+        max_bytes: Annotated[str, typer.Option("--max-bytes", "-e", help="largest size S")] = "1G",
+        step_factor: Annotated[int, typer.Option("--step-factor", "-f", help="size multiplier per row")] = 2,
+        routing: Annotated[str, typer.Option(help="ecmp | e-ecmp | pinned | adaptive")] = "e-ecmp",
+        qps: Annotated[int | None, typer.Option(help="QPs per connection (default 16 for e-ecmp, else 1)")] = None,
+        algo: Annotated[str, typer.Option(help="auto | ring | tree | rhd | hierarchical | nvls | sharp")] = "auto",
+        fail_links: Annotated[int, typer.Option("--fail-links", help="switch cables removed (seeded)")] = 0,
+        leaf_uplink_ratio: Annotated[float | None, typer.Option("--leaf-uplink-ratio", help="leaf (RTSW) uplink / downlink capacity, e.g. 2 or 1.125 (SIGCOMM'24); default from the cluster")] = None,
+        fidelity: Annotated[str, typer.Option(help="flow | analytical")] = "flow",
+        seed: Annotated[int, typer.Option(help="seed for placement, ECMP hashing and failures")] = 0,
+        json_: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
+        placement_study: Annotated[bool, typer.Option("--placement-study", help="run the AllGather placement study (Meta blog figure) instead of a sweep")] = False,
+        pinning_study: Annotated[bool, typer.Option("--pinning-study", help="compare path pinning and E-ECMP on full and half-filled racks")] = False,
+        trials: Annotated[int, typer.Option(help="placements in --placement-study")] = 24,
+        out: Annotated[str | None, typer.Option(help="PNG path for --placement-study")] = None,
+    ) -> None:
+        """nccl-tests-style sweep: size, time, algbw and busbw of one collective on a cluster."""
+        if pinning_study:
+            from teton.report.network_plots import pinning_study as pin
+
+            res = pin(_cluster(cluster), seed=seed)
+            if json_:
+                print_json(res)
+            else:
+                for name, v in res["normalized_busbw"].items():
+                    print(f"{name:<45s} {v:6.1%} of the small-cluster bus bandwidth")
+            return
+        if placement_study:
+            from teton.report.network_plots import placement_study as study
+            from teton.report.network_plots import plot_placement_study
+
+            if trials < 1:
+                raise SpecError("trials", trials, "must be at least 1")
+            res = study(_cluster(cluster), trials=trials, seed=seed)
+            if out:
+                plot_placement_study(res, out)
+                print(f"wrote {out}", file=sys.stderr)
+            if json_:
+                print_json(res)
+            else:
+                for name, vals in res["normalized_busbw"].items():
+                    v = np.asarray(vals)
+                    print(f"{name:<40s} min {v.min():5.1%}  median {np.median(v):5.1%}  max {v.max():5.1%}")
+            return
+        lo = parse_size(min_bytes, "min_bytes")
+        hi = parse_size(max_bytes, "max_bytes")
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(console=Console(stderr=True), transient=True) as progress:
+            progress.add_task(f"solving {op} on {gpus} GPUs ({fidelity})", total=None)
+            rows = sweep(cluster, op, gpus, placement, lo, hi, step_factor, routing, qps, algo, fail_links,
+                         fidelity, seed, leaf_uplink_ratio)
+        if json_:
+            print_json(rows)
+        else:
+            q = "" if fidelity == "analytical" else f", {routing}, qps {qps if qps is not None else (16 if routing == 'e-ecmp' else 1)}"
+            _print_table(rows, f"{op} on {gpus} GPUs of {cluster} ({placement}, {fidelity}{q})")

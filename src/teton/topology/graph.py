@@ -1,0 +1,232 @@
+"""The explicit fabric graph: GPUs, NICs, NVSwitches and switch tiers, joined by directed links.
+
+One graph type for every topology. ``build_fabric(cluster)`` turns a layered ``ClusterSpec``
+into a folded Clos with *planes* (the standard construction of Clos / fat-tree fabrics):
+
+* per host an NVSwitch node; every GPU has one link up to it and one down (NVLink per-direction
+  bandwidth, the NVSwitch being non-blocking), one PCIe link to its NIC and back, and the NIC a
+  link up to its leaf switch and back (one backend NIC per GPU, Grand Teton / DGX).
+* tier 0 (leaf): ``clos`` / ``fat-tree``: one leaf per ``layers[0]`` domain (Meta RTSW: one per
+  rack of 16 GPUs; Quantum-2 leaf: 32 GPUs = half of 64 ports). ``rail-optimized``: one leaf per
+  (domain, rail) -- GPU *r* of every host of a scalable unit sits on leaf *r* (DGX SuperPOD RA).
+* tier i >= 1: every layer-i domain holds ``W_i = P_1 * ... * P_i`` switches; a tier-(i-1) switch
+  has ``P_i`` uplinks, one to each tier-i switch of its *plane* (``c_i = c_{i-1} * P_i + j``) in
+  its domain. ``P_i = round(downlinks / oversubscription)`` of the tier below (RTSW: 16 NICs at
+  1:1 -> 16 CTSW planes per pod; CTSW: 192 RTSWs at 1:7 -> 27 ATSW uplinks; Quantum-2 64-port:
+  32 down / 32 up). Uplink capacity = the switch's down capacity / oversubscription / P_i, so
+  the ratio is exact whatever P_i rounds to.
+
+Link ids are closed-form, so routing never searches: the uplink ``j`` of tier-i switch ``u`` is
+``up_base[i] + u * P_{i+1} + j``, and the reverse (down) link has the same offset from
+``down_base[i]``. ``gpu_node[g]`` is GPU g's node id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from teton.topology.cluster import ClusterSpec
+
+# Node kinds (node_kind); switch tier t has kind SWITCH + t.
+GPU_NODE, NIC_NODE, NVSWITCH_NODE, SWITCH = 0, 1, 2, 3
+# Link layers (link_layer); fabric uplink tier i -> i+1 has layer FABRIC + i (both directions).
+NVLINK, PCIE, NIC_LINK, FABRIC = 0, 1, 2, 3
+
+# PCIe Gen5 x16 between a GPU and its NIC: 32 GT/s x 16 lanes, 128b/130b -> ~63 GB/s per
+# direction (PCI-SIG PCIe 5.0 base specification).
+PCIE_GEN5_X16_BYTES_S = 32e9 * 16 * (128 / 130) / 8
+# Leaf/NIC cables (DAC / short optics) add ~ 5 ns/m; negligible next to switch hops, so a link's
+# latency is the port-to-port latency of the switch it enters (the cluster layer's hop latency).
+NVLINK_HOP_LATENCY_S = 0.5e-6  # NVSwitch port-to-port ~ 0.5 us (NVIDIA NVLink Switch brief, order)
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A cluster's backend fabric as numpy arrays (nodes, directed links) plus its regular shape."""
+
+    name: str
+    topology: str
+    n_gpus: int
+    gpus_per_host: int
+    node_kind: np.ndarray  # (nodes,) int8: GPU_NODE, NIC_NODE, NVSWITCH_NODE, SWITCH + tier
+    link_src: np.ndarray  # (links,) int32 node ids
+    link_dst: np.ndarray  # (links,) int32
+    link_capacity_bytes_s: np.ndarray  # (links,) float64
+    link_latency_s: np.ndarray  # (links,) float64
+    link_layer: np.ndarray  # (links,) int8: NVLINK, PCIE, NIC_LINK, FABRIC + tier
+    gpu_node: np.ndarray  # (gpus,) int32: node id of each GPU
+    # the regular shape, for closed-form routing
+    spans: tuple[int, ...]  # GPUs per domain of each layer (tier i switches serve layer-i domains)
+    planes: tuple[int, ...]  # planes[i] = uplinks per tier-i switch (i = 0 .. tiers-2)
+    switches: tuple[int, ...]  # switches per tier
+    rail: bool  # rail-optimised leaves
+    up_base: tuple[int, ...]  # first link id of tier-i uplinks
+    down_base: tuple[int, ...]  # first link id of the reverse (down) links
+    nvl_up_base: int
+    nvl_down_base: int
+    pcie_up_base: int
+    pcie_down_base: int
+    nic_up_base: int
+    nic_down_base: int
+    hop_latency_s: tuple[float, ...]  # per switch tier
+    nic_latency_s: float
+
+    @property
+    def tiers(self) -> int:
+        return len(self.spans)
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.node_kind.size)
+
+    @property
+    def n_links(self) -> int:
+        return int(self.link_src.size)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, f).nbytes for f in ("node_kind", "link_src", "link_dst", "link_capacity_bytes_s",
+                                                     "link_latency_s", "link_layer", "gpu_node"))
+
+    def width(self, tier: int) -> int:
+        """Switches of tier ``tier`` (>= 1) in one domain of that layer: P_1 * ... * P_tier."""
+        return int(np.prod(self.planes[:tier], dtype=np.int64)) if tier else 1
+
+    def leaf_of(self, gpu: np.ndarray) -> np.ndarray:
+        """Leaf switch index (within tier 0) of each GPU."""
+        gpu = np.asarray(gpu, dtype=np.int64)
+        if self.rail:
+            return (gpu // self.spans[0]) * self.gpus_per_host + gpu % self.gpus_per_host
+        return gpu // self.spans[0]
+
+    def turn_tier(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Lowest switch tier where the path a -> b turns around (-1: same host, NVLink only)."""
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        t = np.full(a.shape, self.tiers - 1, dtype=np.int64)
+        for i in range(self.tiers - 1, 0, -1):
+            t = np.where(a // self.spans[i] == b // self.spans[i], i, t)
+        t = np.where(self.leaf_of(a) == self.leaf_of(b), 0, t)
+        return np.where(a // self.gpus_per_host == b // self.gpus_per_host, -1, t)
+
+    def path_latency_s(self, tier: np.ndarray) -> np.ndarray:
+        """One-way latency of a path turning at ``tier``: NIC plus one hop up and one down at every
+        tier up to and including the turn (the analytical model's alpha convention)."""
+        hop = np.asarray(self.hop_latency_s)
+        up = np.concatenate([[0.0], np.cumsum(hop)])  # up[t+1] = sum of hops of tiers 0..t
+        tier = np.asarray(tier)
+        fab = self.nic_latency_s + 2 * up[np.maximum(tier, 0) + 1]
+        return np.where(tier < 0, NVLINK_HOP_LATENCY_S, fab)
+
+
+def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -> Fabric:
+    """The explicit graph of ``cluster``'s backend fabric (see the module docstring).
+
+    ``leaf_uplink_ratio`` = leaf uplink capacity / downlink capacity; default 1 / oversubscription
+    of ``layers[0]``. Meta's SIGCOMM'24 paper reports RTSW uplinks of 1:1, then 2:1 to mask ECMP
+    collisions, then 1.125:1 -- pass 2.0 or 1.125 to study them.
+    """
+    g = cluster.gpus_per_host
+    n_gpus = cluster.gpus
+    hosts = cluster.hosts
+    rail = cluster.topology == "rail-optimized"
+    layers = cluster.layers
+    spans = tuple(layer.span_gpus for layer in layers)
+    tiers = len(spans)
+    nic_bw = cluster.nic_bytes_s_per_gpu
+    gpu = cluster.gpu_spec
+
+    # switches per tier, downlinks per switch, planes and uplink capacity
+    n_leaves = -(-n_gpus // spans[0]) * (g if rail else 1)
+    nics_per_leaf = spans[0] // g if rail else spans[0]
+    domains = [-(-n_gpus // s) for s in spans]
+    planes: list[int] = []
+    up_cap: list[float] = []
+    switches = [n_leaves]
+    down_links, down_cap = nics_per_leaf, nics_per_leaf * nic_bw  # per switch of the current tier
+    for i in range(tiers - 1):
+        over = layers[i].oversubscription
+        ratio = leaf_uplink_ratio if (i == 0 and leaf_uplink_ratio) else 1.0 / over
+        p = max(1, round(down_links * ratio))
+        planes.append(p)
+        up_cap.append(down_cap * ratio / p)
+        switches.append(domains[i + 1] * int(np.prod(planes)))
+        children = (spans[i + 1] // spans[0]) * (g if rail else 1) if i == 0 else spans[i + 1] // spans[i]
+        down_links, down_cap = children, children * up_cap[-1]
+
+    # nodes: GPUs, NICs, NVSwitches, then switch tiers
+    sw_base = [2 * n_gpus + hosts]
+    for s in switches[:-1]:
+        sw_base.append(sw_base[-1] + s)
+    n_nodes = sw_base[-1] + switches[-1]
+    node_kind = np.empty(n_nodes, dtype=np.int8)
+    node_kind[:n_gpus] = GPU_NODE
+    node_kind[n_gpus:2 * n_gpus] = NIC_NODE
+    node_kind[2 * n_gpus:sw_base[0]] = NVSWITCH_NODE
+    for t in range(tiers):
+        node_kind[sw_base[t]:sw_base[t] + switches[t]] = SWITCH + t
+
+    gids = np.arange(n_gpus, dtype=np.int32)
+    nvsw = (2 * n_gpus + gids // g).astype(np.int32)
+    nic = (n_gpus + gids).astype(np.int32)
+    leaf = (sw_base[0] + (((gids // spans[0]) * g + gids % g) if rail else gids // spans[0])).astype(np.int32)
+    hop = tuple(layer.hop_latency_us * 1e-6 for layer in layers)
+    nic_lat = cluster.nic.latency_us * 1e-6
+
+    src, dst, cap, lat, lay = [], [], [], [], []
+
+    def add(s, d, c, la, layer):
+        src.append(np.asarray(s, dtype=np.int32))
+        dst.append(np.asarray(d, dtype=np.int32))
+        cap.append(np.full(len(src[-1]), c, dtype=np.float64))
+        lat.append(np.full(len(src[-1]), la, dtype=np.float64))
+        lay.append(np.full(len(src[-1]), layer, dtype=np.int8))
+
+    base = {}
+    count = 0
+    for key, s, d, c, la, layer in (
+        ("nvl_up", gids, nvsw, gpu.nvlink_bw_bytes_s, NVLINK_HOP_LATENCY_S, NVLINK),
+        ("nvl_down", nvsw, gids, gpu.nvlink_bw_bytes_s, 0.0, NVLINK),
+        ("pcie_up", gids, nic, PCIE_GEN5_X16_BYTES_S, 0.0, PCIE),
+        ("pcie_down", nic, gids, PCIE_GEN5_X16_BYTES_S, nic_lat, PCIE),
+        ("nic_up", nic, leaf, nic_bw, hop[0], NIC_LINK),
+        ("nic_down", leaf, nic, nic_bw, 0.0, NIC_LINK),
+    ):
+        base[key] = count
+        add(s, d, c, la, layer)
+        count += n_gpus
+
+    up_base, down_base = [], []
+    for i in range(tiers - 1):
+        p = planes[i]
+        u = np.arange(switches[i], dtype=np.int64)
+        if i == 0:
+            first_gpu = (u // g) * spans[0] if rail else u * spans[0]
+            d_next, c = first_gpu // spans[1], np.zeros_like(u)
+        else:
+            w = switches[i] // domains[i]
+            d_next, c = (u // w) * spans[i] // spans[i + 1], u % w
+        w_next = switches[i + 1] // domains[i + 1]
+        j = np.arange(p, dtype=np.int64)
+        lo = np.repeat(sw_base[i] + u, p)
+        hi = (sw_base[i + 1] + d_next[:, None] * w_next + c[:, None] * p + j[None, :]).ravel()
+        up_base.append(count)
+        add(lo, hi, up_cap[i], hop[i + 1], FABRIC + i)
+        count += lo.size
+        down_base.append(count)
+        add(hi, lo, up_cap[i], hop[i], FABRIC + i)
+        count += lo.size
+
+    return Fabric(
+        name=cluster.name, topology=cluster.topology, n_gpus=n_gpus, gpus_per_host=g,
+        node_kind=node_kind, link_src=np.concatenate(src), link_dst=np.concatenate(dst),
+        link_capacity_bytes_s=np.concatenate(cap), link_latency_s=np.concatenate(lat),
+        link_layer=np.concatenate(lay), gpu_node=gids.copy(),
+        spans=spans, planes=tuple(planes), switches=tuple(switches), rail=rail,
+        up_base=tuple(up_base), down_base=tuple(down_base),
+        nvl_up_base=base["nvl_up"], nvl_down_base=base["nvl_down"], pcie_up_base=base["pcie_up"],
+        pcie_down_base=base["pcie_down"], nic_up_base=base["nic_up"], nic_down_base=base["nic_down"],
+        hop_latency_s=hop, nic_latency_s=nic_lat,
+    )

@@ -1,0 +1,54 @@
+import json
+
+import pytest
+
+from teton.network.analytical import bus_factor
+
+
+def test_json_rows_follow_nccl_tests_definitions(cli):
+    code, out, err = cli("collective", "--cluster", "meta-roce-24k", "--op", "all_reduce", "--gpus", "16",
+                         "--min-bytes", "1M", "--max-bytes", "8M", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert [r["size_bytes"] for r in rows] == [2**20, 2**21, 2**22, 2**23]  # step factor 2 (-f 2)
+    for r in rows:
+        assert set(r) == {"size_bytes", "time_s", "algbw_gbps", "busbw_gbps"}
+        assert r["algbw_gbps"] == pytest.approx(r["size_bytes"] / r["time_s"] / 1e9)
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * bus_factor("all_reduce", 16))
+
+
+def test_table_and_analytical_fidelity(cli):
+    code, out, _ = cli("collective", "--op", "all_gather", "--gpus", "64", "--fidelity", "analytical",
+                       "-b", "1K", "-e", "4K", "-f", "4")
+    assert code == 0
+    assert "busbw" in out and "4,096" in out
+
+
+def test_routing_and_failures_options(cli):
+    code, out, err = cli("collective", "--op", "all_reduce", "--gpus", "128", "--routing", "ecmp", "--qps", "1",
+                         "--fail-links", "50", "--placement", "random", "--seed", "3", "-b", "1G", "-e", "1G", "--json")
+    assert code == 0, err
+    assert json.loads(out)[0]["busbw_gbps"] > 0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--gpus", "0"], "gpus"),
+    (["--gpus", "30000"], "gpus"),
+    (["--op", "all_gatherx"], "op"),
+    (["--routing", "ospf"], "routing"),
+    (["--algo", "bruck"], "algo"),
+    (["--min-bytes", "1Q"], "min_bytes"),
+    (["--max-bytes", "-5"], "max_bytes"),
+    (["--min-bytes", "1G", "--max-bytes", "1M"], "min_bytes"),
+    (["--cluster", "meta-roce-48k"], "cluster"),
+    (["--placement", "best"], "placement"),
+    (["--fidelity", "packet"], "fidelity"),
+    (["--fail-links", "-1"], "fail_links"),
+    (["--qps", "0"], "qps"),
+    (["--gpus", "abc"], "gpus"),
+])
+def test_bad_arguments_give_one_line_errors_and_exit_2(cli, args, needle):
+    code, out, err = cli("collective", *args)
+    assert code == 2
+    lines = [x for x in err.strip().splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]

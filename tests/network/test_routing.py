@@ -1,0 +1,60 @@
+import numpy as np
+import pytest
+
+from teton.network.routing import Router, flow_key, splitmix64
+from teton.topology.graph import build_fabric
+
+
+@pytest.fixture(scope="module")
+def fabric(roce):
+    return build_fabric(roce)
+
+
+def _uplink(fabric, router, a, b, key):
+    ptr, links, _ = router.route(a, b, key)
+    return links[ptr[:-1] + 2] - fabric.up_base[0]  # the RTSW uplink each flow takes
+
+
+def test_ecmp_is_reproducible_per_seed_and_changes_with_it(fabric):
+    a = np.zeros(64, dtype=np.int64) + 16  # rack 1
+    b = np.arange(64) * 16 + 3000
+    key = flow_key(a, b, np.zeros_like(a))
+    one = _uplink(fabric, Router(fabric, "ecmp", seed=1), a, b, key)
+    assert (one == _uplink(fabric, Router(fabric, "ecmp", seed=1), a, b, key)).all()
+    assert (one != _uplink(fabric, Router(fabric, "ecmp", seed=2), a, b, key)).any()
+    assert len(np.unique(one)) > 8  # hashing spreads 64 flows over the 16 uplinks
+
+
+def test_qps_share_a_path_with_plain_ecmp_but_not_with_e_ecmp(fabric, roce):
+    from teton.network.flow_model import FlowCostModel
+
+    a, b = np.full(16, 16), np.full(16, 5000)
+    keys = flow_key(a, b, np.arange(16))  # 16 QPs of one connection, QP number hashed (E-ECMP)
+    assert len(np.unique(_uplink(fabric, Router(fabric, "e-ecmp"), a, b, keys))) >= 6
+    # the cost model splits connections into separately hashed QPs only for e-ecmp
+    assert FlowCostModel(roce, routing="e-ecmp", qps=16).split == 16
+    assert FlowCostModel(roce, routing="ecmp", qps=16).split == 1
+
+
+def test_pinning_depends_on_the_destination_only(fabric):
+    r = Router(fabric, "pinned")
+    a = np.arange(16, 32)  # every GPU of rack 1
+    b = np.full(16, 5000 + 7)  # one destination
+    up = _uplink(fabric, r, a, b, flow_key(a, b, np.arange(16)))
+    assert len(np.unique(up % 16)) == 1 and up[0] % 16 == (5007 % 16)
+    b2 = 4992 + np.arange(16)  # the 16 slices of one rack: one uplink each
+    up2 = _uplink(fabric, r, a, b2, flow_key(a, b2, np.zeros(16, dtype=np.int64)))
+    assert sorted(up2 % 16) == list(range(16))
+
+
+def test_adaptive_bundles_lose_the_capacity_of_failed_links(fabric):
+    full = Router(fabric, "adaptive")
+    hurt = Router(fabric, "adaptive", failed_links=1000, seed=4)
+    lost = full.capacity_bytes_s.sum() - hurt.capacity_bytes_s.sum()
+    per = fabric.link_capacity_bytes_s[fabric.up_base[0]]
+    assert lost > 0 and lost <= 2 * 1000 * max(per, fabric.link_capacity_bytes_s[fabric.up_base[1]]) * (1 + 1e-9)
+
+
+def test_splitmix_is_a_bijection_on_a_sample():
+    x = np.arange(100_000, dtype=np.uint64)
+    assert np.unique(splitmix64(x)).size == x.size
