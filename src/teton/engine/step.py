@@ -50,19 +50,21 @@ def model_flops_per_token(spec: Spec) -> float:
 
 def make_cost_model(spec: Spec):
     """The network cost model the spec asks for (analytical, or flow on the explicit fabric)."""
-    if spec.network.fidelity == "flow":
-        from teton.network.flow_model import FlowCostModel  # noqa: PLC0415 - heavy, optional
-
-        return FlowCostModel(spec.cluster, routing=spec.network.routing, qps=spec.network.qps_per_connection,
-                             seed=spec.seed)
-    from teton.network.analytical import AnalyticalCostModel
-
-    key = (cluster_key(spec.cluster), spec.network.nvls)
+    net = spec.network
+    key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0)
     hit = _COST_MODELS.get(key)
     if hit is None:
         if len(_COST_MODELS) > 64:
             _COST_MODELS.clear()
-        hit = _COST_MODELS[key] = AnalyticalCostModel(spec.cluster, nvls=spec.network.nvls)
+        if net.fidelity == "flow":
+            from teton.network.flow_model import FlowCostModel  # heavy: numba kernels, fabric graph
+
+            hit = FlowCostModel(spec.cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed)
+        else:
+            from teton.network.analytical import AnalyticalCostModel
+
+            hit = AnalyticalCostModel(spec.cluster, nvls=net.nvls)
+        _COST_MODELS[key] = hit
     return hit
 
 
