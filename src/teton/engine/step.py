@@ -134,18 +134,30 @@ def cluster_key(cluster) -> str:
 def default_placement(spec: Spec) -> Placement:
     """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
     j = spec.job
-    key = (cluster_key(spec.cluster), tuple(_degrees(spec).items()), j.parallel_order, j.placement, spec.seed)
+    key = (cluster_key(spec.cluster), tuple(_degrees(spec).items()), _order(spec), j.placement, spec.seed)
     hit = _PLACEMENTS.get(key)
     if hit is None:
         if len(_PLACEMENTS) > 256:
             _PLACEMENTS.clear()
-        hit = _PLACEMENTS[key] = place(spec.cluster, _degrees(spec), j.parallel_order, j.placement, spec.seed)
+        hit = _PLACEMENTS[key] = place(spec.cluster, _degrees(spec), _order(spec), j.placement, spec.seed)
     return hit
 
 
 def _degrees(spec: Spec) -> dict[str, int]:
     j = spec.job
-    return {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
+    d = {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
+    if j.ep > 1:
+        d["ep"] = j.ep
+    return d
+
+
+def _order(spec: Spec) -> tuple[str, ...]:
+    """The job's axis order; with EP, ``ep`` goes just inside ``dp`` unless the job places it."""
+    order = tuple(spec.job.parallel_order)
+    if spec.job.ep > 1 and "ep" not in order:
+        i = order.index("dp")
+        order = (*order[:i], "ep", *order[i:])
+    return order
 
 
 def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None,
@@ -169,7 +181,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     lf, lb = timer.block(work.layer)
     ef, eb = timer.block(work.embedding)
     hf, hb = timer.block(work.head)
-    cats = ("compute", "tp", "cp")
+    cats = ("compute", "tp", "cp", "ep")
     layers = split.layers.astype(float)
     fwd_parts = {k: layers * lf[k] for k in cats}
     bwd_parts = {k: layers * lb[k] for k in cats}
@@ -242,6 +254,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "compute": comp["compute"],
         "tp_comm": comp["tp"],
         "cp_comm": comp["cp"],
+        "ep_comm": comp["ep"],
         "pipeline_bubble": max(0.0, ideal - float(busy[crit])),
         "pp_comm": max(0.0, with_p2p - ideal),
         "dp_comm": max(0.0, full - with_p2p),

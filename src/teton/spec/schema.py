@@ -52,9 +52,10 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> JobSpec:
-        if sorted(self.parallel_order) != sorted(("tp", "cp", "pp", "dp")):
+        base = [a for a in self.parallel_order if a != "ep"]
+        if sorted(base) != sorted(("tp", "cp", "pp", "dp")) or len(self.parallel_order) - len(base) > 1:
             raise SpecError("job.parallel_order", list(self.parallel_order),
-                            "must be an ordering of tp, cp, pp, dp (innermost first)")
+                            "must be an ordering of tp, cp, pp, dp, optionally with ep (innermost first)")
         if self.pp_schedule == "1f1b" and self.virtual_stages != 1:
             raise SpecError("job.virtual_stages", self.virtual_stages,
                             "needs job.pp_schedule = interleaved (1f1b has one stage per rank)")
@@ -148,6 +149,8 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         raise SpecError("job.ep", job.ep, f"must divide model.experts ({model.experts})")
     if model.experts == 1 and job.ep != 1:
         raise SpecError("job.ep", job.ep, "expert parallelism needs a MoE model (model.experts > 1)")
+    if job.ep > 1 and job.dp_degree % job.ep:
+        raise SpecError("job.ep", job.ep, f"must divide dp ({job.dp_degree}): experts are spread over DP ranks")
     seqs = job.sequences_per_step
     per = job.dp_degree * job.micro_batch
     if seqs <= 0 or seqs % per:

@@ -77,6 +77,11 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
         mlp_saved = 2 * a * tok * f / t  # gate and up projections (fused SwiGLU recomputes the product)
     else:
         mlp_saved = 2 * a * tok * f / t  # GELU input and GELU output (= down-projection input)
+    if model.experts > 1:
+        # each token's top_k expert copies keep their MLP activations; router probabilities;
+        # the dispatched expert inputs (the combine's inputs are the down projections' outputs)
+        mlp_saved *= model.top_k
+        hidden_saved += FP32 * tok_e * model.experts + a * tok * model.top_k * h / t
     if c > 1:
         hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence
     stats = FP32 * tok_e * 2 + FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp

@@ -131,6 +131,12 @@ MODEL_PRESETS: dict[str, dict] = {
                       norm="layernorm", bias=True, position_embedding="learned", max_seq_len=2048,
                       dropout=True, tied_embeddings=True, published_params=175e9),
 }
+# Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088, Table 1) and HF config.json files:
+# 8 experts, 2 active per token; 46.7B total / 12.9B active (8x7B), 141B / 39B (8x22B).
+MODEL_PRESETS["mixtral-8x7b"] = dict(layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000,
+                                     experts=8, top_k=2, max_seq_len=32768, published_params=46.7e9)
+MODEL_PRESETS["mixtral-8x22b"] = dict(layers=56, hidden=6144, ffn_hidden=16384, heads=48, kv_heads=8, vocab=32768,
+                                      experts=8, top_k=2, max_seq_len=65536, published_params=141e9)
 # Llama 3.1 keeps the Llama 3 shapes (longer RoPE context).
 for _size in ("8b", "70b", "405b"):
     MODEL_PRESETS[f"llama3.1-{_size}"] = dict(MODEL_PRESETS[f"llama3-{_size}"], max_seq_len=131072)

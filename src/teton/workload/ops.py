@@ -19,6 +19,11 @@ GPU executes them under tensor (TP), sequence (SP) and context (CP) parallelism:
   GEMM backward.
 * CP (Llama 3, Sec. 3.3.2): all-gather of K and V before attention, reduce-scatter of their
   gradients after its backward.
+* MoE (Shazeer et al. 2017; Fedus et al. 2021; Megatron-Core's all-to-all token dispatcher):
+  a router GEMM, then with EP an all-to-all dispatch of each token's ``top_k`` copies to the
+  ranks holding their experts and an all-to-all combine back (two more in backward). The
+  experts' GEMMs process ``top_k`` tokens per token (balanced routing), TP-sharded like a dense
+  MLP; each expert sees ``tokens * top_k * ep / experts`` rows, which sets the GEMM shape.
 """
 
 from __future__ import annotations
@@ -101,8 +106,16 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     qkv = _gemm("qkv", tok, (q + 2 * kv) // t, h, acc)
     out = _gemm("attn_out", tok, h, q // t, acc)
     up_width = (2 if model.mlp == "swiglu" else 1) * f // t
+    moe = model.experts > 1
+    k_route = model.top_k if moe else 1
     up = _gemm("mlp_up", tok, up_width, h, acc)
     down = _gemm("mlp_down", tok, h, f // t, acc)
+    if moe:  # one grouped GEMM over the local experts: top_k x the rows, per-expert row count
+        rows = tok * k_route
+        per_expert = max(1, rows * job.ep // model.experts)
+        up = tuple(_scaled_rows(g, rows, per_expert, i) for i, g in enumerate(_gemm("expert_up", tok, up_width, h, acc)))
+        down = tuple(_scaled_rows(g, rows, per_expert, i)
+                     for i, g in enumerate(_gemm("expert_down", tok, h, f // t, acc)))
 
     attn_flops = 4.0 * tok * (s / 2) * (q // t)
     attn_fwd = ComputeOp("attention", "attention", attn_flops, a * tok * (2 * q + 2 * kv) / t)
@@ -128,14 +141,28 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     norm_bytes = 2 * a * tok_e * h
     resid_bytes = (3 * a + drop) * tok_e * h
     rope_bytes = 2 * a * tok * (q + kv) / t if model.position_embedding == "rope" else 0.0
-    act_bytes = (3 if model.mlp == "swiglu" else 2) * a * tok * f / t
+    act_bytes = (3 if model.mlp == "swiglu" else 2) * a * tok * k_route * f / t
+    moe_fwd: list[Item] = []
+    moe_bwd: list[Item] = []
+    moe_combine: list[Item] = []
+    moe_combine_bwd: list[Item] = []
+    if moe:
+        router = _gemm("router", tok_e, model.experts, h, acc)
+        a2a_bytes = a * tok * k_route * h / t  # this rank's share of the token copies
+        moe_fwd = [router[0], _mem("router.softmax_topk", 3 * FP32 * tok_e * model.experts)]
+        moe_bwd = [router[1], router[2]]
+        if job.ep > 1:
+            moe_fwd.append(Collective("ep.dispatch", "all_to_all", "ep", a2a_bytes))
+            moe_combine = [Collective("ep.combine", "all_to_all", "ep", a2a_bytes)]
+            moe_combine_bwd = [Collective("ep.combine_grad", "all_to_all", "ep", a2a_bytes)]
+            moe_bwd = [Collective("ep.dispatch_grad", "all_to_all", "ep", a2a_bytes), *moe_bwd]
 
     fwd: list[Item] = [
         _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), qkv[0], _mem("rope", rope_bytes),
         *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), out[0], *scatter("tp.rs_attn"),
         _mem("attn_residual", resid_bytes),
-        _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), up[0], _mem("mlp_act", act_bytes),
-        down[0], *scatter("tp.rs_mlp"), _mem("mlp_residual", resid_bytes),
+        _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), *moe_fwd, up[0], _mem("mlp_act", act_bytes),
+        down[0], *moe_combine, *scatter("tp.rs_mlp"), _mem("mlp_residual", resid_bytes),
     ]
 
     def bwd_gather(name: str) -> list[Item]:  # transpose of a reduce-scatter / all-reduce
@@ -149,9 +176,9 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         return [Collective(name, "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
 
     bwd: list[Item] = [
-        _mem("mlp_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_mlp_grad"),
+        _mem("mlp_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_mlp_grad"), *moe_combine_bwd,
         down[1], down[2], _mem("mlp_act.bwd", 2 * act_bytes, True), *gather("tp.ag_mlp_input"),
-        up[1], up[2], *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", 2 * norm_bytes, True),
+        up[1], up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", 2 * norm_bytes, True),
         _mem("attn_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_attn_grad"),
         out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), attn_bwd, *cp_bwd,
         _mem("rope.bwd", rope_bytes, True), *gather("tp.ag_qkv_input"), qkv[1], qkv[2],
@@ -162,6 +189,21 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     elif job.recompute == "selective" and not job.flash_attention:
         bwd = [_as_recompute(attn_fwd), _as_recompute(_mem("attn_scores", score_bytes)), *bwd]
     return Block("layer", tuple(i for i in fwd if not _empty(i)), tuple(i for i in bwd if not _empty(i)))
+
+
+def _scaled_rows(op: ComputeOp, rows: int, per_expert: int, which: int) -> ComputeOp:
+    """A GEMM of ``op``'s shape over ``rows`` token rows, split into experts of ``per_expert`` rows.
+
+    ``which``: 0 forward (m = rows), 1 data gradient (m = rows), 2 weight gradient (k = rows).
+    FLOPs and bytes scale with the rows; the shape the efficiency curve sees is one expert's.
+    """
+    if which == 2:
+        k0 = op.k
+        scale = rows / k0
+        return ComputeOp(op.name, op.kind, op.flops * scale, op.bytes * scale, op.m, op.n, per_expert, op.fp8, True)
+    m0 = op.m
+    scale = rows / m0
+    return ComputeOp(op.name, op.kind, op.flops * scale, op.bytes * scale, per_expert, op.n, op.k, op.fp8, op.backward)
 
 
 def _as_recompute(item: Item) -> Item:
