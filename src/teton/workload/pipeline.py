@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +33,18 @@ class PipelineSplit:
 
 
 def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
+    v = job.virtual_stages if job.pp_schedule == "interleaved" else 1
+    return PipelineSplit(_split(model.layers, job.pp, v, job.pp_embedding_slots))
+
+
+@functools.lru_cache(maxsize=1024)
+def _split(n_layers: int, p: int, v: int, embedding_slots: bool) -> np.ndarray:
+    out = _split_layers(n_layers, p, v, embedding_slots)
+    out.flags.writeable = False
+    return out
+
+
+def _split_layers(n_layers: int, p: int, v: int, embedding_slots: bool) -> np.ndarray:
     """Contiguous split of the layers over the p*v virtual stages.
 
     With ``pp_embedding_slots`` the embedding and the output head each take one layer's slot
@@ -40,24 +53,23 @@ def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
     of the last stage only the output projection and loss). Slots that don't divide evenly go
     one extra to the middle virtual stages first.
     """
-    p, v = job.pp, job.virtual_stages if job.pp_schedule == "interleaved" else 1
     n = p * v
-    extra = 2 if job.pp_embedding_slots else 0
-    units = model.layers + extra
+    extra = 2 if embedding_slots else 0
+    units = n_layers + extra
     base, rem = divmod(units, n)
     sizes = np.full(n, base, dtype=np.int64)
     if rem:
         mid = n // 2
         order = sorted(range(n), key=lambda g: (abs(g - mid + 0.5), g))
         sizes[order[:rem]] += 1
-    if job.pp_embedding_slots:
+    if embedding_slots:
         sizes[0] -= 1
         sizes[-1] -= 1
     layers = np.zeros((p, v), dtype=np.int64)
     for g in range(n):
         c, r = divmod(g, p)
         layers[r, c] = sizes[g]
-    return PipelineSplit(layers)
+    return layers
 
 
 def in_flight_microbatches(p: int, v: int, m: int, rank: int) -> int:
