@@ -1,0 +1,201 @@
+"""Kernel microbenchmarks for the compute catalog, to run on a real Hopper GPU (H100 / H200).
+
+Standalone (torch + stdlib only, no teton import): the device machine's image has PyTorch but not
+teton's dependencies. Measures what ``teton/hardware/efficiency.py`` takes from public sources:
+
+* bf16 GEMM throughput for the GEMM shapes of a transformer layer under TP (forward, data- and
+  weight-gradient), each in a *burst* (10 products after 3 warm-ups, as GEMM sweeps do) and
+  *sustained* for ``--sustain-s`` seconds with random data, sampling SM clock and power, so the
+  difference between burst and steady-state (power-capped) throughput is measured, not assumed;
+* fp8 GEMM (torch._scaled_mm) at 8192^3;
+* causal flash attention (SDPA, bf16, head dim 128) forward and backward at 8K / 32K / 128K keys;
+* HBM copy bandwidth.
+
+Run (device machine):  python3 benchmarks/device/calibrate_hopper.py --out $OUT/calibration.json
+It prints a table and the ``cluster.efficiency`` overrides these measurements imply
+(``gemm_bf16``, ``gemm_fp8``, ``attn_fwd``, ``attn_bwd``, ``mem``); paste them into a cluster spec
+to calibrate teton on your own hardware.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import threading
+import time
+
+import torch
+import torch.nn.functional as F
+
+PEAK_BF16 = 989.4e12  # H100/H200 SXM dense bf16 (datasheet)
+PEAK_FP8 = 1978.9e12
+PEAK_HBM = {"H100": 3.35e12, "H200": 4.8e12}
+
+
+def layer_gemm_shapes(tokens: int, hidden: int, ffn: int, heads: int, kv_heads: int, tp: int) -> dict[str, tuple]:
+    """(m, n, k) of the forward GEMMs of one Llama layer on one TP rank, and their backward GEMMs."""
+    d = hidden // heads
+    fwd = {
+        "qkv": (tokens, (heads + 2 * kv_heads) * d // tp, hidden),
+        "attn_out": (tokens, hidden, heads * d // tp),
+        "mlp_up": (tokens, 2 * ffn // tp, hidden),
+        "mlp_down": (tokens, hidden, ffn // tp),
+    }
+    shapes = {}
+    for name, (m, n, k) in fwd.items():
+        shapes[name] = (m, n, k)
+        shapes[f"{name}.dgrad"] = (m, k, n)
+        shapes[f"{name}.wgrad"] = (k, n, m)
+    shapes["mamf_ref_8192"] = (8192, 8192, 8192)
+    return shapes
+
+
+class Sampler:
+    """nvidia-smi SM clock (MHz) and power (W), sampled every 0.5 s in a thread."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=5).stdout.strip().split(",")
+                self.samples.append((float(out[0]), float(out[1])))
+            except Exception:  # noqa: BLE001 - sampling is best effort
+                pass
+            self._stop.wait(0.5)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def mean(self) -> tuple[float, float]:
+        if not self.samples:
+            return float("nan"), float("nan")
+        tail = self.samples[len(self.samples) // 2:]  # steady state: the second half
+        return sum(s[0] for s in tail) / len(tail), sum(s[1] for s in tail) / len(tail)
+
+
+def time_fn(fn, iters: int) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1e3 / iters
+
+
+def gemm(m: int, n: int, k: int, sustain_s: float) -> dict:
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    flops = 2.0 * m * n * k
+    fn = lambda: torch.mm(a, b)  # noqa: E731
+    for _ in range(3):
+        fn()
+    burst = flops / time_fn(fn, 10)
+    per = time_fn(fn, 3)
+    iters = max(1, int(0.25 / per))
+    rates = []
+    with Sampler() as smp:
+        t0 = time.time()
+        while time.time() - t0 < sustain_s:
+            rates.append(flops / time_fn(fn, iters))
+    tail = rates[len(rates) // 2:]
+    clock, power = smp.mean()
+    return {"m": m, "n": n, "k": k, "burst_tflops": burst / 1e12, "sustained_tflops": sum(tail) / len(tail) / 1e12,
+            "sm_clock_mhz": clock, "power_w": power}
+
+
+def fp8_gemm(size: int = 8192) -> dict:
+    a = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device="cuda")
+    fn = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
+    for _ in range(3):
+        fn()
+    return {"tflops": 2.0 * size**3 / time_fn(fn, 20) / 1e12}
+
+
+def attention(seq: int, heads: int = 16, d: int = 128) -> dict:
+    batch = max(1, 16384 // seq)
+    q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    fwd_flops = 4.0 * batch * heads * seq * seq * d / 2  # causal: half the score matrix
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+        fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+        for _ in range(2):
+            fwd()
+        t_fwd = time_fn(fwd, 5)
+        out = fwd()
+        grad = torch.randn_like(out)
+
+        def both():
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            o.backward(grad)
+
+        both()
+        t_both = time_fn(both, 5)
+    t_bwd = max(t_both - t_fwd, 1e-9)
+    return {"seq": seq, "fwd_tflops": fwd_flops / t_fwd / 1e12, "bwd_tflops": 2.5 * fwd_flops / t_bwd / 1e12}
+
+
+def hbm_copy() -> dict:
+    x = torch.empty(2**31, device="cuda", dtype=torch.uint8)
+    y = torch.empty_like(x)
+    y.copy_(x)
+    t = time_fn(lambda: y.copy_(x), 20)
+    return {"bytes_s": 2 * x.numel() / t}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="calibration.json")
+    ap.add_argument("--sustain-s", type=float, default=12.0, help="seconds of sustained load per GEMM shape")
+    ap.add_argument("--tokens", type=int, default=8192)
+    ap.add_argument("--hidden", type=int, default=16384)
+    ap.add_argument("--ffn", type=int, default=53248)
+    ap.add_argument("--heads", type=int, default=128)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--tp", type=int, default=8)
+    args = ap.parse_args()
+    name = torch.cuda.get_device_name()
+    res: dict = {"device": name, "torch": torch.__version__, "gemm": {}, "attention": []}
+    for label, (m, n, k) in layer_gemm_shapes(args.tokens, args.hidden, args.ffn, args.heads, args.kv_heads,
+                                              args.tp).items():
+        res["gemm"][label] = g = gemm(m, n, k, args.sustain_s)
+        print(f"gemm {label:18s} {m:6d}x{n:6d}x{k:6d}  burst {g['burst_tflops']:6.0f}  sustained "
+              f"{g['sustained_tflops']:6.0f} TFLOP/s  {g['sm_clock_mhz']:.0f} MHz {g['power_w']:.0f} W", flush=True)
+    res["fp8_gemm"] = fp8_gemm()
+    print(f"fp8 gemm 8192^3 {res['fp8_gemm']['tflops']:.0f} TFLOP/s", flush=True)
+    for seq in (8192, 32768, 131072):
+        res["attention"].append(a := attention(seq))
+        print(f"attention causal s={seq:6d} fwd {a['fwd_tflops']:5.0f} bwd {a['bwd_tflops']:5.0f} TFLOP/s", flush=True)
+    res["hbm_copy"] = hbm_copy()
+    print(f"HBM copy {res['hbm_copy']['bytes_s'] / 1e12:.2f} TB/s", flush=True)
+    ref = res["gemm"]["mamf_ref_8192"]
+    hbm = next((v for k, v in PEAK_HBM.items() if k in name), 3.35e12)
+    long = [a for a in res["attention"] if a["seq"] >= 16384] or res["attention"]
+    res["efficiency_overrides"] = {
+        "gemm_bf16_burst": ref["burst_tflops"] * 1e12 / PEAK_BF16,
+        "gemm_bf16": ref["sustained_tflops"] * 1e12 / PEAK_BF16,
+        "gemm_fp8": res["fp8_gemm"]["tflops"] * 1e12 / PEAK_FP8,
+        "attn_fwd": sum(a["fwd_tflops"] for a in long) / len(long) * 1e12 / PEAK_BF16,
+        "attn_bwd": sum(a["bwd_tflops"] for a in long) / len(long) * 1e12 / PEAK_BF16,
+        "mem": res["hbm_copy"]["bytes_s"] / hbm,
+    }
+    print("cluster.efficiency overrides:", json.dumps(res["efficiency_overrides"], indent=1))
+    with open(args.out, "w") as fh:
+        json.dump(res, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
