@@ -159,3 +159,18 @@ def test_fa3_speeds_up_attention_bound_long_context(example_spec):
 def test_bundled_examples_run(name, example_spec):
     r = teton.simulate(example_spec.parent / name)
     assert r.step_time_s > 0 and r.fits_in_memory
+
+
+def test_gpu_speed_variation_paces_large_jobs_more(example_spec):
+    from teton.engine.step import slowest_gpu_factor
+
+    assert slowest_gpu_factor(16384, 0.0) == 1.0
+    assert slowest_gpu_factor(8, 0.02) < slowest_gpu_factor(16384, 0.02)
+    # E[max of 2 standard normals] = 1/sqrt(pi); Blom's approximation is within 5 % of it
+    z2 = (1 - 1 / slowest_gpu_factor(2, 0.1)) / 0.1
+    assert z2 == pytest.approx(1 / 3.14159265 ** 0.5, rel=0.05)
+    base = teton.simulate(example_spec)
+    slow = teton.simulate(example_spec, ["cluster.gpu_speed_cv=0.02"])
+    f = slowest_gpu_factor(16384, 0.02)
+    assert slow.breakdown["compute"] == pytest.approx(base.breakdown["compute"] * f, rel=1e-9)
+    assert slow.breakdown["tp_comm"] == pytest.approx(base.breakdown["tp_comm"])
