@@ -113,6 +113,24 @@ def test_validate_json_lists_table4_rows_with_the_row3_note(cli):
     assert d["mean_abs_error"] == pytest.approx(sum(abs(r["error"]) for r in d["rows"]) / len(d["rows"]))
 
 
+def test_validation_bounds_are_judged_one_sided():
+    from teton.report.validation import ValidationRow
+
+    lo = ValidationRow("c", "m", 0.9, 0.99, 0.0, "s", kind="lower_bound")
+    up = ValidationRow("c", "m", 0.4, 0.96, 0.0, "s", kind="upper_bound")
+    assert lo.within and not up.within
+    assert not ValidationRow("c", "m", 0.9, 0.80, 0.0, "s", kind="lower_bound").within
+    assert ValidationRow("c", "m", 1.0, 1.04, 0.05, "s").within
+
+
+def test_network_claims_case_runs(cli):
+    code, out, _ = cli("validate", "--json", "--case", "meta-network-claims")
+    rows = {r["metric"]: r for r in json.loads(out)["rows"]}
+    assert code == 0
+    assert rows["allgather_norm_bw_optimised_min"]["within_tolerance"]  # topology-aware + E-ECMP >= 90 %
+    assert rows["allgather_norm_bw_unoptimised_min"]["predicted"] < 0.9  # out of the box: well below
+
+
 def test_mfu_is_model_flops_over_peak_hand_calc(example_spec):
     r = teton.simulate(example_spec)
     n_matmul = 126 * (2 * 16384 * 16384 + 2 * 16384 * 1024 + 3 * 16384 * 53248 + 2 * 16384) + 128256 * 16384 + 16384
