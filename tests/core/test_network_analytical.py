@@ -47,3 +47,18 @@ def test_time_is_alpha_plus_beta(roce):
     bw, alpha = m.busbw("all_gather", g)
     assert t2 - t1 == pytest.approx(7 / 8 * 1e6 / bw)
     assert t1 == pytest.approx(7 / 8 * 1e6 / bw + 7 * alpha)
+
+
+def test_cluster_efficiency_overrides_reach_the_network_model():
+    base = ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
+    slow = ClusterSpec(**{**CLUSTER_PRESETS["meta-roce-24k"], "efficiency": {"nccl_nvlink": 0.4}})
+    g = np.arange(8)[None, :]
+    assert AnalyticalCostModel(slow).collective_time("all_gather", g, 1e9) > 1.9 * (
+        AnalyticalCostModel(base).collective_time("all_gather", g, 1e9) - 7 * 2e-6)
+
+
+def test_unknown_efficiency_override_is_a_spec_error():
+    from teton.errors import SpecError
+
+    with pytest.raises(SpecError, match="cluster.efficiency.gemm_bf61"):
+        ClusterSpec(**{**CLUSTER_PRESETS["meta-roce-24k"], "efficiency": {"gemm_bf61": 0.7}})

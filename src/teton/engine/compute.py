@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from teton.hardware import GPU, Efficiency, efficiency_for
+from teton.hardware import GPU, Efficiency, cluster_efficiency
 from teton.hardware.efficiency import ATTN_S_HALF
 from teton.workload.ops import ComputeOp
 
@@ -29,17 +29,7 @@ class ComputeModel:
     @classmethod
     def for_gpu(cls, gpu: GPU, precision: str = "bf16", seq_len: int = 8192,
                 overrides: dict[str, float] | None = None, attention_kernel: str = "fa2") -> ComputeModel:
-        eff = efficiency_for(gpu)
-        if overrides:
-            fields = {k: v for k, v in overrides.items() if k in eff.__dataclass_fields__ and k != "gemm_mamf"}
-            if "gemm_bf16" in overrides or "gemm_fp8" in overrides:
-                mamf = dict(eff.gemm_mamf)
-                for prec in ("bf16", "fp8", "tf32"):
-                    if f"gemm_{prec}" in overrides:
-                        mamf[prec] = overrides[f"gemm_{prec}"]
-                fields["gemm_mamf"] = mamf
-            eff = replace(eff, **fields)
-        return cls(gpu, eff, precision, seq_len, attention_kernel)
+        return cls(gpu, cluster_efficiency(gpu, overrides), precision, seq_len, attention_kernel)
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"

@@ -115,3 +115,35 @@ _FAMILY = {"a100-40gb": "a100", "a100-80gb": "a100", "h100-sxm": "hopper", "h100
 def efficiency_for(gpu: GPU) -> Efficiency:
     """The efficiency table for a GPU's architecture family."""
     return EFFICIENCY[_FAMILY.get(gpu.name, "hopper")]
+
+
+OVERRIDE_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_tf32", "attn_fwd", "attn_bwd", "attn_fa3_fwd", "attn_fa3_bwd",
+                 "mem", "nccl_nvlink", "nccl_nvls", "nccl_net")
+
+
+def with_overrides(eff: Efficiency, overrides: dict[str, float] | None) -> Efficiency:
+    """``eff`` with a cluster spec's ``efficiency:`` overrides applied (``gemm_<prec>`` sets the
+    MAMF of that precision; the others replace the field of the same name)."""
+    if not overrides:
+        return eff
+    from dataclasses import replace
+
+    from teton.errors import SpecError
+
+    fields: dict = {}
+    mamf = dict(eff.gemm_mamf)
+    for key, value in overrides.items():
+        if key not in OVERRIDE_KEYS:
+            raise SpecError(f"cluster.efficiency.{key}", value, f"unknown; known: {', '.join(OVERRIDE_KEYS)}")
+        if not (isinstance(value, (int, float)) and 0 < value <= 2):
+            raise SpecError(f"cluster.efficiency.{key}", value, "must be a fraction of peak in (0, 2]")
+        if key.startswith("gemm_"):
+            mamf[key.removeprefix("gemm_")] = float(value)
+        else:
+            fields[key] = float(value)
+    return replace(eff, gemm_mamf=mamf, **fields)
+
+
+def cluster_efficiency(gpu: GPU, overrides: dict[str, float] | None = None) -> Efficiency:
+    """The efficiency table of ``gpu``'s family with a cluster's overrides applied."""
+    return with_overrides(efficiency_for(gpu), overrides)

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from teton.errors import SpecError, closest
-from teton.hardware import efficiency_for
+from teton.hardware import cluster_efficiency
 from teton.topology.cluster import ClusterSpec
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
@@ -61,7 +61,7 @@ class AnalyticalCostModel:
     def __init__(self, cluster: ClusterSpec, nvls: bool = True):
         self.cluster = cluster
         self.gpu = cluster.gpu_spec
-        self.eff = efficiency_for(self.gpu)
+        self.eff = cluster_efficiency(self.gpu, cluster.efficiency)
         self.nvls = nvls and self.gpu.nvls
         self.gpus_per_host = cluster.gpus_per_host
         self.nic_bw = cluster.nic_bytes_s_per_gpu

@@ -41,7 +41,7 @@ import numpy as np
 from teton.collectives import ALGOS, Phase, phases_for
 from teton.collectives.algorithms import NCCL_CHANNELS_PER_NIC
 from teton.errors import SpecError, closest
-from teton.hardware import efficiency_for
+from teton.hardware import cluster_efficiency
 from teton.network.analytical import NVLINK_STEP_LATENCY_S, OPS
 from teton.network.maxmin import complete
 from teton.network.routing import ROUTINGS, Router, flow_key
@@ -87,7 +87,7 @@ class FlowCostModel:
         self.fabric = build_fabric(cluster, leaf_uplink_ratio)
         self.router = Router(self.fabric, routing, int(seed), int(failed_links))
         self.gpu = cluster.gpu_spec
-        self.eff = efficiency_for(self.gpu)
+        self.eff = cluster_efficiency(self.gpu, cluster.efficiency)
         self.nvls = self.gpu.nvls
         # QP subflows are hashed apart only when the switches hash the QP (E-ECMP); with plain ECMP
         # or pinning all QPs of a connection share one path, and spraying already spreads ideally.

@@ -38,7 +38,7 @@ from functools import lru_cache
 import numpy as np
 
 from teton.errors import SpecError, closest
-from teton.hardware import efficiency_for
+from teton.hardware import cluster_efficiency
 from teton.placement.mapping import Placement, place
 from teton.topology.cluster import ClusterSpec
 from teton.workload.model import MODEL_PRESETS, ModelSpec
@@ -142,7 +142,7 @@ def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, c
     """The cheap step-time model of the module docstring for one placement."""
     model = get_model(shape.model)
     gpu = cluster.gpu_spec
-    e = efficiency_for(gpu)
+    e = cluster_efficiency(gpu, cluster.efficiency)
     b, s, h = shape.micro_batch, shape.seq_len, model.hidden
     layers_stage = math.ceil(model.layers / shape.pp)
     m, v = shape.m, shape.virtual_stages

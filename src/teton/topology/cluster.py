@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from teton.errors import SpecError, closest
-from teton.hardware import GPU, GPUS, HOSTS, NIC, NICS, Host
+from teton.hardware import GPU, GPUS, HOSTS, NIC, NICS, Host, efficiency_for
 
 
 class FabricLayer(BaseModel):
@@ -54,6 +54,9 @@ class ClusterSpec(BaseModel):
             raise SpecError("cluster.gpu", self.gpu, closest(self.gpu, GPUS))
         if self.backend_nic is not None and self.backend_nic not in NICS:
             raise SpecError("cluster.backend_nic", self.backend_nic, closest(self.backend_nic, NICS))
+        from teton.hardware.efficiency import with_overrides
+
+        with_overrides(efficiency_for(self.gpu_spec), self.efficiency)  # unknown keys / bad values
         spans = [layer.span_gpus for layer in self.layers]
         if not spans:
             raise SpecError("cluster.layers", [], "needs at least one fabric layer")
