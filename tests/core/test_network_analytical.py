@@ -59,6 +59,8 @@ def test_cluster_efficiency_overrides_reach_the_network_model():
 
 def test_unknown_efficiency_override_is_a_spec_error():
     from teton.errors import SpecError
+    from teton.spec import load_spec
 
     with pytest.raises(SpecError, match="cluster.efficiency.gemm_bf61"):
-        ClusterSpec(**{**CLUSTER_PRESETS["meta-roce-24k"], "efficiency": {"gemm_bf61": 0.7}})
+        load_spec({"cluster": {"base": "meta-roce-24k", "efficiency": {"gemm_bf61": 0.7}}, "model": "llama3-8b",
+                   "job": {"gpus": 8}})
