@@ -49,8 +49,10 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
                      + 2 * model.norm_params() + model.hidden * model.experts)
     out = split.layers * per_layer
     out = out.astype(float)
-    out[0, 0] += model.embedding_params() / t
-    out[-1, -1] += model.head_params() / t
+    # vocab-parallel matrices are split over TP; learned positions and the final norm are replicated
+    positions = model.embedding_params() - model.vocab * model.hidden
+    out[0, 0] += model.vocab * model.hidden / t + positions
+    out[-1, -1] += (model.head_params() - model.norm_params()) / t + model.norm_params()
     return out
 
 
