@@ -33,8 +33,9 @@ def test_per_gpu_bytes_by_hand_16k(spec16k):
     assert st.written_bytes.min() == pytest.approx(spread(first))
     assert st.written_bytes.max() == pytest.approx(348_680_192)
     # the checkpoint is one copy of the model state: 14 bytes per parameter (plus the RMSNorm
-    # weights every TP rank holds a copy of: 7 extra copies of 2 x 16,384 per layer)
-    extra_norms = 126 * 2 * H * 7
+    # weights every TP rank holds a copy of: 7 extra copies of 2 x 16,384 per layer, and of the
+    # final norm)
+    extra_norms = 126 * 2 * H * 7 + 7 * H
     assert st.total_bytes == pytest.approx(14 * (spec16k.model.total_params() + extra_norms), rel=1e-7)
 
 
