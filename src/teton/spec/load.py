@@ -61,9 +61,32 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def set_path(data: dict[str, Any], parts: tuple[str, ...] | list[str], value: Any,
+             field: str | None = None) -> dict[str, Any]:
+    """A copy of ``data`` with the nested key ``parts`` set to ``value``; only the dicts on the
+    path are copied. A preset name met on the way (``cluster: meta-roce-24k`` when setting
+    ``cluster.hosts``) becomes ``{"base": name}``."""
+    parts = tuple(parts)
+    out = dict(data)
+    node = out
+    for i, part in enumerate(parts[:-1]):
+        nxt = node.get(part)
+        if isinstance(nxt, str) and i == 0 and part in ("cluster", "model"):
+            nxt = {"base": nxt}
+        elif nxt is None:
+            nxt = {}
+        elif isinstance(nxt, dict):
+            nxt = dict(nxt)
+        else:
+            raise SpecError(field or ".".join(parts), value, f"{'.'.join(parts[: i + 1])} is not a mapping")
+        node[part] = nxt
+        node = nxt
+    node[parts[-1]] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+    return out
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
     """Apply ``a.b.c=value`` overrides to a nested mapping (preset names expand first)."""
-    data = copy.deepcopy(data)
     for item in overrides or []:
         if "=" not in item:
             raise SpecError("--set", item, "expected key.path=value")
@@ -71,18 +94,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
         parts = [p for p in key.strip().split(".") if p]
         if not parts or parts[0] not in SPEC_SECTIONS:
             raise SpecError("--set", key, f"the first key must be one of {', '.join(sorted(SPEC_SECTIONS))}")
-        node = data
-        for i, part in enumerate(parts[:-1]):
-            nxt = node.get(part)
-            if isinstance(nxt, str) and i == 0 and part in ("cluster", "model"):
-                nxt = {"base": nxt}
-            if nxt is None:
-                nxt = {}
-            if not isinstance(nxt, dict):
-                raise SpecError("--set", key, f"{'.'.join(parts[: i + 1])} is not a mapping")
-            node[part] = nxt
-            node = nxt
-        node[parts[-1]] = parse_value(raw)
+        data = set_path(data, parts, parse_value(raw), field="--set")
     return data
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from teton.errors import SpecError, closest
-from teton.spec.load import SPEC_SECTIONS, read_file
+from teton.spec.load import SPEC_SECTIONS, read_file, set_path
 
 SWEEP_KEYS = ("base", "grid", "zip", "filter", "notes")  # notes: free text, ignored
 STORE_SCHEMA = 1  # bump when the row layout or the hashed content changes
@@ -80,30 +80,6 @@ def check_key(key: str, where: str) -> tuple[str, ...]:
     if parts[1] not in fields:
         raise SpecError(where, key, f"{parts[0]} field {closest(parts[1], fields)}")
     return parts
-
-
-def set_path(data: dict[str, Any], parts: tuple[str, ...], value: Any) -> dict[str, Any]:
-    """A copy of ``data`` with ``parts`` set to ``value``; only the dicts on the path are copied.
-
-    A preset name met on the way (``cluster: meta-roce-24k`` when setting ``cluster.hosts``)
-    becomes ``{"base": name}``, as ``--set`` does.
-    """
-    out = dict(data)
-    node = out
-    for i, part in enumerate(parts[:-1]):
-        nxt = node.get(part)
-        if isinstance(nxt, str) and i == 0 and part in ("cluster", "model"):
-            nxt = {"base": nxt}
-        elif nxt is None:
-            nxt = {}
-        elif isinstance(nxt, dict):
-            nxt = dict(nxt)
-        else:
-            raise SpecError(".".join(parts), value, f"{'.'.join(parts[: i + 1])} is not a mapping in the base spec")
-        node[part] = nxt
-        node = nxt
-    node[parts[-1]] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
-    return out
 
 
 def canonical_json(obj: Any) -> str:
