@@ -9,7 +9,7 @@ import typer
 
 from teton.cli._common import print_json
 
-GB = 1e9
+GIB = 2**30
 
 
 def run_spec(spec_path: Path, overrides: list[str] | None) -> dict:
@@ -62,7 +62,7 @@ def print_table(d: dict) -> None:
     t.add_row("TFLOPs / GPU", f"{d['tflops_per_gpu']:.0f}")
     t.add_row("tokens / s", f"{d['tokens_per_s']:,.0f}")
     fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"
-    t.add_row("memory / GPU", f"{d['memory_per_gpu_bytes'] / GB:.1f} GB of {d['hbm_bytes'] / GB:.0f} GB  {fits}")
+    t.add_row("memory / GPU", f"{d['memory_per_gpu_bytes'] / GIB:.1f} GiB of {d['hbm_bytes'] / GIB:.1f} GiB  {fits}")
     for key in ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s", "ettr",
                 "time_to_train_days", "energy_mwh", "cost_usd"):
         if key in d:
@@ -77,10 +77,10 @@ def print_table(d: dict) -> None:
     console.print(b)
     mtab = Table(title="memory per GPU (fullest pipeline rank)")
     mtab.add_column("term")
-    mtab.add_column("GB", justify="right")
+    mtab.add_column("GiB", justify="right")
     for k, v in d["memory_breakdown"].items():
-        mtab.add_row(k, f"{v / GB:.2f}")
-    mtab.add_row("total", f"{d['memory_per_gpu_bytes'] / GB:.2f}")
+        mtab.add_row(k, f"{v / GIB:.2f}")
+    mtab.add_row("total", f"{d['memory_per_gpu_bytes'] / GIB:.2f}")
     console.print(mtab)
     for note in d.get("notes") or []:
         console.print(f"note: {note}")
