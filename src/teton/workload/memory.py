@@ -100,20 +100,18 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         per_layer = ACT_BYTES * job.micro_batch * job.seq_len / job.cp * model.hidden / (
             job.tp if job.sequence_parallel and job.tp > 1 else 1)
     per_chunk = split.layers * per_layer  # (p, v) bytes of one micro-batch of each chunk
-    out = np.zeros(p)
-    for r in range(p):
-        held = in_flight_microbatches(p, v, m, r)
+    ranks = np.arange(p)
+    if v == 1:
+        held = np.minimum(p - ranks, m)
+        out = held * per_chunk[:, 0]
+    else:
         # the chunk micro-batches held at the peak are the earliest forwards: chunk (k // p) % v
-        full_rounds, rest = divmod(held, p * v) if v > 1 else (0, held)
-        if v == 1:
-            out[r] = held * per_chunk[r, 0]
-            continue
-        counts = np.full(v, full_rounds * p)
-        whole, part = divmod(rest, p)
-        counts[:whole] += p
-        if whole < v:
-            counts[whole] += part
-        out[r] = float(counts @ per_chunk[r])
+        held = np.minimum((p - ranks - 1) * 2 + (v - 1) * p + 1, m * v)
+        full_rounds, rest = np.divmod(held, p * v)
+        whole, part = np.divmod(rest, p)
+        c = np.arange(v)[None, :]
+        counts = full_rounds[:, None] * p + p * (c < whole[:, None]) + part[:, None] * (c == whole[:, None])
+        out = (counts * per_chunk).sum(axis=1).astype(float)
     if job.recompute == "full":
         out += layer_activation_bytes(model, job)  # one layer's activations while recomputing it
     return out
