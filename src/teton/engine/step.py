@@ -72,6 +72,29 @@ _COST_MODELS: dict[tuple, object] = {}
 _PP_PAIRS: dict[int, tuple[Placement, list[np.ndarray]]] = {}
 
 
+_P2P: dict[tuple, tuple[Placement, object, np.ndarray]] = {}
+
+
+def pp_transfer_times(placement: Placement, cost, nbytes: float, v: int) -> np.ndarray:
+    """(p,) seconds to send ``nbytes`` across each pipeline boundary (the last: the interleaved
+    wrap-around, 0 for 1F1B); memoised per placement, cost model and size."""
+    key = (id(placement), id(cost), float(nbytes), v > 1)
+    hit = _P2P.get(key)
+    if hit is not None and hit[0] is placement and hit[1] is cost:
+        return hit[2]
+    pairs = pp_boundary_pairs(placement)
+    out = np.zeros(len(pairs))
+    for r, pr in enumerate(pairs):
+        if r == len(pairs) - 1 and v == 1:
+            break
+        out[r] = cost.collective_time("send_recv", pr, nbytes)
+    out.flags.writeable = False
+    if len(_P2P) > 1024:
+        _P2P.clear()
+    _P2P[key] = (placement, cost, out)
+    return out
+
+
 def pp_boundary_pairs(placement: Placement) -> list[np.ndarray]:
     """(n_pipelines, 2) GPU ids for each boundary r -> r+1 (the last: back to rank 0), memoised."""
     hit = _PP_PAIRS.get(id(placement))
@@ -215,13 +238,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     bwd_s = sum(bwd_parts.values())
 
     # point-to-point between consecutive pipeline ranks (and the interleaved wrap-around)
-    p2p_s = np.zeros(p)
-    if p > 1:
-        nbytes = work.p2p_bytes
-        for r, pairs in enumerate(pp_boundary_pairs(placement)):
-            if r == p - 1 and v == 1:
-                break
-            p2p_s[r] = cost.collective_time("send_recv", pairs, nbytes)
+    p2p_s = pp_transfer_times(placement, cost, work.p2p_bytes, v) if p > 1 else np.zeros(p)
 
     # data-parallel collectives per chunk (ZeRO semantics)
     dp = job.dp_degree

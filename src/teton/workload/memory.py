@@ -17,6 +17,7 @@ interleaved schedule ``(p-1)*2 + (v-1)*p + 1`` chunk micro-batches (Korthikanti 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from teton.spec.schema import JobSpec
 from teton.workload.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32
-from teton.workload.pipeline import PipelineSplit, in_flight_microbatches
+from teton.workload.pipeline import PipelineSplit, split_layers
 
 ADAM_STATE_BYTES = 12  # fp32 master weights + first and second moments
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
@@ -124,8 +125,14 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
     return chunk_params(model, job, split).sum(axis=1)
 
 
-def memory_per_gpu(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> tuple[MemoryBreakdown, int]:
-    """The breakdown of the fullest GPU and its pipeline rank."""
+def memory_per_gpu(model: ModelSpec, job: JobSpec, split: PipelineSplit | None = None) -> tuple[MemoryBreakdown, int]:
+    """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
+    return _memory_per_gpu(model, job)
+
+
+@functools.lru_cache(maxsize=512)
+def _memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
+    split = split_layers(model, job)
     dp = job.dp_degree
     params = params_per_rank(model, job, split)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES

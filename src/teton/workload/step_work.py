@@ -8,6 +8,7 @@ Everything here is independent of where ranks sit: the engine prices it on a pla
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +57,13 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
     return out
 
 
+@functools.lru_cache(maxsize=512)
 def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
+    """The work of one step (memoised: a pure function of the frozen model and job specs)."""
+    return _step_work(model, job)
+
+
+def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     split = split_layers(model, job)
     return StepWork(
         layer=layer_block(model, job),
