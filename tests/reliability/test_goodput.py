@@ -141,3 +141,13 @@ def test_cli_json_and_errors(tmp_path, cli):
     assert code == 2 and "--tokens" in stderr
     code, stdout, _ = cli("goodput", path, "--step-time", "6", "--days", "5", "--runs", "20", "--interval-sweep")
     assert code == 0 and "checkpoint interval vs ETTR" in stdout and "assumptions" in stdout
+
+
+def test_validation_case_rows():
+    from teton.report.validation import run_validation
+
+    d = run_validation(["llama3-405b-54-days"])
+    rows = {r["metric"]: r for r in d["rows"]}
+    assert rows["unexpected_interruptions"]["kind"] == "check"
+    assert rows["ettr"]["kind"] == "lower_bound" and rows["ettr"]["published"] == 0.90
+    assert d["mean_abs_error"] == 0.0  # no point values in this case: checks and bounds only

@@ -38,7 +38,8 @@ def register(app: typer.Typer) -> None:
             t.add_column(col)
         for r in d["rows"]:
             ok = "[green]yes[/green]" if r["within_tolerance"] else "[red]no[/red]"
-            band = {"lower_bound": "≥ published", "upper_bound": "≤ published"}.get(
+            band = {"lower_bound": "≥ published", "upper_bound": "≤ published",
+                    "check": f"±{r['tolerance'] * 100:.0f} % (check)"}.get(
                 r.get("kind", "value"), f"±{r['tolerance'] * 100:.0f} %")
             t.add_row(r["case"], r["metric"], f"{r['published']:.4g}", f"{r['predicted']:.4g}",
                       f"{r['error'] * 100:+.1f} %", band, ok)

@@ -40,7 +40,9 @@ class ValidationRow:
     tolerance: float  # acceptance band as a relative error
     source: str
     note: str = ""
-    kind: str = "value"  # value | lower_bound | upper_bound (a published "at least" / "up to")
+    # value | lower_bound | upper_bound (a published "at least" / "up to") | check (the model was
+    # derived from this figure: reported, but kept out of the mean error)
+    kind: str = "value"
 
     @property
     def error(self) -> float:
