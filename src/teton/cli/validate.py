@@ -25,7 +25,12 @@ def register(app: typer.Typer) -> None:
             for c in case:
                 if c not in cases:
                     raise SpecError("--case", c, closest(c, cases))
-        d = run_validation(case)
+        from rich.console import Console
+        from rich.progress import Progress
+
+        with Progress(console=Console(stderr=True), transient=True) as bar:
+            task = bar.add_task("validating", total=None)
+            d = run_validation(case, lambda name, i, n: bar.update(task, description=name, completed=i, total=n))
         if json_:
             print_json(d)
             return

@@ -112,12 +112,15 @@ def register_case(name: str, fn: Callable[[], list[ValidationRow]]) -> None:
     CASES[name] = fn
 
 
-def run_validation(names: list[str] | None = None) -> dict:
-    """All (or the named) cases: rows, mean absolute relative error, count within tolerance."""
+def run_validation(names: list[str] | None = None, progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """All (or the named) cases: rows, mean absolute relative error, count within tolerance.
+
+    ``progress(case, done, total)`` is called before each case runs."""
     rows: list[ValidationRow] = []
-    for name, fn in all_cases().items():
-        if names and name not in names:
-            continue
+    todo = [(n, fn) for n, fn in all_cases().items() if not names or n in names]
+    for i, (name, fn) in enumerate(todo):
+        if progress is not None:
+            progress(name, i, len(todo))
         rows.extend(fn())
     errs = [abs(r.error) for r in rows if r.kind == "value"]  # bounds have no point estimate to miss
     return {
