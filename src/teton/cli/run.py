@@ -12,16 +12,44 @@ from teton.cli._common import print_json
 GIB = 2**30
 
 
-def run_spec(spec_path: Path, overrides: list[str] | None) -> dict:
-    """The full result dict of ``teton run``: the step, plus storage / run-length extras."""
+def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = None) -> dict:
+    """The full result dict of ``teton run``: the step, plus storage / run-length extras.
+
+    ``trace``: also write the pipeline schedule as a Chrome / Perfetto trace (JSON)."""
     from teton.engine.step import simulate_step
     from teton.spec import load_spec
 
     spec = load_spec(spec_path, overrides)
-    result = simulate_step(spec)
+    if trace is not None:
+        _check_writable(trace)
+    result = simulate_step(spec, timeline=trace is not None)
     out = result.to_dict()
+    if trace is not None:
+        write_chrome_trace(out.pop("timeline"), trace)
     out.update(_extras(spec, result))
     return out
+
+
+def _check_writable(path: Path) -> None:
+    from teton.errors import SpecError
+
+    if path.is_dir() or not path.parent.exists():
+        raise SpecError("--trace", str(path), "must be a file path in an existing directory")
+
+
+def write_chrome_trace(events: list[dict], path: Path) -> None:
+    """Pipeline events as the Chrome trace-event format (chrome://tracing, ui.perfetto.dev):
+    one thread per pipeline rank, complete events ("ph": "X") in microseconds."""
+    import json
+
+    trace = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "pipeline (one DP replica)"}}]
+    for r in sorted({e["rank"] for e in events}):
+        trace.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"pp rank {r}"}})
+    for e in events:
+        trace.append({"name": f"{e['pass']} c{e['chunk']} mb{e['microbatch']}", "cat": e["pass"], "ph": "X",
+                      "pid": 0, "tid": e["rank"], "ts": e["start_s"] * 1e6, "dur": (e["end_s"] - e["start_s"]) * 1e6,
+                      "args": {"chunk": e["chunk"], "microbatch": e["microbatch"]}})
+    path.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
 
 
 def _extras(spec, result) -> dict:
@@ -92,9 +120,11 @@ def register(app: typer.Typer) -> None:
         spec: Annotated[Path, typer.Argument(help="spec file (YAML, TOML or JSON)")],
         set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")] = None,
         json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        trace: Annotated[Path | None, typer.Option("--trace", help="write the pipeline schedule as a "
+                                                   "Chrome/Perfetto trace (JSON)")] = None,
     ) -> None:
         """Simulate one training step of SPEC: step time, MFU, memory, where the time goes."""
-        d = run_spec(spec, set_)
+        d = run_spec(spec, set_, trace)
         if json_:
             print_json(d)
         else:
