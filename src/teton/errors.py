@@ -15,6 +15,26 @@ class SpecError(ValueError):
         super().__init__(f"{prefix}{field} = {value!r}: {allowed}")
 
 
+def from_validation(err, section: str, unknown_field=None, where=None) -> SpecError:
+    """The one-line :class:`SpecError` for a pydantic ``ValidationError`` of spec ``section``.
+
+    The first error wins. A SpecError raised by a validator passes through; an unknown field is
+    described by ``unknown_field(loc) -> str`` when given; ``where(loc) -> str | None`` locates
+    the field (a file and line).
+    """
+    e = err.errors()[0]
+    loc = tuple(e["loc"])
+    name = ".".join([section, *(str(x) for x in loc)])
+    cause = e.get("ctx", {}).get("error")
+    if isinstance(cause, SpecError):
+        return SpecError(cause.field, cause.value, cause.allowed, where=where(()) if where else cause.where)
+    at = where(loc) if where else None
+    if e["type"] == "extra_forbidden" and unknown_field is not None:
+        return SpecError(name, e.get("input"), unknown_field(loc), where=at)
+    msg = e["msg"]
+    return SpecError(name, e.get("input"), msg[0].lower() + msg[1:], where=at)
+
+
 def closest(name: str, choices: list[str] | tuple[str, ...] | set[str], n: int = 3) -> str:
     """'did you mean ...' text for an unknown name."""
     import difflib

@@ -16,15 +16,21 @@ from teton.errors import SpecError
 from teton.topology.cluster import ClusterSpec
 
 
-def _ranges(indices: list[int]) -> str:
-    parts, i = [], 0
+def _runs(indices: list[int]) -> list[tuple[int, int]]:
+    """Consecutive runs of sorted ``indices`` as (first, last) pairs."""
+    runs, i = [], 0
     while i < len(indices):
         j = i
         while j + 1 < len(indices) and indices[j + 1] == indices[j] + 1:
             j += 1
-        parts.append(f"{indices[i]}" if i == j else f"{indices[i]}-{indices[j]}")
+        runs.append((indices[i], indices[j]))
         i = j + 1
-    return ",".join(parts)
+    return runs
+
+
+def _ranges(indices: list[int], width: int = 0) -> str:
+    """``1-3,7``-style ranges of sorted ``indices``, zero-padded to ``width``."""
+    return ",".join(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}" for a, b in _runs(indices))
 
 
 def hostlist(prefix: str, indices: list[int], width: int) -> str:
@@ -32,14 +38,7 @@ def hostlist(prefix: str, indices: list[int], width: int) -> str:
     idx = sorted(set(indices))
     if len(idx) == 1:
         return f"{prefix}{idx[0]:0{width}d}"
-    runs, i = [], 0
-    while i < len(idx):
-        j = i
-        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
-            j += 1
-        runs.append(f"{idx[i]:0{width}d}" if i == j else f"{idx[i]:0{width}d}-{idx[j]:0{width}d}")
-        i = j + 1
-    return f"{prefix}[{','.join(runs)}]"
+    return f"{prefix}[{_ranges(idx, width)}]"
 
 
 def expand_hostlist(expr: str) -> list[str]:

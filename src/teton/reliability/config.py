@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from teton.errors import SpecError, closest
+from teton.errors import SpecError, closest, from_validation
 from teton.reliability.rates import CAUSE_KEYS
 
 PRESETS = ("llama3-table5",)  # the defaults: Table 5 rates
@@ -177,14 +177,8 @@ def parse_reliability(raw: dict[str, Any] | None, overrides: dict[str, Any] | No
     except SpecError:
         raise
     except ValidationError as err:
-        e = err.errors()[0]
-        cause = e.get("ctx", {}).get("error")
-        if isinstance(cause, SpecError):
-            raise SpecError(cause.field, cause.value, cause.allowed) from None
-        name = ".".join(["reliability", *(str(x) for x in e["loc"])])
-        if e["type"] == "extra_forbidden":
-            key = str(e["loc"][-1])
-            fields = InfantMortality.model_fields if len(e["loc"]) > 1 else ReliabilityConfig.model_fields
-            raise SpecError(name, e.get("input"), closest(key, list(fields))) from None
-        msg = e["msg"]
-        raise SpecError(name, e.get("input"), msg[0].lower() + msg[1:]) from None
+        def unknown(loc: tuple) -> str:
+            fields = InfantMortality.model_fields if len(loc) > 1 else ReliabilityConfig.model_fields
+            return closest(str(loc[-1]), list(fields))
+
+        raise from_validation(err, "reliability", unknown_field=unknown) from None

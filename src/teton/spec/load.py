@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from teton.errors import SpecError, closest
+from teton.errors import SpecError, closest, from_validation
 from teton.spec.schema import JobSpec, NetworkSpec, Spec, check_job
 from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.workload.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
@@ -152,19 +152,10 @@ def _build(cls, section: str, fields: dict, path: Path | None):
             raise SpecError(err.field, err.value, err.allowed, where=str(path)) from None
         raise
     except ValidationError as err:
-        e = err.errors()[0]
-        loc = tuple(e["loc"])
-        name = ".".join([section, *(str(x) for x in loc)])
-        value = e.get("input")
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            allowed = sorted(cls.model_fields)
-            raise SpecError(name, value, f"unknown field; allowed: {', '.join(allowed)}",
-                            where=_loc_to_line(path, section, loc)) from None
-        cause = e.get("ctx", {}).get("error")
-        if isinstance(cause, SpecError):
-            raise SpecError(cause.field, cause.value, cause.allowed, where=_loc_to_line(path, section, ())) from None
-        raise SpecError(name, value, msg[0].lower() + msg[1:], where=_loc_to_line(path, section, loc)) from None
+        raise from_validation(
+            err, section,
+            unknown_field=lambda loc: f"unknown field; allowed: {', '.join(sorted(cls.model_fields))}",
+            where=lambda loc: _loc_to_line(path, section, loc)) from None
 
 
 def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:

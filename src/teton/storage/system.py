@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from teton.errors import SpecError, closest
+from teton.errors import SpecError, closest, from_validation
 from teton.storage import hardware as hw
 
 
@@ -239,15 +239,8 @@ def storage_system(raw: dict[str, Any] | str | None, default_preset: str | None 
     except SpecError:
         raise
     except ValidationError as err:
-        e = err.errors()[0]
-        name = "storage." + ".".join(str(x) for x in e["loc"])
-        cause = e.get("ctx", {}).get("error")
-        if isinstance(cause, SpecError):
-            raise cause from None
-        if e["type"] == "extra_forbidden":
-            allowed = ", ".join(sorted([*StorageSystem.model_fields, "preset", "base", *POLICY_KEYS]))
-            raise SpecError(name, e.get("input"), f"unknown field; allowed: {allowed}") from None
-        raise SpecError(name, e.get("input"), e["msg"][0].lower() + e["msg"][1:]) from None
+        allowed = ", ".join(sorted([*StorageSystem.model_fields, "preset", "base", *POLICY_KEYS]))
+        raise from_validation(err, "storage", unknown_field=lambda loc: f"unknown field; allowed: {allowed}") from None
 
 
 def spec_storage(spec) -> StorageSystem:
