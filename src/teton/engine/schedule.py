@@ -180,6 +180,22 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
     return rank_free, busy, dp_free, starts, orders, True
 
 
+def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather):
+    """Normalise the inputs and run the compiled schedule; returns all of its outputs."""
+    fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
+    bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
+    p, v = fwd_s.shape
+    zeros = np.zeros((p, v))
+    out = _simulate(p, v, int(m), schedule_orders(p, v, int(m)), fwd_s, bwd_s,
+                    np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64), int(dp_mode),
+                    zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
+                    zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64),
+                    bool(overlap_param_gather))
+    if not out[-1]:  # pragma: no cover - the orders above never deadlock for m % p == 0 or v == 1
+        raise RuntimeError("pipeline schedule deadlocked")
+    return fwd_s, bwd_s, out
+
+
 def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
                       overlap_param_gather: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -189,23 +205,12 @@ def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
     communication included). ``p2p_s``: (p,) transfer time from rank r to r+1 (index p-1: the
     wrap-around from the last rank to the first, used by the interleaved schedule).
     ``dp_mode``: DP_NONE (no DP comm, or an all-reduce of ``rs_s`` after each chunk's last
-    backward), DP_ONCE (ZeRO-1: reduce-scatter once per step per chunk; parameter all-gather
-    ``ag_s`` chained at step start), DP_PER_MICROBATCH (ZeRO-2: reduce-scatter after every
-    backward), DP_FULL_SHARD (ZeRO-3: all-gather before every op, reduce-scatter after every
-    backward).
+    backward), DP_ONCE (reduce-scatter once per step per chunk; parameter all-gather ``ag_s``
+    chained at step start), DP_PER_MICROBATCH (reduce-scatter after every backward),
+    DP_FULL_SHARD (ZeRO-3: all-gather before every op, reduce-scatter after every backward).
     """
-    fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
-    bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
-    p, v = fwd_s.shape
-    if p2p_s is None:
-        p2p_s = np.zeros(p)
-    zeros = np.zeros((p, v))
-    ag = zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64)
-    rs = zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64)
-    finish, busy, dp_free, _starts, _o, ok = _simulate(p, v, int(m), schedule_orders(p, v, int(m)), fwd_s, bwd_s, np.ascontiguousarray(p2p_s, dtype=np.float64),
-                                          int(dp_mode), ag, rs, bool(overlap_param_gather))
-    if not ok:  # pragma: no cover - the orders above never deadlock for m % p == 0 or v == 1
-        raise RuntimeError("pipeline schedule deadlocked")
+    _, _, (finish, busy, dp_free, _starts, _orders, _ok) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
+                                                                overlap_param_gather)
     return finish, busy, dp_free
 
 
@@ -213,16 +218,10 @@ def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
                       overlap_param_gather: bool = True) -> list[dict]:
     """The schedule as events: one dict per op with rank, pass, chunk, micro-batch, start and end."""
-    fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
-    bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
-    p, v = fwd_s.shape
-    zeros = np.zeros((p, v))
-    _, _, _, starts, orders, _ = _simulate(
-        p, v, int(m), schedule_orders(p, v, int(m)), fwd_s, bwd_s, np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64),
-        int(dp_mode), zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
-        zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64), bool(overlap_param_gather))
+    fwd_s, bwd_s, (_, _, _, starts, orders, _) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
+                                                      overlap_param_gather)
     events = []
-    for r in range(p):
+    for r in range(fwd_s.shape[0]):
         for i in range(orders.shape[1]):
             is_bwd, c, mb = (int(x) for x in orders[r, i])
             dur = bwd_s[r, c] if is_bwd else fwd_s[r, c]

@@ -298,7 +298,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "dp_comm": max(0.0, full - with_p2p),
         "optimizer": optimizer_s,
     }
-    mem, _rank = memory_per_gpu(model, job, split)
+    mem, _rank = memory_per_gpu(model, job)
     gpu = cluster.gpu_spec
     tokens = job.tokens_per_step
     flops = model_flops_per_token(spec) * tokens

@@ -125,13 +125,9 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
     return chunk_params(model, job, split).sum(axis=1)
 
 
-def memory_per_gpu(model: ModelSpec, job: JobSpec, split: PipelineSplit | None = None) -> tuple[MemoryBreakdown, int]:
-    """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
-    return _memory_per_gpu(model, job)
-
-
 @functools.lru_cache(maxsize=512)
-def _memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
+def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
+    """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
     split = split_layers(model, job)
     dp = job.dp_degree
     params = params_per_rank(model, job, split)
