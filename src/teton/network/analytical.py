@@ -46,6 +46,8 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def ring_steps(op: str, n: int) -> int:
+    """Latency steps of the ring algorithm: n-1 per all-gather / reduce-scatter phase, two phases
+    for all-reduce, one for a point-to-point send or a pipelined broadcast."""
     if op == "all_reduce":
         return 2 * (n - 1)
     if op in ("send_recv", "broadcast"):
