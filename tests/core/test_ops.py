@@ -65,3 +65,53 @@ def test_head_gemm_flops():
     spec = _spec()
     blk = head_block(spec.model, spec.job)
     assert _flops(blk.fwd, "gemm") == 2 * 8192 * (128256 // 8) * 16384
+
+
+def _bytes(items, name):
+    return sum(i.bytes for i in items if isinstance(i, ComputeOp) and i.name == name)
+
+
+def test_unfused_grad_accumulation_adds_ten_bytes_per_parameter_per_micro_batch():
+    fused, unfused = _spec(), _spec(grad_accum_fusion=False)
+    m = fused.model
+    layer_params = (m.attention_params() + m.mlp_params()) / 8 + 2 * m.norm_params()
+    blk_f, blk_u = layer_block(m, fused.job), layer_block(m, unfused.job)
+    assert _bytes(blk_f.bwd, "grad_accumulate") == 0
+    # read the bf16 gradient, read and write the fp32 buffer
+    assert _bytes(blk_u.bwd, "grad_accumulate") == (2 + 4 + 4) * layer_params
+    # the fused weight-gradient GEMM reads and writes the fp32 buffer (k x n = 16384 x 13312)
+    k, n = 16384, 2 * 53248 // 8
+    assert _bytes(blk_f.bwd, "mlp_up.wgrad") - _bytes(blk_u.bwd, "mlp_up.wgrad") == (2 * 4 - 2) * k * n
+    bf16 = _spec(grad_accum_fusion=False, grad_accum_dtype="bf16")
+    assert _bytes(layer_block(m, bf16.job).bwd, "grad_accumulate") == (2 + 2 + 2) * layer_params
+
+
+def test_unfused_grad_accumulation_slows_the_step_by_its_hbm_time():
+    from teton import simulate
+
+    base = {"cluster": "meta-roce-24k", "model": "llama3-8b",
+            "job": {"gpus": 8, "tp": 1, "seq_len": 4096, "global_batch": 64, "zero": 1}}
+    fused = simulate(base)
+    unfused = simulate({**base, "job": {**base["job"], "grad_accum_fusion": False}})
+    spec = load_spec(base)
+    gpu = spec.cluster.gpu_spec
+    from teton.hardware import cluster_efficiency
+
+    per_mb = 10 * spec.model.total_params() / (gpu.hbm_bw_bytes_s * cluster_efficiency(gpu).mem)
+    extra = unfused.step_time_s - fused.step_time_s
+    # 8 micro-batches each add one accumulate pass; the fused wgrad GEMMs were compute-bound
+    assert abs(extra - 8 * per_mb) / (8 * per_mb) < 0.02
+
+
+def test_sustained_ratio_slows_tensor_core_kernels_only():
+    from teton.engine.compute import ComputeModel
+
+    spec = _spec()
+    gpu = spec.cluster.gpu_spec
+    burst = ComputeModel.for_gpu(gpu)
+    hot = ComputeModel.for_gpu(gpu, overrides={"sustained_ratio": 0.8})
+    blk = layer_block(spec.model, spec.job)
+    ops = {i.kind: i for i in blk.fwd if isinstance(i, ComputeOp)}
+    for kind in ("gemm", "attention"):
+        assert abs(hot.time_s(ops[kind]) / burst.time_s(ops[kind]) - 1 / 0.8) < 1e-12
+    assert hot.time_s(ops["memory"]) == burst.time_s(ops["memory"])  # HBM-bound: clocks don't matter

@@ -13,8 +13,9 @@ from teton.workload.ops import ComputeOp
 class ComputeModel:
     """Times ``ComputeOp`` s on ``gpu``.
 
-    GEMM:      t = max(F / (P_prec * e_gemm(m, n, k)), B / (BW * e_mem))   (see hardware.efficiency)
-    attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv)),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
+    GEMM:      t = max(F / (P_prec * e_gemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
+    attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv) * r),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
+    r = sustained / burst tensor-core throughput (``Efficiency.sustained_ratio``).
     memory:    t = B / (BW * e_mem)
     P_prec is the dense peak of the job's precision for fp8-eligible GEMMs (Transformer Engine
     runs the linear layers in fp8; attention and the rest stay in bf16).
@@ -34,11 +35,11 @@ class ComputeModel:
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
         peak = self.gpu.peak_flops(prec)
-        e = self.eff.gemm(prec, self.gpu, op.m, op.n, op.k)
+        e = self.eff.gemm(prec, self.gpu, op.m, op.n, op.k) * self.eff.sustained_ratio
         return max(op.flops / (peak * e), op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem))
 
     def attention_s(self, op: ComputeOp) -> float:
-        e = self.eff.attention(self.attention_kernel, op.backward)
+        e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.sustained_ratio
         s = float(self.seq_len)
         e *= (s / (s + ATTN_S_HALF)) / (16384.0 / (16384.0 + ATTN_S_HALF))
         return op.flops / (self.gpu.peak_flops("bf16") * e)

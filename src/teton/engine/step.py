@@ -126,6 +126,9 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
     return 1.0 / max(1e-3, 1.0 - cv * z)
 
 
+_COMPUTE_S: dict[tuple, tuple[object, object, float]] = {}
+
+
 class _BlockTimer:
     """Times blocks' items; remembers collective times per (op, axis, bytes)."""
 
@@ -143,13 +146,25 @@ class _BlockTimer:
         return t
 
     def items_s(self, items) -> dict[str, float]:
-        out = {"compute": 0.0, "tp": 0.0, "cp": 0.0, "ep": 0.0}
+        out = {"compute": self.compute_s(items), "tp": 0.0, "cp": 0.0, "ep": 0.0}
         for it in items:
             if isinstance(it, Collective):
                 out[it.axis] = out.get(it.axis, 0.0) + self.collective_s(it)
-            else:
-                out["compute"] += self.compute.time_s(it)
         return out
+
+    def compute_s(self, items) -> float:
+        """Compute seconds of ``items``, memoised per item list and compute model (layouts that
+        share their blocks share this)."""
+        c = self.compute
+        key = (id(items), id(c.eff), c.gpu.name, c.precision, c.seq_len, c.attention_kernel)
+        hit = _COMPUTE_S.get(key)
+        if hit is not None and hit[0] is items and hit[1] is c.eff:
+            return hit[2]
+        total = sum(c.time_s(it) for it in items if not isinstance(it, Collective))
+        if len(_COMPUTE_S) > 4096:
+            _COMPUTE_S.clear()
+        _COMPUTE_S[key] = (items, c.eff, total)
+        return total
 
     def block(self, block: Block) -> tuple[dict[str, float], dict[str, float]]:
         return self.items_s(block.fwd), self.items_s(block.bwd)

@@ -27,6 +27,9 @@ LLAMA3_405B_BASE = {
         "micro_batch": 1, "precision": "bf16", "recompute": "none", "sequence_parallel": True,
         "pp_schedule": "interleaved", "virtual_stages": 8, "pp_embedding_slots": True, "zero": 2,
         "grad_accum_dtype": "fp32", "placement": "topology-aware",
+        # PyTorch FSDP accumulating in FP32 (Sec. 3.3.2): autograd's bf16 weight gradient is added
+        # into the FP32 buffer by a separate kernel each micro-batch (no fused GEMM epilogue)
+        "grad_accum_fusion": False,
     },
 }
 

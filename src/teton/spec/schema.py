@@ -42,6 +42,10 @@ class JobSpec(BaseModel):
     overlap_dp_comm: bool = True  # gradient reduce-scatter overlapped with backward
     overlap_param_gather: bool = True  # parameter all-gather prefetched under forward compute
     grad_accum_dtype: Literal["fp32", "bf16"] = "fp32"
+    # Weight-gradient GEMMs accumulate into the gradient buffer in their epilogue (Megatron's
+    # gradient_accumulation_fusion), or write a bf16 gradient that a separate elementwise kernel
+    # adds into the buffer every micro-batch (PyTorch autograd / FSDP2 with an fp32 reduce_dtype).
+    grad_accum_fusion: bool = True
     # When gradients are reduced over DP: once per step after accumulating all micro-batches
     # (Megatron distributed optimizer; PyTorch FSDP with gradient sync only on the last
     # micro-batch, as Llama 3 runs it), or after every micro-batch (DeepSpeed ZeRO-2/3). Default:

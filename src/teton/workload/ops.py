@@ -77,15 +77,49 @@ def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32) -> t
     """Forward GEMM (m x k)(k x n) and its two backward GEMMs.
 
     Weight-gradient GEMMs accumulate into the gradient buffer (beta = 1): they read and write a
-    k x n matrix of ``wgrad_accum_bytes`` per element.
+    k x n matrix of ``wgrad_accum_bytes`` per element. ``wgrad_accum_bytes = 0`` means unfused
+    accumulation: the GEMM writes a fresh bf16 k x n gradient (beta = 0) and
+    :func:`grad_accumulate` adds it into the buffer.
     """
     a = ACT_BYTES
+    wgrad_out = 2 * wgrad_accum_bytes if wgrad_accum_bytes else a
     fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + k * n + m * n), m, n, k, fp8=True)
     dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + k * n + m * k), m, k, n,
                       fp8=True, backward=True)
     wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
-                      a * (m * n + m * k) + 2 * wgrad_accum_bytes * k * n, k, n, m, fp8=True, backward=True)
+                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=True, backward=True)
     return fwd, dgrad, wgrad
+
+
+def _accum_bytes(job: JobSpec) -> int:
+    """Gradient-buffer bytes per element a fused weight-gradient GEMM reads and writes; 0 if unfused."""
+    if not job.grad_accum_fusion:
+        return 0
+    return FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+
+
+def grad_accumulate(job: JobSpec, params: float) -> list[ComputeOp]:
+    """The unfused gradient accumulation of ``params`` parameters after one micro-batch's backward.
+
+    PyTorch autograd (and FSDP2's ``unsharded_accumulated_grad`` with an fp32 ``reduce_dtype``)
+    adds each new bf16 gradient into the accumulation buffer with an elementwise kernel: read
+    the bf16 gradient, read and write the buffer (2 + 2 x 4 bytes per parameter for fp32). With
+    ``job.grad_accum_fusion`` the weight-gradient GEMM does this in its epilogue (Megatron's
+    ``gradient_accumulation_fusion``) and no separate kernel runs.
+    """
+    if job.grad_accum_fusion:
+        return []
+    acc = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+    return [_mem("grad_accumulate", (ACT_BYTES + 2 * acc) * params, backward=True)]
+
+
+def layer_params_per_gpu(model: ModelSpec, job: JobSpec) -> float:
+    """Parameters of one transformer layer held by one GPU (TP- and EP-sharded)."""
+    t = job.tp
+    if model.experts > 1:
+        return (model.attention_params() / t + model.experts * model.mlp_params() / (t * job.ep)
+                + 2 * model.norm_params() + model.hidden * model.experts)
+    return (model.attention_params() + model.mlp_params()) / t + 2 * model.norm_params()
 
 
 def _mem(name: str, nbytes: float, backward: bool = False) -> ComputeOp:
@@ -100,7 +134,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
     tok = b * s // c  # tokens of this CP rank
     tok_e = tok // t if sp else tok  # tokens an elementwise op sees (SP shards them)
-    acc = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+    acc = _accum_bytes(job)
     act_in = h * tok * a  # one full hidden-state tensor of this CP rank
 
     qkv = _gemm("qkv", tok, (q + 2 * kv) // t, h, acc)
@@ -183,6 +217,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), attn_bwd, *cp_bwd,
         _mem("rope.bwd", rope_bytes, True), *gather("tp.ag_qkv_input"), qkv[1], qkv[2],
         *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", 2 * norm_bytes, True),
+        *grad_accumulate(job, layer_params_per_gpu(model, job)),
     ]
     if job.recompute == "full":
         bwd = [*(_as_recompute(i) for i in fwd), *bwd]
@@ -229,7 +264,8 @@ def embedding_block(model: ModelSpec, job: JobSpec) -> Block:
         comm = [Collective("tp.embedding", "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
     grad = _mem("embedding.grad_scatter_add", 2 * act_in + FP32 * tok * model.hidden, True)
     bwd_comm: list[Item] = [Collective("tp.embedding_grad", "all_gather", "tp", act_in)] if sp else []
-    return Block("embedding", (lookup, *comm), (*bwd_comm, grad))
+    accumulate = grad_accumulate(job, model.vocab * model.hidden / t)
+    return Block("embedding", (lookup, *comm), (*bwd_comm, grad, *accumulate))
 
 
 def head_block(model: ModelSpec, job: JobSpec) -> Block:
@@ -240,8 +276,7 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
     tok_e = tok // t if sp else tok
     h, v = model.hidden, model.vocab
     act_in = ACT_BYTES * tok * h
-    acc = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
-    logits = _gemm("lm_head", tok, v // t, h, acc)
+    logits = _gemm("lm_head", tok, v // t, h, _accum_bytes(job))
     # cross-entropy over this rank's vocab shard: cast to fp32, max, exp-sum, loss, gradient
     ce_bytes = (ACT_BYTES + 4 * FP32) * tok * v / t
     small = FP32 * tok
@@ -257,6 +292,7 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
         _mem("cross_entropy.bwd", (FP32 + 2 * ACT_BYTES) * tok * v / t, True), logits[1], logits[2],
         *([Collective("tp.rs_head_grad", "reduce_scatter" if sp else "all_reduce", "tp", act_in)] if tp else []),
         _mem("final_norm.bwd", 4 * ACT_BYTES * tok_e * h, True),
+        *grad_accumulate(job, v * h / t + model.norm_params()),
     ]
     return Block("head", tuple(fwd), tuple(bwd))
 

@@ -22,6 +22,7 @@ from teton.workload.ops import (
     embedding_block,
     head_block,
     layer_block,
+    layer_params_per_gpu,
     pipeline_p2p_bytes,
 )
 from teton.workload.pipeline import PipelineSplit, split_layers
@@ -44,11 +45,7 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
     """Parameters one GPU holds for each (rank, chunk): its layers' TP shard, plus the embedding
     on (0, 0) and the output head on (p-1, v-1)."""
     t = job.tp
-    per_layer = (model.attention_params() + model.experts * model.mlp_params()) / t + 2 * model.norm_params()
-    if model.experts > 1:
-        per_layer = (model.attention_params() / t + model.experts * model.mlp_params() / (t * job.ep)
-                     + 2 * model.norm_params() + model.hidden * model.experts)
-    out = split.layers * per_layer
+    out = split.layers * layer_params_per_gpu(model, job)
     out = out.astype(float)
     # vocab-parallel matrices are split over TP; learned positions and the final norm are replicated
     positions = model.embedding_params() - model.vocab * model.hidden
@@ -63,12 +60,34 @@ def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     return _step_work(model, job)
 
 
+# Job fields that do not change what one GPU does per micro-batch inside a block: layouts that
+# differ only in these share their blocks (a new field is part of the key unless listed here).
+_NOT_IN_BLOCKS = frozenset({
+    "gpus", "pp", "dp", "global_batch", "global_batch_tokens", "precision", "attention_kernel", "pp_schedule",
+    "virtual_stages", "pp_embedding_slots", "zero", "overlap_dp_comm", "overlap_param_gather", "grad_reduce",
+    "placement", "parallel_order",
+})
+_BLOCKS: dict[tuple, tuple[Block, Block, Block]] = {}
+
+
+def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
+    """(layer, embedding, head) blocks of ``job``, shared by every job with the same block fields."""
+    key = (model, tuple((k, v) for k, v in job if k not in _NOT_IN_BLOCKS))
+    hit = _BLOCKS.get(key)
+    if hit is None:
+        if len(_BLOCKS) > 1024:
+            _BLOCKS.clear()
+        hit = _BLOCKS[key] = (layer_block(model, job), embedding_block(model, job), head_block(model, job))
+    return hit
+
+
 def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     split = split_layers(model, job)
+    layer, embedding, head = blocks(model, job)
     return StepWork(
-        layer=layer_block(model, job),
-        embedding=embedding_block(model, job),
-        head=head_block(model, job),
+        layer=layer,
+        embedding=embedding,
+        head=head,
         split=split,
         micro_batches=job.micro_batches,
         p2p_bytes=pipeline_p2p_bytes(model, job),
