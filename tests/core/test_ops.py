@@ -115,3 +115,48 @@ def test_sustained_ratio_slows_tensor_core_kernels_only():
     for kind in ("gemm", "attention"):
         assert abs(hot.time_s(ops[kind]) / burst.time_s(ops[kind]) - 1 / 0.8) < 1e-12
     assert hot.time_s(ops["memory"]) == burst.time_s(ops["memory"])  # HBM-bound: clocks don't matter
+
+
+def test_overlapped_collective_exposure_hand_calc():
+    from teton.workload.ops import overlapped_exposed_s
+
+    assert overlapped_exposed_s(1.0, 3.0, 1) == 0.0  # hidden under a longer GEMM
+    assert overlapped_exposed_s(3.0, 1.0, 1) == 2.0  # the part the GEMM cannot cover
+    # decomposed into 8 chunks: max + min/8 - gemm
+    assert abs(overlapped_exposed_s(1.0, 3.0, 8) - 1.0 / 8) < 1e-15
+    assert abs(overlapped_exposed_s(3.0, 1.0, 8) - (3.0 + 1.0 / 8 - 1.0)) < 1e-15
+
+
+def test_tp_overlap_pairs_each_collective_with_an_independent_gemm():
+    bwd_mode = layer_block(_spec().model, _spec(tp_overlap="bwd").job)
+    full = layer_block(_spec().model, _spec(tp_overlap="full").job)
+    paired = {i.name: i.overlap for i in bwd_mode.bwd if isinstance(i, Collective) and i.overlap}
+    # the re-gathered input feeds the weight gradient, not the data gradient it overlaps; the
+    # input-gradient reduce-scatter overlaps the weight gradient, which does not need it
+    assert paired == {"tp.ag_mlp_input": "mlp_up.dgrad", "tp.rs_mlp_grad": "mlp_up.wgrad",
+                      "tp.ag_qkv_input": "qkv.dgrad", "tp.rs_qkv_grad": "qkv.wgrad"}
+    assert not any(isinstance(i, Collective) and i.overlap for i in bwd_mode.fwd)
+    fwd_full = [i for i in full.fwd if isinstance(i, Collective)]
+    assert all(i.overlap and i.chunks == 8 for i in fwd_full) and len(fwd_full) == 4
+    for blk in (bwd_mode, full):  # every paired GEMM exists in the same pass
+        for items in (blk.fwd, blk.bwd):
+            names = {i.name for i in items if isinstance(i, ComputeOp)}
+            assert all(i.overlap in names for i in items if isinstance(i, Collective) and i.overlap)
+
+
+def test_tp_overlap_hides_the_backward_collectives_under_longer_gemms():
+    from teton import simulate
+
+    base = {"cluster": "meta-roce-24k", "model": "gpt3-175b",
+            "job": {"gpus": 8, "tp": 8, "seq_len": 2048, "micro_batch": 4, "global_batch": 8}}
+    none = simulate(base)
+    bwd = simulate({**base, "job": {**base["job"], "tp_overlap": "bwd"}})
+    full = simulate({**base, "job": {**base["job"], "tp_overlap": "full"}})
+    # GPT-3 at TP 8: every paired GEMM outlasts its collective, so "bwd" hides 4 of each layer's
+    # 10 hidden-state collectives; the embedding's and head's 3 stay exposed (the head's two small
+    # cross-entropy all-reduces are ~1e-4 of the rest)
+    layers = load_spec(base).model.layers
+    expected = (6 * layers + 3) / (10 * layers + 3)
+    assert abs(bwd.breakdown["tp_comm"] / none.breakdown["tp_comm"] - expected) < 0.002
+    assert full.breakdown["tp_comm"] < bwd.breakdown["tp_comm"] < none.breakdown["tp_comm"]
+    assert bwd.breakdown["compute"] == none.breakdown["compute"]

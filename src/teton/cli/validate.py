@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,9 +15,17 @@ def register(app: typer.Typer) -> None:
     def validate(
         json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
         case: Annotated[list[str] | None, typer.Option("--case", help="only these cases (repeatable)")] = None,
+        calibration: Annotated[Path | None, typer.Option(
+            "--calibration", help="measured efficiencies (JSON from calibrate_hopper.py or teton calibrate)")] = None,
     ) -> None:
         """Compare predictions with published measurements; relative error per row and overall."""
         from teton.report.validation import all_cases, run_validation
+
+        efficiency = None
+        if calibration is not None:
+            from teton.cli.calibrate import calibrated_cluster, read_overrides
+
+            efficiency = calibrated_cluster("meta-roce-24k", read_overrides(calibration)[0])["efficiency"]
 
         if case:
             from teton.errors import SpecError, closest
@@ -30,7 +39,8 @@ def register(app: typer.Typer) -> None:
 
         with Progress(console=Console(stderr=True), transient=True) as bar:
             task = bar.add_task("validating", total=None)
-            d = run_validation(case, lambda name, i, n: bar.update(task, description=name, completed=i, total=n))
+            d = run_validation(case, lambda name, i, n: bar.update(task, description=name, completed=i, total=n),
+                               efficiency)
         if json_:
             print_json(d)
             return

@@ -36,7 +36,7 @@ from teton.engine.schedule import (
 from teton.placement import Placement, place
 from teton.spec.schema import Spec
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
-from teton.workload.ops import ACT_BYTES, FP32, Block, Collective
+from teton.workload.ops import ACT_BYTES, FP32, Block, Collective, ComputeOp, overlapped_exposed_s
 from teton.workload.step_work import step_work
 
 OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES  # read+write state, read grad, write bf16
@@ -146,10 +146,15 @@ class _BlockTimer:
         return t
 
     def items_s(self, items) -> dict[str, float]:
+        """Seconds of ``items`` by category: compute, and each axis's *exposed* collective time."""
         out = {"compute": self.compute_s(items), "tp": 0.0, "cp": 0.0, "ep": 0.0}
         for it in items:
             if isinstance(it, Collective):
-                out[it.axis] = out.get(it.axis, 0.0) + self.collective_s(it)
+                t = self.collective_s(it)
+                if it.overlap:
+                    gemm = next(i for i in items if isinstance(i, ComputeOp) and i.name == it.overlap)
+                    t = overlapped_exposed_s(t, self.compute.time_s(gemm), it.chunks)
+                out[it.axis] = out.get(it.axis, 0.0) + t
         return out
 
     def compute_s(self, items) -> float:

@@ -65,7 +65,7 @@ class ValidationRow:
         return d
 
 
-def _table4_spec(row: dict) -> tuple[dict, str]:
+def _table4_spec(row: dict, efficiency: dict[str, float] | None = None) -> tuple[dict, str]:
     gpus, tp, cp, pp, dp = (int(row[k]) for k in ("gpus", "tp", "cp", "pp", "dp"))
     seq, per_dp = int(row["seq_len"]), int(row["batch_size_per_dp"])
     note = ""
@@ -76,16 +76,22 @@ def _table4_spec(row: dict) -> tuple[dict, str]:
         dp = fixed
     job = dict(LLAMA3_405B_BASE["job"], gpus=gpus, tp=tp, cp=cp, pp=pp, dp=dp, seq_len=seq,
                global_batch=per_dp * dp)
-    return {**LLAMA3_405B_BASE, "job": job}, note
+    cluster = {"base": LLAMA3_405B_BASE["cluster"], "efficiency": efficiency} if efficiency else LLAMA3_405B_BASE["cluster"]
+    return {**LLAMA3_405B_BASE, "cluster": cluster, "job": job}, note
 
 
-def llama3_table4() -> list[ValidationRow]:
+def llama3_table4(efficiency: dict[str, float] | None = None) -> list[ValidationRow]:
+    """Table 4's rows on ``meta-roce-24k``, with the catalog's efficiencies or measured ones
+    (``efficiency``: ``cluster.efficiency`` overrides, e.g. from ``teton calibrate``)."""
     from teton import simulate
 
     rows = []
     text = resources.files("teton.data").joinpath("llama3-405b-table4.csv").read_text()
     for i, row in enumerate(csv.DictReader(text.splitlines()), start=1):
-        spec, note = _table4_spec(row)
+        spec, note = _table4_spec(row, efficiency)
+        if efficiency:
+            note = "; ".join(filter(None, [note, "efficiencies measured: " + ", ".join(
+                f"{k}={v:.3g}" for k, v in sorted(efficiency.items()))]))
         r = simulate(spec)
         case = f"Llama 3 405B Table 4 row {i}: {int(row['gpus']) // 1024}K GPUs, CP {row['cp']}, {int(row['seq_len']) // 1024}K seq"
         tol = 0.10 if note else 0.05
@@ -115,16 +121,22 @@ def register_case(name: str, fn: Callable[[], list[ValidationRow]]) -> None:
     CASES[name] = fn
 
 
-def run_validation(names: list[str] | None = None, progress: Callable[[str, int, int], None] | None = None) -> dict:
+# cases whose predictions use the GPU efficiency catalog, and so accept measured overrides
+CALIBRATED_CASES = {"llama3-405b-table4"}
+
+
+def run_validation(names: list[str] | None = None, progress: Callable[[str, int, int], None] | None = None,
+                   efficiency: dict[str, float] | None = None) -> dict:
     """All (or the named) cases: rows, mean absolute relative error, count within tolerance.
 
-    ``progress(case, done, total)`` is called before each case runs."""
+    ``progress(case, done, total)`` is called before each case runs. ``efficiency``: measured
+    ``cluster.efficiency`` overrides for the cases in ``CALIBRATED_CASES``."""
     rows: list[ValidationRow] = []
     todo = [(n, fn) for n, fn in all_cases().items() if not names or n in names]
     for i, (name, fn) in enumerate(todo):
         if progress is not None:
             progress(name, i, len(todo))
-        rows.extend(fn())
+        rows.extend(fn(efficiency) if efficiency and name in CALIBRATED_CASES else fn())
     errs = [abs(r.error) for r in rows if r.kind == "value"]  # bounds have no point estimate to miss
     return {
         "rows": [r.as_dict() for r in rows],

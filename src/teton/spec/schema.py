@@ -46,6 +46,11 @@ class JobSpec(BaseModel):
     # gradient_accumulation_fusion), or write a bf16 gradient that a separate elementwise kernel
     # adds into the buffer every micro-batch (PyTorch autograd / FSDP2 with an fp32 reduce_dtype).
     grad_accum_fusion: bool = True
+    # TP collectives under sequence parallelism: all exposed (none); the backward re-gather and
+    # gradient reduce-scatter under the independent GEMMs (bwd: Megatron's async TP); or also the
+    # forward gathers / scatters decomposed with their GEMMs (full: TransformerEngine userbuffers,
+    # PyTorch async-TP).
+    tp_overlap: Literal["none", "bwd", "full"] = "none"
     # When gradients are reduced over DP: once per step after accumulating all micro-batches
     # (Megatron distributed optimizer; PyTorch FSDP with gradient sync only on the last
     # micro-batch, as Llama 3 runs it), or after every micro-batch (DeepSpeed ZeRO-2/3). Default:

@@ -59,6 +59,23 @@ class Collective:
     op: str  # all_gather | reduce_scatter | all_reduce | all_to_all | send_recv
     axis: str  # tp | cp | pp | dp | ep
     bytes: float  # nccl-tests S: the gathered / reduced array size
+    overlap: str = ""  # the GEMM (by name, same pass) this collective runs alongside
+    chunks: int = 1  # > 1: decomposed with that GEMM into this many pipelined chunks
+
+
+def overlapped_exposed_s(comm_s: float, gemm_s: float, chunks: int) -> float:
+    """Exposed seconds of a collective run alongside a GEMM it does not depend on.
+
+    Concurrent (``chunks == 1``, Megatron's async TP in backward: the input re-gather runs under
+    the data-gradient GEMM, the gradient reduce-scatter under the weight-gradient GEMM):
+    ``max(0, t_comm - t_gemm)``. Decomposed into ``c`` chunks (collective matmul: Wang et al.,
+    ASPLOS 2023; TransformerEngine's userbuffers; PyTorch async-TP), one chunk cannot hide:
+    ``max(t_comm, t_gemm) + min(t_comm, t_gemm) / c - t_gemm``. Neither term charges the GEMM for
+    SMs or HBM bandwidth the collective takes (no microbenchmark figure for it is catalogued).
+    """
+    if chunks <= 1:
+        return max(0.0, comm_s - gemm_s)
+    return max(comm_s, gemm_s) + min(comm_s, gemm_s) / chunks - gemm_s
 
 
 Item = ComputeOp | Collective
@@ -219,11 +236,43 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", 2 * norm_bytes, True),
         *grad_accumulate(job, layer_params_per_gpu(model, job)),
     ]
+    if sp and job.tp_overlap != "none":
+        fwd, bwd = _tp_overlap(fwd, bwd, job.tp_overlap, t)
     if job.recompute == "full":
         bwd = [*(_as_recompute(i) for i in fwd), *bwd]
     elif job.recompute == "selective" and not job.flash_attention:
         bwd = [_as_recompute(attn_fwd), _as_recompute(_mem("attn_scores", score_bytes)), *bwd]
     return Block("layer", tuple(i for i in fwd if not _empty(i)), tuple(i for i in bwd if not _empty(i)))
+
+
+# (collective, GEMM it runs alongside) under sequence parallelism. Backward (Megatron's async TP,
+# Korthikanti et al. 2022 Sec. 4.2.2): re-gather of a column-parallel GEMM's input under its
+# data-gradient GEMM, reduce-scatter of the input gradient under its weight-gradient GEMM.
+# Forward and the output-gradient gathers need the decomposed (collective-matmul) kernels.
+_TP_OVERLAP_BWD = {"tp.ag_mlp_input": "mlp_up.dgrad", "tp.rs_mlp_grad": "mlp_up.wgrad",
+                   "tp.ag_qkv_input": "qkv.dgrad", "tp.rs_qkv_grad": "qkv.wgrad"}
+_TP_OVERLAP_FULL = {"tp.ag_qkv": "qkv", "tp.rs_attn": "attn_out", "tp.ag_mlp": "mlp_up", "tp.rs_mlp": "mlp_down",
+                    "tp.ag_mlp_grad": "mlp_down.dgrad", "tp.ag_attn_grad": "attn_out.dgrad"}
+
+
+def _tp_overlap(fwd: list[Item], bwd: list[Item], mode: str, t: int) -> tuple[list[Item], list[Item]]:
+    """Mark the TP collectives that run alongside a GEMM (``job.tp_overlap``: bwd | full)."""
+    from dataclasses import replace
+
+    pairs = dict(_TP_OVERLAP_BWD)
+    if mode == "full":
+        pairs.update(_TP_OVERLAP_FULL)
+
+    def mark(items: list[Item]) -> list[Item]:
+        out = []
+        for it in items:
+            if isinstance(it, Collective) and it.name in pairs:
+                decomposed = mode == "full"
+                it = replace(it, overlap=pairs[it.name], chunks=t if decomposed else 1)
+            out.append(it)
+        return out
+
+    return mark(fwd), mark(bwd)
 
 
 def _scaled_rows(op: ComputeOp, rows: int, per_expert: int, which: int) -> ComputeOp:

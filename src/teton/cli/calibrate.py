@@ -1,0 +1,108 @@
+"""``teton calibrate``: turn a GPU microbenchmark run into a calibrated cluster spec.
+
+``benchmarks/device/calibrate_hopper.py`` (run on a real GPU) measures GEMM, attention and HBM
+throughput, burst and sustained, and writes a JSON file whose ``efficiency_overrides`` are
+fractions of the datasheet peaks. This verb checks them against the catalog, shows what each one
+changes, and writes a cluster spec (``base: <preset>`` + ``efficiency:``) that every other verb
+accepts as ``cluster: <file>``. Measured values replace catalogued ones; nothing is fitted.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+from teton.errors import SpecError
+
+
+def read_overrides(path: Path) -> tuple[dict[str, float], dict]:
+    """(overrides, provenance) from a calibration JSON: the script's whole output (its
+    ``efficiency_overrides``) or a plain mapping of override keys to fractions of peak."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise SpecError("calibration", str(path), f"cannot be read ({err.strerror})") from None
+    except json.JSONDecodeError as err:
+        raise SpecError("calibration", str(path), f"is not JSON (line {err.lineno}: {err.msg})") from None
+    if not isinstance(data, dict):
+        raise SpecError("calibration", str(path), "must be a JSON object")
+    overrides = data.get("efficiency_overrides", data)
+    if not isinstance(overrides, dict) or not overrides:
+        raise SpecError("calibration.efficiency_overrides", overrides, "a non-empty mapping of key -> fraction of peak")
+    provenance = {k: data[k] for k in ("device", "torch") if k in data}
+    return overrides, provenance
+
+
+def catalog_value(eff, key: str) -> float | None:
+    """The catalog's value of an override key (``gemm_<precision>`` reads the MAMF table)."""
+    if key.startswith("gemm_"):
+        return eff.gemm_mamf.get(key.removeprefix("gemm_"))
+    return getattr(eff, key, None)
+
+
+def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
+    """A cluster spec mapping: the preset with ``overrides`` merged over its own ``efficiency``,
+    validated as every spec is (unknown keys and values outside (0, 2] are one-line errors)."""
+    from teton.hardware import cluster_efficiency
+    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+
+    if cluster not in CLUSTER_PRESETS:
+        from difflib import get_close_matches
+
+        close = get_close_matches(cluster, list(CLUSTER_PRESETS), n=3)
+        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(CLUSTER_PRESETS)}"
+        raise SpecError("--cluster", cluster, hint)
+    base = ClusterSpec(**CLUSTER_PRESETS[cluster])
+    merged = {**(base.efficiency or {}), **{k: float(v) if isinstance(v, (int, float)) else v
+                                           for k, v in overrides.items()}}
+    cluster_efficiency(base.gpu_spec, merged)  # raises SpecError naming the bad key / value
+    return {"base": cluster, "efficiency": merged}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def calibrate(
+        calibration: Annotated[Path, typer.Argument(help="JSON from benchmarks/device/calibrate_hopper.py")],
+        cluster: Annotated[str, typer.Option("--cluster", help="preset to calibrate")] = "meta-roce-24k",
+        out: Annotated[Path | None, typer.Option("--out", help="write the calibrated cluster spec (YAML)")] = None,
+        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ) -> None:
+        """Check measured efficiencies against the catalog and write a calibrated cluster spec."""
+        import yaml
+
+        from teton.hardware import cluster_efficiency
+        from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+
+        overrides, provenance = read_overrides(calibration)
+        spec = calibrated_cluster(cluster, overrides)
+        gpu = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
+        catalog = cluster_efficiency(gpu)
+        rows = [{"key": k, "catalog": catalog_value(catalog, k), "measured": float(v)}
+                for k, v in sorted(overrides.items())]
+        if out is not None:
+            header = f"# {cluster} calibrated from {calibration.name}"
+            if provenance:
+                header += " (" + ", ".join(f"{k} {v}" for k, v in provenance.items()) + ")"
+            out.write_text(header + "\n" + yaml.safe_dump(spec, sort_keys=False))
+        if json_:
+            print_json({"cluster": spec, "rows": rows, "provenance": provenance,
+                        "out": str(out) if out is not None else None})
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"{cluster} ({gpu.name}): measured vs catalog, fractions of peak")
+        for col in ("key", "catalog", "measured", "change"):
+            t.add_column(col, justify="left" if col == "key" else "right")
+        for r in rows:
+            cat = r["catalog"]
+            change = f"{r['measured'] / cat - 1:+.1%}" if cat else "new"
+            t.add_row(r["key"], f"{cat:.3f}" if cat is not None else "-", f"{r['measured']:.3f}", change)
+        console = Console()
+        console.print(t)
+        if out is not None:
+            console.print(f"wrote {out}: use it as `cluster: {out}` or `--set cluster={out}`")

@@ -1,0 +1,65 @@
+"""teton calibrate: a microbenchmark JSON becomes a cluster spec every verb accepts."""
+
+import json
+
+import yaml
+
+import teton
+
+
+def _calibration(tmp_path, overrides, name="calibration.json", **extra):
+    path = tmp_path / name
+    path.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "efficiency_overrides": overrides, **extra}))
+    return path
+
+
+def test_calibrated_cluster_spec_carries_the_measurements_into_a_run(tmp_path, cli, example_spec):
+    cal = _calibration(tmp_path, {"gemm_bf16": 0.7, "sustained_ratio": 0.9, "mem": 0.85})
+    out = tmp_path / "cluster.yaml"
+    code, stdout, _ = cli("calibrate", str(cal), "--out", str(out), "--json")
+    assert code == 0
+    d = json.loads(stdout)
+    rows = {r["key"]: r for r in d["rows"]}
+    assert rows["gemm_bf16"]["catalog"] == 794.5 / 989.4 and rows["gemm_bf16"]["measured"] == 0.7
+    assert rows["sustained_ratio"]["catalog"] == 1.0
+    spec = yaml.safe_load(out.read_text())
+    assert spec == {"base": "meta-roce-24k", "efficiency": {"gemm_bf16": 0.7, "sustained_ratio": 0.9, "mem": 0.85}}
+    burst = teton.simulate(example_spec)
+    calibrated = teton.simulate(example_spec, [f"cluster={out}"])
+    assert calibrated.breakdown["compute"] > burst.breakdown["compute"] * 1.2  # slower kernels
+    assert calibrated.breakdown["tp_comm"] == burst.breakdown["tp_comm"]  # NCCL not re-measured
+
+
+def test_plain_mapping_and_table_output(tmp_path, cli):
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps({"attn_fwd": 0.4}))
+    code, stdout, _ = cli("calibrate", str(path), "--cluster", "meta-ib-24k")
+    assert code == 0 and "attn_fwd" in stdout and "+14.3%" in stdout  # 0.40 vs the catalog's 0.35
+
+
+def test_bad_calibrations_are_one_line_errors(tmp_path, cli):
+    cases = [
+        (_calibration(tmp_path, {"gemm_bf61": 0.7}, "a.json"), "cluster.efficiency.gemm_bf61"),
+        (_calibration(tmp_path, {"mem": 3.0}, "b.json"), "cluster.efficiency.mem"),
+        (_calibration(tmp_path, {}, "c.json"), "calibration.efficiency_overrides"),
+    ]
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    cases.append((broken, "is not JSON"))
+    for path, needle in cases:
+        code, _, err = cli("calibrate", str(path))
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = cli("calibrate", str(cases[0][0]), "--cluster", "meta-roce-42k")
+    assert code == 2 and "meta-roce-24k" in err
+
+
+def test_validate_with_measured_efficiencies(tmp_path, cli):
+    cal = _calibration(tmp_path, {"sustained_ratio": 0.8})
+    _, base, _ = cli("validate", "--case", "llama3-405b-table4", "--json")
+    code, measured, _ = cli("validate", "--case", "llama3-405b-table4", "--json", "--calibration", str(cal))
+    assert code == 0
+    before = {(r["case"], r["metric"]): r for r in json.loads(base)["rows"]}
+    after = json.loads(measured)["rows"]
+    for r in after:
+        assert r["predicted"] < before[(r["case"], r["metric"])]["predicted"]  # slower kernels, fewer TFLOPs
+        assert "sustained_ratio=0.8" in r["note"]
