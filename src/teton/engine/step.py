@@ -129,7 +129,7 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
 _COMPUTE_S: dict[tuple, tuple[object, object, float]] = {}
 
 
-class _BlockTimer:
+class BlockTimer:
     """Times blocks' items; remembers collective times per (op, axis, bytes)."""
 
     def __init__(self, compute: ComputeModel, cost, placement: Placement):
@@ -150,12 +150,20 @@ class _BlockTimer:
         out = {"compute": self.compute_s(items), "tp": 0.0, "cp": 0.0, "ep": 0.0}
         for it in items:
             if isinstance(it, Collective):
-                t = self.collective_s(it)
-                if it.overlap:
-                    gemm = next(i for i in items if isinstance(i, ComputeOp) and i.name == it.overlap)
-                    t = overlapped_exposed_s(t, self.compute.time_s(gemm), it.chunks)
-                out[it.axis] = out.get(it.axis, 0.0) + t
+                axis, t = self.item_s(it, items)
+                out[axis] = out.get(axis, 0.0) + t
         return out
+
+    def item_s(self, it, items) -> tuple[str, float]:
+        """(category, exposed seconds) of one item of ``items``: a collective run alongside a GEMM
+        of the same pass is charged only what that GEMM does not hide."""
+        if not isinstance(it, Collective):
+            return "compute", self.compute.time_s(it)
+        t = self.collective_s(it)
+        if it.overlap:
+            gemm = next(i for i in items if isinstance(i, ComputeOp) and i.name == it.overlap)
+            t = overlapped_exposed_s(t, self.compute.time_s(gemm), it.chunks)
+        return it.axis, t
 
     def compute_s(self, items) -> float:
         """Compute seconds of ``items``, memoised per item list and compute model (layouts that
@@ -233,7 +241,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     cost = cost_model if cost_model is not None else make_cost_model(spec)
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
                                    job.attention_kernel)
-    timer = _BlockTimer(compute, cost, placement)
+    timer = BlockTimer(compute, cost, placement)
     work = step_work(model, job)
     split = work.split
     p, v, m = split.p, split.v, work.micro_batches

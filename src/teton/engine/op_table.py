@@ -1,0 +1,75 @@
+"""Where a block's time goes, op by op: the rows behind ``teton ops``.
+
+For one micro-batch on one GPU of the spec's layout, every item of the transformer layer, the
+embedding and the output head, forward and backward, with what the step model charges for it:
+
+* compute ops: FLOPs, bytes, GEMM shape, the achieved fraction of the dense peak, whether the
+  roofline puts it on the FLOP or the byte side, and seconds;
+* collectives: axis, bytes (nccl-tests S), group size, seconds alone and seconds exposed (less
+  when it runs alongside a GEMM, ``job.tp_overlap``).
+
+The same timer as :func:`teton.engine.step.simulate_step` prices them, so a block's rows add up
+to what the step model uses per micro-batch.
+"""
+
+from __future__ import annotations
+
+from teton.engine.compute import ComputeModel
+from teton.engine.step import BlockTimer, default_placement, make_cost_model
+from teton.spec.schema import Spec
+from teton.workload.ops import Collective, ComputeOp
+from teton.workload.step_work import step_work
+
+
+def op_rows(spec: Spec) -> list[dict]:
+    """One row per item of the layer, embedding and head blocks, forward then backward."""
+    model, job, cluster = spec.model, spec.job, spec.cluster
+    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
+                                   job.attention_kernel)
+    placement = default_placement(spec)
+    timer = BlockTimer(compute, make_cost_model(spec), placement)
+    work = step_work(model, job)
+    gpu = cluster.gpu_spec
+    rows = []
+    for block in (work.embedding, work.layer, work.head):
+        for pass_, items in (("fwd", block.fwd), ("bwd", block.bwd)):
+            for it in items:
+                category, exposed = timer.item_s(it, items)
+                row = {"block": block.name, "pass": pass_, "name": it.name, "category": category}
+                if isinstance(it, ComputeOp):
+                    row.update(_compute_row(it, exposed, compute, gpu))
+                else:
+                    row.update(_collective_row(it, exposed, timer, placement))
+                rows.append(row)
+    return rows
+
+
+def _compute_row(op: ComputeOp, seconds: float, compute: ComputeModel, gpu) -> dict:
+    prec = compute.precision if (op.fp8 and compute.precision == "fp8" and op.kind == "gemm") else "bf16"
+    peak = gpu.peak_flops(prec) if op.flops else 0.0
+    memory_s = op.bytes / (gpu.hbm_bw_bytes_s * compute.eff.mem)
+    return {
+        "kind": op.kind, "flops": op.flops, "bytes": op.bytes,
+        "shape": f"{op.m}x{op.n}x{op.k}" if op.kind == "gemm" else "",
+        "fraction_of_peak": op.flops / (seconds * peak) if op.flops and seconds else 0.0,
+        "bound": "memory" if op.kind == "memory" or memory_s >= seconds * (1 - 1e-12) else "compute",
+        "time_s": seconds, "exposed_s": seconds,
+    }
+
+
+def _collective_row(c: Collective, exposed_s: float, timer: BlockTimer, placement) -> dict:
+    return {
+        "kind": c.op, "flops": 0.0, "bytes": c.bytes, "shape": f"{c.axis}={placement.degrees.get(c.axis, 1)}",
+        "fraction_of_peak": 0.0, "bound": f"alongside {c.overlap}" if c.overlap else "exposed",
+        "time_s": timer.collective_s(c), "exposed_s": exposed_s,
+    }
+
+
+def block_totals(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """Exposed seconds per (block.pass) and category."""
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        key = f"{r['block']}.{r['pass']}"
+        cats = out.setdefault(key, {})
+        cats[r["category"]] = cats.get(r["category"], 0.0) + r["exposed_s"]
+    return out
