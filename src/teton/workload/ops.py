@@ -325,7 +325,7 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
     tok_e = tok // t if sp else tok
     h, v = model.hidden, model.vocab
     act_in = ACT_BYTES * tok * h
-    logits = _gemm("lm_head", tok, v // t, h, _accum_bytes(job))
+    logits = _gemm("lm_head", tok, -(-v // t), h, _accum_bytes(job))  # ceil: the last shard is padded
     # cross-entropy over this rank's vocab shard: cast to fp32, max, exp-sum, loss, gradient
     ce_bytes = (ACT_BYTES + 4 * FP32) * tok * v / t
     small = FP32 * tok
