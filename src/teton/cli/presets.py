@@ -31,12 +31,9 @@ def presets_dict() -> dict:
     out = {"clusters": clusters, "models": models, "gpus": gpus,
            "hosts": {n: {"gpu": h.gpu, "gpus": h.gpus, "backend_nic": h.backend_nic} for n, h in HOSTS.items()},
            "nics": {n: {"gbps": x.gbps} for n, x in NICS.items()}}
-    try:
-        from teton.storage import STORAGE_PRESETS
+    from teton.storage import STORAGE_PRESETS
 
-        out["storage"] = sorted(STORAGE_PRESETS)
-    except ImportError:
-        pass
+    out["storage"] = sorted(STORAGE_PRESETS)
     return out
 
 

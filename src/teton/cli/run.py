@@ -56,20 +56,14 @@ def _extras(spec, result) -> dict:
     """Checkpoint timings when the spec has a storage section; goodput when it asks for a run length."""
     extra: dict = {}
     if spec.storage is not None:
-        try:
-            from teton.storage import checkpoint_summary
-        except ImportError:  # storage model not installed in this build
-            checkpoint_summary = None
-        if checkpoint_summary is not None:
-            extra.update(checkpoint_summary(spec))
+        from teton.storage import checkpoint_summary
+
+        extra.update(checkpoint_summary(spec))
     rel = spec.reliability or {}
     if any(k in rel for k in ("tokens", "days")):
-        try:
-            from teton.reliability import run_summary
-        except ImportError:
-            run_summary = None
-        if run_summary is not None:
-            extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step, result.breakdown))
+        from teton.reliability import run_summary
+
+        extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step, result.breakdown))
     return extra
 
 

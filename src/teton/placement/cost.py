@@ -109,11 +109,8 @@ def make_cost_model(cluster: ClusterSpec, fidelity: str = "analytical"):
 
         return AnalyticalCostModel(cluster)
     if fidelity == "flow":
-        try:
-            from teton.network.flow_model import FlowCostModel  # type: ignore[import-not-found]
-        except ImportError:
-            raise SpecError("fidelity", fidelity, "the flow-level model is not available in this build; "
-                            "use analytical") from None
+        from teton.network.flow_model import FlowCostModel
+
         return FlowCostModel(cluster)
     raise SpecError("fidelity", fidelity, "must be analytical or flow")
 

@@ -50,14 +50,9 @@ class CheckpointCosts:
 
 
 def _storage_summary(spec: Any) -> dict | None:
-    """``teton.storage.checkpoint_summary(spec)`` when the storage model is installed."""
-    try:
-        from teton.storage import checkpoint_summary  # type: ignore[attr-defined]
-    except ImportError:
-        try:
-            from teton.storage.checkpoint import checkpoint_summary
-        except ImportError:
-            return None
+    """``teton.storage.checkpoint_summary(spec)``."""
+    from teton.storage import checkpoint_summary
+
     return dict(checkpoint_summary(spec))  # a SpecError about the storage section reaches the user
 
 

@@ -146,10 +146,8 @@ def placement_section(ctx: Context) -> Section:
 
 
 def checkpoint_section(ctx: Context) -> Section:
-    try:
-        from teton.storage.checkpoint import simulate_checkpoint
-    except ImportError:
-        return Section("checkpoint", "Checkpoint", notes=("the storage model is not installed in this build",))
+    from teton.storage.checkpoint import simulate_checkpoint
+
     try:
         s = simulate_checkpoint(ctx.spec).summary()
     except SpecError as err:

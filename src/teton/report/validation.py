@@ -146,7 +146,7 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
     }
 
 
-PLUGIN_MODULES = ("teton.storage.validation", "teton.reliability.validation", "teton.network.validation")
+PLUGIN_MODULES = ("teton.storage.validation", "teton.reliability.validation")
 
 
 def _load_plugin_cases() -> None:
@@ -155,10 +155,7 @@ def _load_plugin_cases() -> None:
     import importlib
 
     for module in PLUGIN_MODULES:
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
+        mod = importlib.import_module(module)
         for name, fn in getattr(mod, "VALIDATION_CASES", {}).items():
             if name not in CASES:
                 CASES[name] = _rows_from_dicts(fn)

@@ -25,7 +25,7 @@ import numpy as np
 from teton.spec.schema import JobSpec
 from teton.workload.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32
-from teton.workload.pipeline import PipelineSplit, split_layers
+from teton.workload.pipeline import PipelineSplit
 
 ADAM_STATE_BYTES = 12  # fp32 master weights + first and second moments
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
@@ -128,9 +128,12 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
 @functools.lru_cache(maxsize=512)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
-    split = split_layers(model, job)
+    from teton.workload.step_work import step_work
+
+    work = step_work(model, job)  # memoised: the split and chunk parameters the step uses too
+    split = work.split
     dp = job.dp_degree
-    params = params_per_rank(model, job, split)
+    params = work.chunk_params.sum(axis=1)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
     weights = params * ACT_BYTES / (dp if job.zero >= 3 else 1)
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
