@@ -8,7 +8,7 @@ from plotly.offline import get_plotlyjs
 import teton
 from teton.report.sections import DEFAULT_SECTIONS, SECTIONS, parse_sections
 
-HEADINGS = {"step": "Step", "memory": "Memory per GPU", "timeline": "Pipeline timeline", "placement": "Placement",
+HEADINGS = {"step": "Step", "memory": "Memory per GPU", "ops": "Ops of one layer", "timeline": "Pipeline timeline", "placement": "Placement",
             "checkpoint": "Checkpoint", "goodput": "Goodput", "validation": "Validation", "search": "Layout search"}
 
 
@@ -45,6 +45,11 @@ def test_sections_and_step_numbers(small_report, small_spec_path):
         assert text in html, text
     for k, v in r.breakdown.items():
         assert f"<td>{k}</td>" in html and f"{v:.3f}" in html
+    from teton.engine.op_table import op_rows
+    from teton.spec import load_spec
+
+    gemm = next(row for row in op_rows(load_spec(small_spec_path)) if row["kind"] == "gemm")
+    assert f">{gemm['shape']}</td>" in html and f"{gemm['time_s'] * 1e3:.3f}" in html
 
 
 def test_checkpoint_goodput_and_validation_numbers(small_report, small_spec_path):

@@ -153,6 +153,18 @@ def search_bars(rows: Sequence[dict]) -> go.Figure:
     return _layout(fig, "fastest layouts that fit", "step time (s)", "", height=max(260, 60 + 26 * len(rows)))
 
 
+def ops_bars(rows: Sequence[dict]) -> go.Figure:
+    """Exposed milliseconds of each op of one layer and micro-batch, in execution order, coloured
+    by kind (GEMM, attention, memory-bound, collective)."""
+    kinds = {"gemm": PALETTE[0], "attention": PALETTE[1], "memory": PALETTE[2]}
+    colors = [kinds.get(r["kind"], PALETTE[3]) for r in rows]
+    fig = go.Figure(go.Bar(x=[r["exposed_s"] * 1e3 for r in rows], y=[f"{r['pass']} {r['name']}" for r in rows],
+                           orientation="h", marker_color=colors, name="exposed ms"))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, "one layer, one micro-batch: exposed time per op (blue GEMM, orange attention, "
+                        "green memory-bound, red collective)", "ms", "", height=max(300, 60 + 16 * len(rows)))
+
+
 # ---- static PNGs -------------------------------------------------------------------------------
 
 def _positions(values) -> tuple[np.ndarray, list[str] | None]:

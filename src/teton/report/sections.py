@@ -114,6 +114,25 @@ def memory_section(ctx: Context) -> Section:
                    data={"fits_in_memory": r.fits_in_memory})
 
 
+def ops_section(ctx: Context) -> Section:
+    """One transformer layer, one micro-batch, op by op (the rows of ``teton ops``)."""
+    from teton.engine.op_table import block_totals, op_rows
+
+    rows = [r for r in op_rows(ctx.spec) if r["block"] == "layer"]
+    table = Table(("pass", "op", "kind", "shape / group", "GFLOP", "% of peak", "ms", "exposed ms"), tuple(
+        (r["pass"], r["name"], r["kind"], r["shape"], f"{r['flops'] / 1e9:,.0f}" if r["flops"] else "",
+         fmt_pct(r["fraction_of_peak"]) if r["fraction_of_peak"] else "", f"{r['time_s'] * 1e3:.3f}",
+         f"{r['exposed_s'] * 1e3:.3f}") for r in rows), "one layer, one micro-batch, one GPU")
+    totals = block_totals(rows)
+    total_ms = sum(sum(c.values()) for c in totals.values()) * 1e3
+    gemm = [r for r in rows if r["kind"] == "gemm"]
+    gemm_ms = sum(r["time_s"] for r in gemm) * 1e3
+    lead = (f"A layer takes {total_ms:.2f} ms per micro-batch on one GPU (forward and backward); GEMMs "
+            f"{gemm_ms:.2f} ms at {sum(r['flops'] for r in gemm) / max(gemm_ms, 1e-12) / 1e9:,.0f} TFLOP/s on average.")
+    return Section("ops", "Ops of one layer", lead, (table,), (("ops", plots.ops_bars(rows)),),
+                   data={"layer_ms": total_ms})
+
+
 def timeline_section(ctx: Context) -> Section:
     events = ctx.result.extra.get("timeline") or []
     if not events:
@@ -245,6 +264,7 @@ def search_section(ctx: Context) -> Section:
 SECTIONS: dict[str, tuple[str, Callable[[Context], Section]]] = {
     "step": ("step", step_section),
     "memory": ("memory", memory_section),
+    "ops": ("ops of one layer", ops_section),
     "timeline": ("pipeline timeline", timeline_section),
     "placement": ("placement policies", placement_section),
     "checkpoint": ("checkpoint", checkpoint_section),
