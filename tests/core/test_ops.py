@@ -1,5 +1,7 @@
 """Per-layer ops: FLOPs and collectives against hand calculations."""
 
+import pytest
+
 from teton.spec import load_spec
 from teton.workload.ops import Collective, ComputeOp, head_block, layer_block
 
@@ -125,6 +127,42 @@ def test_overlapped_collective_exposure_hand_calc():
     # decomposed into 8 chunks: max + min/8 - gemm
     assert abs(overlapped_exposed_s(1.0, 3.0, 8) - 1.0 / 8) < 1e-15
     assert abs(overlapped_exposed_s(3.0, 1.0, 8) - (3.0 + 1.0 / 8 - 1.0)) < 1e-15
+    # the collective holds a quarter of the SMs for its 1 s: the 3 s GEMM ends 0.25 s later
+    assert abs(overlapped_exposed_s(1.0, 3.0, 1, 0.25) - 0.25) < 1e-15
+    # a GEMM short enough to finish on the remaining SMs stays hidden: max(2, 1 + 0.25 * 2) = 2
+    assert abs(overlapped_exposed_s(2.0, 1.0, 1, 0.25) - 1.0) < 1e-15
+
+
+def test_nccl_channels_per_rank():
+    import numpy as np
+
+    from teton.collectives.algorithms import nccl_channels
+
+    one_host = np.arange(8)[None, :]
+    assert nccl_channels(one_host, 8, 8) == 16  # NVLink: NCCL's NVLS default
+    one_per_host = (np.arange(16) * 8)[None, :]
+    assert nccl_channels(one_per_host, 8, 8) == 2  # one rail NIC, two channels on it
+    four_per_host = np.concatenate([np.arange(4) + 8 * h for h in range(4)])[None, :]
+    assert nccl_channels(four_per_host, 8, 8) == 8
+    assert nccl_channels(four_per_host, 8, 2) == 4  # capped by the host's NICs
+
+
+def test_overlapped_dp_collectives_cost_the_sms_they_hold():
+    from teton import simulate
+
+    # DP 8 inside one host (16 NVLink channels): the gradient reduce-scatter runs under the
+    # backward of the other chunks and takes 16 of the 132 SMs while it does
+    base = {"cluster": "meta-roce-24k", "model": "llama3-8b",
+            "job": {"gpus": 16, "tp": 1, "pp": 2, "dp": 8, "seq_len": 4096, "global_batch": 64, "zero": 2,
+                    "parallel_order": ["dp", "tp", "cp", "pp"]}}
+    r = simulate(base)
+    alone = simulate({**base, "job": {**base["job"], "overlap_dp_comm": False}})
+    assert r.breakdown["sm_contention"] > 0 and alone.breakdown["sm_contention"] == 0
+    assert sum(r.breakdown.values()) == pytest.approx(r.step_time_s, rel=1e-12)
+    # hand calc: 1F1B, one chunk per rank; the rank with the most parameters (the head's) reduces
+    # and gathers once per step; what is not exposed ran under compute at 16/132 of the SMs
+    rs, ag = r.comm_times_s["dp.reduce_per_chunk_max"], r.comm_times_s["dp.all_gather_per_chunk_max"]
+    assert r.breakdown["sm_contention"] == pytest.approx(16 / 132 * (rs + ag - r.breakdown["dp_comm"]), rel=1e-9)
 
 
 def test_tp_overlap_pairs_each_collective_with_an_independent_gemm():
@@ -152,11 +190,13 @@ def test_tp_overlap_hides_the_backward_collectives_under_longer_gemms():
     none = simulate(base)
     bwd = simulate({**base, "job": {**base["job"], "tp_overlap": "bwd"}})
     full = simulate({**base, "job": {**base["job"], "tp_overlap": "full"}})
-    # GPT-3 at TP 8: every paired GEMM outlasts its collective, so "bwd" hides 4 of each layer's
-    # 10 hidden-state collectives; the embedding's and head's 3 stay exposed (the head's two small
-    # cross-entropy all-reduces are ~1e-4 of the rest)
+    # GPT-3 at TP 8: every paired GEMM outlasts its collective even on the SMs NCCL leaves it, so
+    # "bwd" hides 4 of each layer's 10 hidden-state collectives but for the SM share their 16
+    # NVLink channels hold (16 of 132); the embedding's and head's 3 stay exposed (the head's two
+    # small cross-entropy all-reduces are ~1e-4 of the rest)
     layers = load_spec(base).model.layers
-    expected = (6 * layers + 3) / (10 * layers + 3)
+    f = 16 / 132
+    expected = (6 * layers + 4 * layers * f + 3) / (10 * layers + 3)
     assert abs(bwd.breakdown["tp_comm"] / none.breakdown["tp_comm"] - expected) < 0.002
     assert full.breakdown["tp_comm"] < bwd.breakdown["tp_comm"] < none.breakdown["tp_comm"]
     assert bwd.breakdown["compute"] == none.breakdown["compute"]

@@ -39,6 +39,25 @@ ALGOS = ("auto", "ring", "tree", "rhd", "hierarchical", "nvls")
 # (src/graph/search.cc, ncclTopoCompute: "Duplicate channels" when bwIntra >= 25 GB/s), so on
 # NVLink hosts every NIC carries two channels, each its own connection (own QPs, own 5-tuple).
 NCCL_CHANNELS_PER_NIC = 2
+# Channels of a collective inside one NVSwitch host: NCCL's NVLS default (NCCL_NVLS_NCHANNELS =
+# 16, NCCL 2.17-2.21 environment-variable docs); its ring channels on 8-GPU NVSwitch hosts are of
+# the same order.
+NCCL_NVLINK_CHANNELS = 16
+
+
+def nccl_channels(groups: np.ndarray, gpus_per_host: int, nics_per_host: int) -> int:
+    """Channels NCCL runs for a collective on ``groups``; every rank runs one CTA per channel
+    (src/enqueue.cc: the kernel's grid is nChannels), each holding an SM for the collective.
+
+    Inside one host: ``NCCL_NVLINK_CHANNELS``. Across hosts: ``NCCL_CHANNELS_PER_NIC`` per NIC
+    that the group's GPUs of a host use (one NIC per GPU on rail-optimised hosts), as the ring
+    builder below assumes.
+    """
+    row = np.atleast_2d(np.asarray(groups))[0]
+    _, per_host = np.unique(row // gpus_per_host, return_counts=True)
+    if per_host.size == 1:
+        return NCCL_NVLINK_CHANNELS
+    return NCCL_CHANNELS_PER_NIC * int(min(per_host.min(), nics_per_host))
 
 
 @dataclass(frozen=True)

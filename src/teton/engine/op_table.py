@@ -27,7 +27,7 @@ def op_rows(spec: Spec) -> list[dict]:
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
                                    job.attention_kernel)
     placement = default_placement(spec)
-    timer = BlockTimer(compute, make_cost_model(spec), placement)
+    timer = BlockTimer(compute, make_cost_model(spec), placement, cluster)
     work = step_work(model, job)
     gpu = cluster.gpu_spec
     rows = []

@@ -2,12 +2,15 @@
 
 1. Per block (layer, embedding, head) and pass, the GPU's ops are timed by the compute model and
    its TP / CP collectives by the network cost model on the job's actual groups; within a block
-   they run back to back (no TP-comm overlap: the collectives sit between dependent GEMMs).
+   they run back to back, except the TP collectives ``job.tp_overlap`` runs alongside an
+   independent GEMM (charged what the GEMM does not hide, SMs held by NCCL included).
 2. Chunk times (layers of a virtual stage, plus embedding / head) feed the pipeline schedule
    (``engine.schedule``), with point-to-point transfer times on the dependency edges and the
    DP collectives (ZeRO stage semantics) on a separate stream.
 3. The schedule is run three times - ideal (no p2p, no DP), with p2p, with everything - so the
    idle time splits into the pipeline bubble, exposed PP and exposed DP communication.
+   DP collectives that ran under compute held SMs from it (one CTA per NCCL channel): to first
+   order the step grows by that SM fraction of the overlapped DP time (``sm_contention``).
 4. Then the optimizer step (memory-bound Adam over this GPU's shard).
 
 MFU (DESIGN.md): model FLOPs per step / (step time x GPUs x dense peak of the job's precision).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teton.collectives.algorithms import nccl_channels
 from teton.engine.compute import ComputeModel
 from teton.engine.result import StepResult
 from teton.engine.schedule import (
@@ -129,11 +133,19 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
 _COMPUTE_S: dict[tuple, tuple[object, object, float]] = {}
 
 
+def sm_fraction(placement: Placement, axis: str, cluster) -> float:
+    """Fraction of the SMs NCCL's kernel holds for a collective on ``axis`` (one CTA per channel)."""
+    if placement.degrees.get(axis, 1) <= 1:
+        return 0.0
+    channels = nccl_channels(placement.groups(axis), cluster.gpus_per_host, cluster.host_spec.backend_nics)
+    return min(1.0, channels / cluster.gpu_spec.sm_count)
+
+
 class BlockTimer:
     """Times blocks' items; remembers collective times per (op, axis, bytes)."""
 
-    def __init__(self, compute: ComputeModel, cost, placement: Placement):
-        self.compute, self.cost, self.placement = compute, cost, placement
+    def __init__(self, compute: ComputeModel, cost, placement: Placement, cluster):
+        self.compute, self.cost, self.placement, self.cluster = compute, cost, placement, cluster
         self.comm: dict[tuple[str, str, float], float] = {}
 
     def collective_s(self, c: Collective) -> float:
@@ -162,8 +174,12 @@ class BlockTimer:
         t = self.collective_s(it)
         if it.overlap:
             gemm = next(i for i in items if isinstance(i, ComputeOp) and i.name == it.overlap)
-            t = overlapped_exposed_s(t, self.compute.time_s(gemm), it.chunks)
+            t = overlapped_exposed_s(t, self.compute.time_s(gemm), it.chunks, self.sm_fraction(it.axis))
         return it.axis, t
+
+    def sm_fraction(self, axis: str) -> float:
+        """Fraction of the GPU's SMs an NCCL collective on ``axis`` holds while it runs."""
+        return sm_fraction(self.placement, axis, self.cluster)
 
     def compute_s(self, items) -> float:
         """Compute seconds of ``items``, memoised per item list and compute model (layouts that
@@ -258,7 +274,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     cost = cost_model if cost_model is not None else make_cost_model(spec)
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
                                    job.attention_kernel)
-    timer = BlockTimer(compute, cost, placement)
+    timer = BlockTimer(compute, cost, placement, cluster)
     work = step_work(model, job)
     split = work.split
     p, v, m = split.p, split.v, work.micro_batches
@@ -310,20 +326,26 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
 
     ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m)
     p2p_finish, _, _ = simulate_pipeline(fwd_s, bwd_s, m, p2p_s) if p > 1 else (ideal_finish, None, None)
+    sm_contention_s = 0.0
     if dp > 1:
+        per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
+        dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
+                    + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
         if job.overlap_dp_comm:
             finish, _, dp_free = simulate_pipeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
                                                    job.overlap_param_gather)
             full = float(np.maximum(finish, dp_free).max())
+            # what ran under compute held SMs from it (one CTA per NCCL channel): first order, the
+            # critical path slows by that fraction of the overlapped DP time
+            overlapped = max(0.0, float(dp_total.max()) - (full - float(p2p_finish.max())))
+            sm_contention_s = sm_fraction(placement, "dp", cluster) * overlapped
         else:  # every DP collective after the last backward, nothing overlapped
-            per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
-            dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
-                        + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))
             full = float((p2p_finish + dp_total).max())
     else:
         full = float(p2p_finish.max())
     ideal = float(ideal_finish.max())
     with_p2p = float(p2p_finish.max())
+    full += sm_contention_s
 
     # optimizer: Adam over this GPU's shard (ZeRO >= 1 shards it over DP)
     max_params = float(chunk_params.sum(axis=1).max())
@@ -340,7 +362,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "ep_comm": comp["ep"],
         "pipeline_bubble": max(0.0, ideal - float(busy[crit])),
         "pp_comm": max(0.0, with_p2p - ideal),
-        "dp_comm": max(0.0, full - with_p2p),
+        "dp_comm": max(0.0, full - sm_contention_s - with_p2p),
+        "sm_contention": sm_contention_s,
         "optimizer": optimizer_s,
     }
     mem, _rank = memory_per_gpu(model, job)

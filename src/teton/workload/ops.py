@@ -63,19 +63,22 @@ class Collective:
     chunks: int = 1  # > 1: decomposed with that GEMM into this many pipelined chunks
 
 
-def overlapped_exposed_s(comm_s: float, gemm_s: float, chunks: int) -> float:
+def overlapped_exposed_s(comm_s: float, gemm_s: float, chunks: int, sm_fraction: float = 0.0) -> float:
     """Exposed seconds of a collective run alongside a GEMM it does not depend on.
 
-    Concurrent (``chunks == 1``, Megatron's async TP in backward: the input re-gather runs under
-    the data-gradient GEMM, the gradient reduce-scatter under the weight-gradient GEMM):
-    ``max(0, t_comm - t_gemm)``. Decomposed into ``c`` chunks (collective matmul: Wang et al.,
-    ASPLOS 2023; TransformerEngine's userbuffers; PyTorch async-TP), one chunk cannot hide:
-    ``max(t_comm, t_gemm) + min(t_comm, t_gemm) / c - t_gemm``. Neither term charges the GEMM for
-    SMs or HBM bandwidth the collective takes (no microbenchmark figure for it is catalogued).
+    While the collective runs, its kernel holds a fraction ``f`` of the SMs (one CTA per NCCL
+    channel), so the GEMM advances at ``1 - f``: together they take
+    ``T = max(t_comm, t_gemm + f t_comm)``. Concurrent (``chunks == 1``, Megatron's async TP in
+    backward: the input re-gather runs under the data-gradient GEMM, the gradient
+    reduce-scatter under the weight-gradient GEMM): exposed ``T - t_gemm``. Decomposed into
+    ``c`` chunks (collective matmul: Wang et al., ASPLOS 2023; TransformerEngine's userbuffers;
+    PyTorch async-TP), one chunk cannot hide: ``T + min(t_comm, t_gemm) / c - t_gemm``. With
+    ``f = 0``: ``max(0, t_comm - t_gemm)`` and ``max(t_comm, t_gemm) + min / c - t_gemm``.
     """
+    together = max(comm_s, gemm_s + sm_fraction * comm_s)
     if chunks <= 1:
-        return max(0.0, comm_s - gemm_s)
-    return max(comm_s, gemm_s) + min(comm_s, gemm_s) / chunks - gemm_s
+        return together - gemm_s
+    return together + min(comm_s, gemm_s) / chunks - gemm_s
 
 
 Item = ComputeOp | Collective
