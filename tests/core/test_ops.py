@@ -200,3 +200,21 @@ def test_tp_overlap_hides_the_backward_collectives_under_longer_gemms():
     assert abs(bwd.breakdown["tp_comm"] / none.breakdown["tp_comm"] - expected) < 0.002
     assert full.breakdown["tp_comm"] < bwd.breakdown["tp_comm"] < none.breakdown["tp_comm"]
     assert bwd.breakdown["compute"] == none.breakdown["compute"]
+
+
+def test_fp8_casts_move_four_bytes_per_operand_element_and_the_head_stays_bf16():
+    bf16, fp8 = _spec(), _spec(precision="fp8")
+    m = bf16.model
+    assert not [i for i in layer_block(m, bf16.job).fwd if i.name.endswith("fp8_cast")]
+    blk = layer_block(m, fp8.job)
+    tok, h, f, t = 8192, 16384, 53248, 8
+    # forward: each GEMM's input (m x k) cast to fp8 plus its fp8 transpose
+    assert _bytes(blk.fwd, "mlp_up.fp8_cast") == 4 * tok * h
+    assert _bytes(blk.fwd, "mlp_down.fp8_cast") == 4 * tok * f / t
+    # backward: each GEMM's output gradient (m x n)
+    assert _bytes(blk.bwd, "mlp_up.grad_fp8_cast") == 4 * tok * 2 * f / t
+    assert _bytes(blk.bwd, "attn_out.grad_fp8_cast") == 4 * tok * h
+    casts = [i for i in (*blk.fwd, *blk.bwd) if isinstance(i, ComputeOp) and "fp8_cast" in i.name]
+    assert len(casts) == 8 and all(i.kind == "memory" for i in casts)
+    head = head_block(m, fp8.job)
+    assert not any(isinstance(i, ComputeOp) and i.fp8 for i in (*head.fwd, *head.bwd))

@@ -93,7 +93,7 @@ class Block:
     bwd: tuple[Item, ...]
 
 
-def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32) -> tuple[ComputeOp, ...]:
+def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True) -> tuple[ComputeOp, ...]:
     """Forward GEMM (m x k)(k x n) and its two backward GEMMs.
 
     Weight-gradient GEMMs accumulate into the gradient buffer (beta = 1): they read and write a
@@ -103,11 +103,11 @@ def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32) -> t
     """
     a = ACT_BYTES
     wgrad_out = 2 * wgrad_accum_bytes if wgrad_accum_bytes else a
-    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + k * n + m * n), m, n, k, fp8=True)
+    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + k * n + m * n), m, n, k, fp8=fp8)
     dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + k * n + m * k), m, k, n,
-                      fp8=True, backward=True)
+                      fp8=fp8, backward=True)
     wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
-                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=True, backward=True)
+                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=fp8, backward=True)
     return fwd, dgrad, wgrad
 
 
@@ -116,6 +116,27 @@ def _accum_bytes(job: JobSpec) -> int:
     if not job.grad_accum_fusion:
         return 0
     return FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
+
+
+FP8_CAST_TRANSPOSE_BYTES = 4  # read bf16 (2), write fp8 (1) and its transpose (1)
+
+
+def fp8_casts(job: JobSpec, gemm: tuple[ComputeOp, ...]) -> tuple[list[ComputeOp], list[ComputeOp]]:
+    """(forward, backward) fp8 casts around one fp8 GEMM, for ``job.precision == "fp8"``.
+
+    Transformer Engine's fp8 recipe (TE docs, "FP8 primer"; Micikevicius et al. 2022, "FP8
+    Formats for Deep Learning") feeds every fp8 GEMM fp8 operands: a fused cast-transpose kernel
+    reads the bf16 input once and writes it in fp8 and transposed in fp8 (the transpose is the
+    weight-gradient GEMM's operand), 4 bytes per element; in backward the same for the output
+    gradient (m x n). Weights are cast once per step and cached across micro-batches (not
+    charged). Returns empty lists for bf16 jobs and non-fp8 GEMMs.
+    """
+    fwd = gemm[0]
+    if job.precision != "fp8" or not fwd.fp8:
+        return [], []
+    rows = fwd.flops / (2.0 * fwd.n * fwd.k)  # all the GEMM's rows (MoE: every expert's tokens)
+    return ([_mem(f"{fwd.name}.fp8_cast", FP8_CAST_TRANSPOSE_BYTES * rows * fwd.k)],
+            [_mem(f"{fwd.name}.grad_fp8_cast", FP8_CAST_TRANSPOSE_BYTES * rows * fwd.n, backward=True)])
 
 
 def grad_accumulate(job: JobSpec, params: float) -> list[ComputeOp]:
@@ -211,12 +232,13 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
             moe_combine_bwd = [Collective("ep.combine_grad", "all_to_all", "ep", a2a_bytes)]
             moe_bwd = [Collective("ep.dispatch_grad", "all_to_all", "ep", a2a_bytes), *moe_bwd]
 
+    cast = [fp8_casts(job, g) for g in (qkv, out, up, down)]
     fwd: list[Item] = [
-        _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), qkv[0], _mem("rope", rope_bytes),
-        *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), out[0], *scatter("tp.rs_attn"),
+        _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_bytes),
+        *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), *cast[1][0], out[0], *scatter("tp.rs_attn"),
         _mem("attn_residual", resid_bytes),
-        _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), *moe_fwd, up[0], _mem("mlp_act", act_bytes),
-        down[0], *moe_combine, *scatter("tp.rs_mlp"), _mem("mlp_residual", resid_bytes),
+        _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), *moe_fwd, *cast[2][0], up[0], _mem("mlp_act", act_bytes),
+        *cast[3][0], down[0], *moe_combine, *scatter("tp.rs_mlp"), _mem("mlp_residual", resid_bytes),
     ]
 
     def bwd_gather(name: str) -> list[Item]:  # transpose of a reduce-scatter / all-reduce
@@ -231,11 +253,11 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
 
     bwd: list[Item] = [
         _mem("mlp_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_mlp_grad"), *moe_combine_bwd,
-        down[1], down[2], _mem("mlp_act.bwd", 2 * act_bytes, True), *gather("tp.ag_mlp_input"),
-        up[1], up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", 2 * norm_bytes, True),
+        *cast[3][1], down[1], down[2], _mem("mlp_act.bwd", 2 * act_bytes, True), *gather("tp.ag_mlp_input"),
+        *cast[2][1], up[1], up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", 2 * norm_bytes, True),
         _mem("attn_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_attn_grad"),
-        out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), attn_bwd, *cp_bwd,
-        _mem("rope.bwd", rope_bytes, True), *gather("tp.ag_qkv_input"), qkv[1], qkv[2],
+        *cast[1][1], out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), attn_bwd, *cp_bwd,
+        _mem("rope.bwd", rope_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1], qkv[1], qkv[2],
         *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", 2 * norm_bytes, True),
         *grad_accumulate(job, layer_params_per_gpu(model, job)),
     ]
@@ -328,7 +350,9 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
     tok_e = tok // t if sp else tok
     h, v = model.hidden, model.vocab
     act_in = ACT_BYTES * tok * h
-    logits = _gemm("lm_head", tok, -(-v // t), h, _accum_bytes(job))  # ceil: the last shard is padded
+    # ceil: the last shard is padded. The output layer stays bf16 under fp8 recipes (Megatron's
+    # output_layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8 autocast).
+    logits = _gemm("lm_head", tok, -(-v // t), h, _accum_bytes(job), fp8=False)
     # cross-entropy over this rank's vocab shard: cast to fp32, max, exp-sum, loss, gradient
     ce_bytes = (ACT_BYTES + 4 * FP32) * tok * v / t
     small = FP32 * tok
