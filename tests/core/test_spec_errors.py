@@ -93,3 +93,15 @@ def test_bad_override_syntax(example_spec, cli):
 def test_unknown_option_is_one_line(example_spec, cli):
     code, _, err = cli("run", example_spec, "--frobnicate")
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [
+    ("collective", "--op", "foo"),
+    ("placement", "EXAMPLE", "--occupancy", "2"),
+    ("validate", "--case", "nope"),
+    ("goodput", "EXAMPLE", "--tokens", "abc"),
+])
+def test_errors_of_verbs_with_progress_bars_are_exactly_one_line(cli, example_spec, args):
+    code, out, err = cli(*(example_spec if a == "EXAMPLE" else a for a in args))
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1, repr(err)  # no stray progress-bar line

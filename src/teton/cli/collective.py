@@ -15,6 +15,7 @@ import typer
 
 from teton.cli._common import parse_size, print_json
 from teton.errors import SpecError, closest
+from teton.progress import progress_bar
 
 FIDELITIES = ("flow", "analytical")
 
@@ -151,10 +152,8 @@ def register(app: typer.Typer) -> None:
             return
         lo = parse_size(min_bytes, "min_bytes")
         hi = parse_size(max_bytes, "max_bytes")
-        from rich.console import Console
-        from rich.progress import Progress
 
-        with Progress(console=Console(stderr=True), transient=True) as progress:
+        with progress_bar() as progress:
             progress.add_task(f"solving {op} on {gpus} GPUs ({fidelity})", total=None)
             rows = sweep(cluster, op, gpus, placement, lo, hi, step_factor, routing, qps, algo, fail_links,
                          fidelity, seed, leaf_uplink_ratio)

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from teton.errors import SpecError
+from teton.progress import progress_bar
 
 
 def _progress_runner(enabled: bool):
@@ -19,11 +20,10 @@ def _progress_runner(enabled: bool):
         if not enabled:
             yield None
             return
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
-        with Progress(TextColumn("monte carlo"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                      TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        with progress_bar(TextColumn("monte carlo"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                          TimeElapsedColumn()) as bar:
             task = bar.add_task("mc", total=1.0)
             yield lambda f: bar.update(task, completed=min(max(f, 0.0), 1.0))
 

@@ -10,12 +10,12 @@ import typer
 
 from teton.cli._common import print_json
 from teton.errors import SpecError
+from teton.progress import progress_bar
 
 
 def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed: int,
             policies: list[str] | None, show_progress: bool = True) -> list[dict]:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
     import teton
     from teton.placement import POLICIES
@@ -26,8 +26,8 @@ def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed
             raise SpecError("--policy", p, f"must be one of {', '.join(POLICIES)}")
     spec = teton.load_spec(spec_path, overrides)
     chosen = tuple(policies) if policies else POLICIES
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=Console(stderr=True), transient=True, disable=not show_progress) as bar:
+    with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      disable=not show_progress) as bar:
         task = bar.add_task("placing and simulating", total=len(chosen))
 
         def tick(policy: str) -> None:

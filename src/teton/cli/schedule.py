@@ -10,6 +10,7 @@ import typer
 
 from teton.cli._common import print_json
 from teton.errors import SpecError, closest
+from teton.progress import progress_bar
 
 MAX_WARNINGS = 20
 
@@ -45,15 +46,13 @@ def warn_issues(trace) -> None:
 
 
 def run_policies(trace, cluster, policies: list[str], fidelity: str, show_progress: bool = True) -> list:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from teton.placement.scheduler import simulate_schedule
 
     results = []
-    console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, transient=True, disable=not show_progress) as bar:
+    with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      disable=not show_progress) as bar:
         for policy in policies:
             task = bar.add_task(f"{policy}: jobs finished", total=max(1, len(trace.jobs)))
             last = [0]

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from teton.cli._common import print_json
+from teton.progress import progress_bar
 
 GB = 1e9
 
@@ -39,7 +40,6 @@ def register(app: typer.Typer) -> None:
         json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     ) -> None:
         """Simulate every valid layout of SPEC's job; rank those that fit in memory by step time."""
-        from rich.progress import Progress
 
         from teton.spec import load_spec
         from teton.sweep.search import (
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         s = load_spec(spec, set_)
         space = SearchSpace(tp=_ints(tp, "--tp", TP_CHOICES), cp=_ints(cp, "--cp", CP_CHOICES),
                             pp=_ints(pp, "--pp", PP_CHOICES), virtual_stages=_ints(vs, "--virtual-stages", V_CHOICES))
-        with Progress(transient=True, disable=json_) as bar:
+        with progress_bar(disable=json_) as bar:
             task = bar.add_task("simulating layouts", total=None)
             d = search_layouts(s, space, lambda i, n: bar.update(task, completed=i, total=n))
         if json_:

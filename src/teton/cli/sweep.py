@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from teton.cli._common import print_json
+from teton.progress import progress_bar
 
 GB = 1e9
 
@@ -34,7 +35,7 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
         from teton.errors import SpecError
         from teton.sweep.grid import parse_sweep
@@ -46,7 +47,6 @@ def register(app: typer.Typer) -> None:
             if value is not None and value < 1:
                 raise SpecError(name, value, "must be a positive integer")
         spec = parse_sweep(sweep_file)
-        err = Console(stderr=True)
         with ResultStore(out) as store:
             stored = [0, 0]
 
@@ -55,8 +55,7 @@ def register(app: typer.Typer) -> None:
                 bar.update(task, completed=i, total=n)
 
             try:
-                with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                              console=err, transient=True) as bar:
+                with progress_bar(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
                     task = bar.add_task("sweep", total=None)
                     summary = run_sweep(spec, store, executor=executor, workers=workers, batch=batch,
                                         progress=progress)

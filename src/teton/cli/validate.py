@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from teton.cli._common import print_json
+from teton.progress import progress_bar
 
 
 def register(app: typer.Typer) -> None:
@@ -35,16 +36,14 @@ def register(app: typer.Typer) -> None:
                 if c not in cases:
                     raise SpecError("--case", c, closest(c, cases))
         from rich.console import Console
-        from rich.progress import Progress
 
-        with Progress(console=Console(stderr=True), transient=True) as bar:
+        with progress_bar() as bar:
             task = bar.add_task("validating", total=None)
             d = run_validation(case, lambda name, i, n: bar.update(task, description=name, completed=i, total=n),
                                efficiency)
         if json_:
             print_json(d)
             return
-        from rich.console import Console
         from rich.table import Table
 
         console = Console()

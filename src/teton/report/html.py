@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from teton.errors import SpecError
+from teton.progress import progress_bar
 from teton.report.sections import GOODPUT_RUNS, Context, Section, spec_section
 from teton.report.sections import SECTIONS as SECTION_BUILDERS
 
@@ -55,11 +56,10 @@ def check_png_dir(path: Path, field: str = "--png") -> Path:
 def _progress(enabled: bool):
     if not enabled:
         return nullcontext(None)
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    return Progress(TextColumn("report: {task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    return progress_bar(TextColumn("report: {task.description:<22}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn())
 
 
 def build_sections(spec, sections: Sequence[str], goodput_runs: int = GOODPUT_RUNS, occupancy: float = 0.0,

@@ -18,6 +18,7 @@ import numpy as np
 from teton.network.analytical import bus_factor
 from teton.network.flow_model import FlowCostModel
 from teton.placement.mapping import place
+from teton.progress import progress_bar
 from teton.topology.cluster import ClusterSpec
 
 SERIES = {
@@ -38,8 +39,6 @@ def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_g
                     busy_fraction: float = 0.5, op: str = "all_gather",
                     series: tuple[str, ...] | None = None) -> dict:
     """Normalised AllGather bus bandwidth of ``trials`` random jobs per series (module docstring)."""
-    from rich.console import Console
-    from rich.progress import Progress
 
     names = tuple(series or SERIES)
     rng = np.random.default_rng(seed)
@@ -48,7 +47,7 @@ def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_g
     ideal = roofline_busbw(FlowCostModel(cluster, routing="ecmp", qps=1), op, small)
     out: dict = {"cluster": cluster.name, "op": op, "ideal_busbw_gbps": ideal / 1e9, "job_gpus": [],
                  "normalized_busbw": {n: [] for n in names}}
-    with Progress(console=Console(stderr=True), transient=True) as progress:
+    with progress_bar() as progress:
         task = progress.add_task("placement study", total=trials * len(names))
         for t in range(trials):
             gpus = int(rng.choice(job_gpus))

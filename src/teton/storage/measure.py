@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from teton.errors import SpecError
+from teton.progress import progress_bar
 from teton.storage.checkpoint import checkpoint_policy, rank_state
 from teton.storage.system import StorageSystem, spec_storage, storage_system
 from teton.storage.transfer import transfer
@@ -179,10 +180,8 @@ class _NoBar:
 
 class _Bar:
     def __init__(self, total: int):
-        from rich.console import Console
-        from rich.progress import Progress
 
-        self._p = Progress(console=Console(stderr=True), transient=True)
+        self._p = progress_bar()
         self._p.start()
         self._t = self._p.add_task("checkpoint I/O", total=total)
 
