@@ -89,3 +89,24 @@ def test_the_bundled_example_sweep_runs(cli, tmp_path):
     d = json.loads(out)
     assert d["points"] + d["filtered"] == 32 and d["filtered"] == 8 and d["ok"] > 0 and d["failed"] == 0
     assert all(r["job.tp"] * r["job.pp"] >= 64 for r in d["top"])
+
+
+def test_storage_sweep_stores_the_whole_run_and_ranks_by_time_to_train(cli, tmp_path):
+    sweep = {"base": {"cluster": "meta-roce-24k", "model": "llama3-8b",
+                      "job": {"gpus": 64, "tp": 8, "global_batch": 64},
+                      "storage": {"preset": "tectonic-llama3", "checkpoint": {"mode": "sync"}},
+                      "reliability": {"tokens": 2e11, "runs": 4}},
+             "grid": {"storage.servers": [1, 8, 64]}}
+    path = tmp_path / "storage.yaml"
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    code, out, _ = cli("sweep", path, "--out", tmp_path / "s.duckdb", "--executor", "serial", "--json")
+    assert code == 0
+    top = json.loads(out)["top"]
+    assert [r["storage.servers"] for r in top] == [64, 8, 1]  # faster storage, shorter run
+    saves = [r["checkpoint_save_s"] for r in top]
+    assert saves == sorted(saves) and saves[-1] > saves[0] * 8  # 64x fewer servers, far slower saves
+    days = [r["time_to_train_days"] for r in top]
+    assert days == sorted(days) and all(0 < r["ettr"] <= 1 for r in top)
+    assert len({r["step_time_s"] for r in top}) == 1  # storage does not change the step
+    code, out, _ = cli("sweep", path, "--out", tmp_path / "s.duckdb", "--executor", "serial")
+    assert code == 0 and "ETTR" in out and "days" in out and "time-to-train" in out

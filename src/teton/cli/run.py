@@ -26,7 +26,9 @@ def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = 
     out = result.to_dict()
     if trace is not None:
         write_chrome_trace(out.pop("timeline"), trace)
-    out.update(_extras(spec, result))
+    from teton.whole_run import run_extras
+
+    out.update(run_extras(spec, result))
     return out
 
 
@@ -50,21 +52,6 @@ def write_chrome_trace(events: list[dict], path: Path) -> None:
                       "pid": 0, "tid": e["rank"], "ts": e["start_s"] * 1e6, "dur": (e["end_s"] - e["start_s"]) * 1e6,
                       "args": {"chunk": e["chunk"], "microbatch": e["microbatch"]}})
     path.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
-
-
-def _extras(spec, result) -> dict:
-    """Checkpoint timings when the spec has a storage section; goodput when it asks for a run length."""
-    extra: dict = {}
-    if spec.storage is not None:
-        from teton.storage import checkpoint_summary
-
-        extra.update(checkpoint_summary(spec))
-    rel = spec.reliability or {}
-    if any(k in rel for k in ("tokens", "days")):
-        from teton.reliability import run_summary
-
-        extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step, result.breakdown))
-    return extra
 
 
 def print_table(d: dict) -> None:

@@ -13,6 +13,19 @@ from teton.progress import progress_bar
 GB = 1e9
 
 
+# whole-run columns (teton.whole_run) shown when the points have them: column -> heading
+RUN_COLUMNS = {"checkpoint_save_s": "save s", "checkpoint_blocking_s": "pause s", "ettr": "ETTR",
+               "time_to_train_days": "days"}
+
+
+def _fmt_run(col: str, value) -> str:
+    if value is None:
+        return "-"
+    if col == "ettr":
+        return f"{value * 100:.1f} %"
+    return f"{value:.3f}" if col.endswith("_s") else f"{value:.1f}"
+
+
 def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:g}"
@@ -66,6 +79,8 @@ def register(app: typer.Typer) -> None:
             point_cols = list(spec.keys)
             metric_cols = ["step_time_s", "mfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes",
                            "fits_in_memory"]
+            run_cols = [c for c in RUN_COLUMNS if c in store.columns]  # points that modelled a whole run
+            metric_cols += run_cols
             best = store.rows(order="best", limit=top, only_ok=True, columns=["key", *point_cols, *metric_cols])
             errors = [r for r in store.rows(columns=["key", "status", "error", *point_cols]) if r["status"] != "ok"]
             if parquet is not None:
@@ -82,11 +97,12 @@ def register(app: typer.Typer) -> None:
               f"{s.ok} ok, {s.invalid} invalid, {s.failed} failed, {s.fitting} fit in memory", file=sys.stderr)
         for r in errors[:3]:
             print(f"  {r['status']}: {r['error']}", file=sys.stderr)
-        t = Table(title=f"top {len(best)} of {s.ok} (fitting first, then fastest)")
-        for col in (*point_cols, "step s", "MFU", "TFLOP/s/GPU", "mem GB", "fits"):
+        order = "time-to-train" if "time_to_train_days" in run_cols else "fastest"
+        t = Table(title=f"top {len(best)} of {s.ok} (fitting first, then {order})")
+        for col in (*point_cols, "step s", "MFU", "TFLOP/s/GPU", "mem GB", "fits", *(RUN_COLUMNS[c] for c in run_cols)):
             t.add_column(col, justify="right")
         for r in best:
             t.add_row(*(_fmt(r[k]) for k in point_cols), f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %",
                       f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GB:.1f}",
-                      "yes" if r["fits_in_memory"] else "no")
+                      "yes" if r["fits_in_memory"] else "no", *(_fmt_run(c, r[c]) for c in run_cols))
         Console().print(t)

@@ -1,7 +1,9 @@
 """Run a sweep: batches of points evaluated on a ``concurrent.futures.Executor``, stored by the driver.
 
 Each task is a batch of points (``--batch``, 64 by default): a worker loads every point's spec
-and calls :func:`teton.engine.step.simulate_step` (about 1 ms), so per-task overhead (pickling,
+and calls :func:`teton.engine.step.simulate_step` (about 1 ms; plus the checkpoint and whole-run
+models when the spec has ``storage:`` / a ``reliability:`` run length, :mod:`teton.whole_run`),
+so per-task overhead (pickling,
 scheduling) is paid once per batch, not per point. The driver keeps a bounded window of batches
 in flight, and commits each finished batch to the store as it arrives (one transaction), so an
 interrupted sweep (Ctrl-C, kill) keeps every finished batch and a re-run skips those points by
@@ -68,18 +70,22 @@ def evaluate_batch(items: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str
     """
     from teton.engine.step import simulate_step
     from teton.spec import load_spec
+    from teton.whole_run import run_extras
 
     rows = []
     for key, mapping in items:
         try:
-            result = simulate_step(load_spec(mapping))
+            spec = load_spec(mapping)
+            result = simulate_step(spec)
+            extras = {k: _plain(v) for k, v in run_extras(spec, result).items()
+                      if isinstance(_plain(v), (int, float, str, bool))}
         except SpecError as err:
             rows.append({"key": key, "status": "invalid", "error": str(err)})
             continue
         except Exception as err:  # noqa: BLE001 - recorded in the row, the sweep goes on
             rows.append({"key": key, "status": "failed", "error": _one_line(err)})
             continue
-        rows.append({"key": key, "status": "ok", "error": None, **result_row(result)})
+        rows.append({"key": key, "status": "ok", "error": None, **result_row(result), **extras})
     return rows
 
 

@@ -252,12 +252,14 @@ class ResultStore:
 
     def rows(self, order: str = "key", limit: int | None = None, columns: Sequence[str] | None = None,
              only_ok: bool = False) -> list[dict[str, Any]]:
-        """Rows as dicts. ``order``: ``key`` (deterministic) or ``best`` (fitting first, then fastest)."""
+        """Rows as dicts. ``order``: ``key`` (deterministic) or ``best`` (fitting first, then the
+        shortest time-to-train when the points modelled a whole run, then the fastest step)."""
         clauses = [c for c in (self._where(), "status = 'ok'" if only_ok else "") if c]
         where = ""
         if clauses:
             where = "WHERE " + " AND ".join(c.removeprefix("WHERE ") for c in clauses)
-        by = "key" if order == "key" else "fits_in_memory DESC NULLS LAST, step_time_s ASC NULLS LAST, key"
+        run = "time_to_train_days ASC NULLS LAST, " if "time_to_train_days" in self._columns else ""
+        by = "key" if order == "key" else f"fits_in_memory DESC NULLS LAST, {run}step_time_s ASC NULLS LAST, key"
         sql = f"SELECT {self._select(columns)} FROM {TABLE} {where} ORDER BY {by}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
