@@ -218,3 +218,28 @@ def test_fp8_casts_move_four_bytes_per_operand_element_and_the_head_stays_bf16()
     assert len(casts) == 8 and all(i.kind == "memory" for i in casts)
     head = head_block(m, fp8.job)
     assert not any(isinstance(i, ComputeOp) and i.fp8 for i in (*head.fwd, *head.bwd))
+
+
+def test_ring_attention_exposure_hand_calc():
+    from teton.workload.ops import ring_exposed_s
+
+    # 3 steps, 4 compute blocks of 1 s: steps of 0.5 s hide, steps of 2 s expose 1 s each
+    assert ring_exposed_s(1.5, 4.0, 3) == 0.0
+    assert ring_exposed_s(6.0, 4.0, 3) == 3.0
+
+
+def test_ring_context_parallelism_moves_the_allgather_bytes_under_attention_and_saves_memory():
+    from teton.workload.memory import layer_activation_bytes
+
+    gather = _spec(cp=16, dp=8, seq_len=131072, global_batch=128)
+    ring = _spec(cp=16, dp=8, seq_len=131072, global_batch=128, cp_algo="ring")
+    g_blk, r_blk = layer_block(gather.model, gather.job), layer_block(ring.model, ring.job)
+    kv = 2 * 131072 * 2 * 1024 / 8  # bf16 K and V of the whole sequence, one KV head per TP rank
+    (fwd,) = [i for i in r_blk.fwd if isinstance(i, Collective) and i.axis == "cp"]
+    (bwd,) = [i for i in r_blk.bwd if isinstance(i, Collective) and i.axis == "cp"]
+    assert (fwd.bytes, fwd.overlap, fwd.ring_steps) == (kv, "attention", 15)
+    assert (bwd.bytes, bwd.overlap) == (2 * kv, "attention.bwd")  # K/V and their gradients
+    assert [i.op for i in g_blk.fwd if isinstance(i, Collective) and i.axis == "cp"] == ["all_gather"]
+    # the all-gather keeps the gathered K and V for backward; a ring keeps only its own block
+    saved = layer_activation_bytes(gather.model, gather.job) - layer_activation_bytes(ring.model, ring.job)
+    assert saved == kv

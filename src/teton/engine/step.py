@@ -40,7 +40,15 @@ from teton.engine.schedule import (
 from teton.placement import Placement, place
 from teton.spec.schema import Spec
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
-from teton.workload.ops import ACT_BYTES, FP32, Block, Collective, ComputeOp, overlapped_exposed_s
+from teton.workload.ops import (
+    ACT_BYTES,
+    FP32,
+    Block,
+    Collective,
+    ComputeOp,
+    overlapped_exposed_s,
+    ring_exposed_s,
+)
 from teton.workload.step_work import step_work
 
 OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES  # read+write state, read grad, write bf16
@@ -173,8 +181,11 @@ class BlockTimer:
             return "compute", self.compute.time_s(it)
         t = self.collective_s(it)
         if it.overlap:
-            gemm = next(i for i in items if isinstance(i, ComputeOp) and i.name == it.overlap)
-            t = overlapped_exposed_s(t, self.compute.time_s(gemm), it.chunks, self.sm_fraction(it.axis))
+            under = self.compute.time_s(next(i for i in items if isinstance(i, ComputeOp) and i.name == it.overlap))
+            if it.ring_steps:
+                t = ring_exposed_s(t, under, it.ring_steps)
+            else:
+                t = overlapped_exposed_s(t, under, it.chunks, self.sm_fraction(it.axis))
         return it.axis, t
 
     def sm_fraction(self, axis: str) -> float:

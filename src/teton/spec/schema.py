@@ -51,6 +51,9 @@ class JobSpec(BaseModel):
     # forward gathers / scatters decomposed with their GEMMs (full: TransformerEngine userbuffers,
     # PyTorch async-TP).
     tp_overlap: Literal["none", "bwd", "full"] = "none"
+    # Context parallelism: all-gather K/V then attend (Llama 3), or pass K/V blocks round a ring
+    # under the attention blocks (ring attention; TransformerEngine's p2p context parallelism).
+    cp_algo: Literal["all_gather", "ring"] = "all_gather"
     # When gradients are reduced over DP: once per step after accumulating all micro-batches
     # (Megatron distributed optimizer; PyTorch FSDP with gradient sync only on the last
     # micro-batch, as Llama 3 runs it), or after every micro-batch (DeepSpeed ZeRO-2/3). Default:

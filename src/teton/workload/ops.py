@@ -59,8 +59,9 @@ class Collective:
     op: str  # all_gather | reduce_scatter | all_reduce | all_to_all | send_recv
     axis: str  # tp | cp | pp | dp | ep
     bytes: float  # nccl-tests S: the gathered / reduced array size
-    overlap: str = ""  # the GEMM (by name, same pass) this collective runs alongside
-    chunks: int = 1  # > 1: decomposed with that GEMM into this many pipelined chunks
+    overlap: str = ""  # the GEMM / attention op (by name, same pass) this collective runs alongside
+    chunks: int = 1  # > 1: decomposed with that op into this many pipelined chunks
+    ring_steps: int = 0  # > 0: a ring of this many exchange steps under that op's blocks (ring attention)
 
 
 def overlapped_exposed_s(comm_s: float, gemm_s: float, chunks: int, sm_fraction: float = 0.0) -> float:
@@ -79,6 +80,19 @@ def overlapped_exposed_s(comm_s: float, gemm_s: float, chunks: int, sm_fraction:
     if chunks <= 1:
         return together - gemm_s
     return together + min(comm_s, gemm_s) / chunks - gemm_s
+
+
+def ring_exposed_s(comm_s: float, compute_s: float, steps: int) -> float:
+    """Exposed seconds of a ring exchange of ``steps`` steps under ``steps + 1`` equal compute blocks.
+
+    Ring attention (Liu et al. 2023; TransformerEngine / Megatron-Core context parallelism with
+    p2p): block 0 uses the local K/V; while block i is computed the next K/V block travels one
+    hop. Step i waits for ``max(t_step, t_block)``: exposed ``steps * max(0, t_comm / steps -
+    t_compute / (steps + 1))``. A ring moves the same bytes as the all-gather of the sequence.
+    """
+    if steps <= 0:
+        return comm_s
+    return steps * max(0.0, comm_s / steps - compute_s / (steps + 1))
 
 
 Item = ComputeOp | Collective
@@ -210,8 +224,15 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         return [Collective(name, "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
 
     kv_bytes = a * b * s * 2 * kv / t  # K and V of the whole sequence, this TP rank's heads
-    cp_fwd: list[Item] = [Collective("cp.kv_gather", "all_gather", "cp", kv_bytes)] if c > 1 else []
-    cp_bwd: list[Item] = [Collective("cp.kv_grad_scatter", "reduce_scatter", "cp", kv_bytes)] if c > 1 else []
+    cp_fwd: list[Item] = []
+    cp_bwd: list[Item] = []
+    if c > 1 and job.cp_algo == "ring":  # K/V blocks (and in backward their gradients) go round
+        cp_fwd = [Collective("cp.kv_ring", "all_gather", "cp", kv_bytes, overlap="attention", ring_steps=c - 1)]
+        cp_bwd = [Collective("cp.kv_ring.bwd", "all_gather", "cp", 2 * kv_bytes, overlap="attention.bwd",
+                             ring_steps=c - 1)]
+    elif c > 1:  # Llama 3: all-gather K and V, attend, reduce-scatter their gradients
+        cp_fwd = [Collective("cp.kv_gather", "all_gather", "cp", kv_bytes)]
+        cp_bwd = [Collective("cp.kv_grad_scatter", "reduce_scatter", "cp", kv_bytes)]
     drop = 1 if model.dropout else 0  # one byte mask written per dropout
     norm_bytes = 2 * a * tok_e * h
     resid_bytes = (3 * a + drop) * tok_e * h
