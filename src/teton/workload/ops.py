@@ -243,7 +243,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     moe_combine: list[Item] = []
     moe_combine_bwd: list[Item] = []
     if moe:
-        router = _gemm("router", tok_e, model.experts, h, acc)
+        router = _gemm("router", tok_e, model.experts, h, acc, fp8=False)  # routers stay in high precision
         a2a_bytes = a * tok * k_route * h / t  # this rank's share of the token copies
         moe_fwd = [router[0], _mem("router.softmax_topk", 3 * FP32 * tok_e * model.experts)]
         moe_bwd = [router[1], router[2]]
