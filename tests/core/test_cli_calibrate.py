@@ -63,3 +63,19 @@ def test_validate_with_measured_efficiencies(tmp_path, cli):
     for r in after:
         assert r["predicted"] < before[(r["case"], r["metric"])]["predicted"]  # slower kernels, fewer TFLOPs
         assert "sustained_ratio=0.8" in r["note"]
+
+
+def test_implied_sustained_ratio_diagnostic_reproduces_each_published_row():
+    from teton.report.validation import llama3_table4, table4_implied_sustained_ratio
+
+    ratios = table4_implied_sustained_ratio()
+    assert len(ratios) == 3 and all(0 < r < 1 for r in ratios)
+    for i, ratio in enumerate(ratios):
+        row = [r for r in llama3_table4({"sustained_ratio": ratio}) if r.metric == "tflops_per_gpu"][i]
+        assert abs(row.error) < 0.005, (i, ratio, row)
+
+
+def test_validate_json_carries_the_diagnostic(cli):
+    code, out, _ = cli("validate", "--case", "llama3-405b-table4", "--json")
+    assert code == 0
+    assert len(json.loads(out)["diagnostics"]["llama3-405b-table4.implied_sustained_ratio"]) == 3

@@ -63,3 +63,8 @@ def register(app: typer.Typer) -> None:
             console.print(f"note: {n}")
         console.print(f"mean absolute error of the point values {d['mean_abs_error'] * 100:.1f} %; "
                       f"{d['within_tolerance']}/{d['total']} rows within their band")
+        ratios = d["diagnostics"].get("llama3-405b-table4.implied_sustained_ratio")
+        if ratios:
+            console.print("diagnostic (not applied): Table 4 rows would match with every tensor-core kernel at "
+                          + " / ".join(f"{r:.2f}" for r in ratios) + " of its burst-microbenchmark throughput "
+                          "(cluster.efficiency.sustained_ratio); measure it with benchmarks/device/calibrate_hopper.py")
