@@ -68,6 +68,7 @@ def print_table(d: dict) -> None:
     t.add_column("value", justify="right")
     t.add_row("step time", f"{d['step_time_s']:.3f} s")
     t.add_row("MFU", f"{d['mfu'] * 100:.1f} %")
+    t.add_row("HFU", f"{d['hfu'] * 100:.1f} %")
     t.add_row("TFLOPs / GPU", f"{d['tflops_per_gpu']:.0f}")
     t.add_row("tokens / s", f"{d['tokens_per_s']:,.0f}")
     fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"

@@ -32,6 +32,10 @@ class StepResult:
     fidelity: str
     placement: str
     comm_times_s: dict[str, float] = field(default_factory=dict)
+    # hardware FLOPs utilisation (Korthikanti et al. 2022): the FLOPs the kernels execute
+    # (recompute included, causal attention as executed) over the same peak as ``mfu``
+    hfu: float = 0.0
+    hardware_flops_per_step: float = 0.0
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 

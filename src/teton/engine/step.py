@@ -139,6 +139,28 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
 
 
 _COMPUTE_S: dict[tuple, tuple[object, object, float]] = {}
+_BLOCK_FLOPS: dict[int, tuple[object, float]] = {}
+
+
+def block_flops(block: Block) -> float:
+    """FLOPs one GPU executes for ``block`` per micro-batch, forward and backward (recompute
+    included), memoised per block."""
+    hit = _BLOCK_FLOPS.get(id(block))
+    if hit is not None and hit[0] is block:
+        return hit[1]
+    total = sum(i.flops for i in (*block.fwd, *block.bwd) if isinstance(i, ComputeOp))
+    if len(_BLOCK_FLOPS) > 4096:
+        _BLOCK_FLOPS.clear()
+    _BLOCK_FLOPS[id(block)] = (block, total)
+    return total
+
+
+def hardware_flops_per_step(work, job) -> float:
+    """FLOPs all GPUs execute in one step: every pipeline rank's layers, embedding and head, per
+    micro-batch, times the micro-batches and the tp x cp x dp GPUs of each pipeline rank."""
+    per_pipeline = (float(work.split.layers.sum()) * block_flops(work.layer) + block_flops(work.embedding)
+                    + block_flops(work.head))
+    return per_pipeline * work.micro_batches * job.gpus / job.pp
 
 
 def sm_fraction(placement: Placement, axis: str, cluster) -> float:
@@ -377,6 +399,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "sm_contention": sm_contention_s,
         "optimizer": optimizer_s,
     }
+    hw_flops = hardware_flops_per_step(work, job)
     mem, _rank = memory_per_gpu(model, job)
     gpu = cluster.gpu_spec
     tokens = job.tokens_per_step
@@ -407,6 +430,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         placement=placement.policy,
         comm_times_s=comm_times,
         notes=spec.notes,
+        hfu=hw_flops / (step * job.gpus * gpu.peak_flops(job.precision)),
+        hardware_flops_per_step=hw_flops,
     )
     if timeline:
         events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather)

@@ -26,7 +26,7 @@ from teton.sweep.grid import Point, Sweep, canonical_json
 from teton.sweep.store import ResultStore, sql_type
 
 EXECUTORS = ("local", "ray", "serial")
-SCALAR_METRICS = ("step_time_s", "mfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes", "fits_in_memory",
+SCALAR_METRICS = ("step_time_s", "mfu", "hfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes", "fits_in_memory",
                   "hbm_bytes", "largest_memory_term", "model_flops_per_step", "tokens_per_step", "gpus",
                   "micro_batches", "fidelity", "placement")
 INT_METRICS = ("tokens_per_step", "gpus", "micro_batches")
