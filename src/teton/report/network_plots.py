@@ -23,6 +23,7 @@ from teton.topology.cluster import ClusterSpec
 
 SERIES = {
     "random placement, ECMP 1 QP": ("random", "ecmp", 1),
+    "random placement, E-ECMP 4 QPs": ("random", "e-ecmp", 4),
     "random placement, E-ECMP 16 QPs": ("random", "e-ecmp", 16),
     "topology-aware, ECMP 1 QP": ("topology-aware", "ecmp", 1),
     "topology-aware, E-ECMP 16 QPs": ("topology-aware", "e-ecmp", 16),
