@@ -14,8 +14,9 @@ to what the step model uses per micro-batch.
 
 from __future__ import annotations
 
+from teton.engine.block_timer import BlockTimer
 from teton.engine.compute import ComputeModel
-from teton.engine.step import BlockTimer, default_placement, make_cost_model
+from teton.engine.prepare import default_placement, make_cost_model
 from teton.spec.schema import Spec
 from teton.workload.ops import Collective, ComputeOp
 from teton.workload.step_work import step_work

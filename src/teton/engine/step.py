@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from teton.collectives.algorithms import nccl_channels
+from teton.engine.block_timer import BlockTimer, hardware_flops_per_step, sm_fraction
 from teton.engine.compute import ComputeModel
+from teton.engine.prepare import default_placement, make_cost_model, pp_transfer_times
 from teton.engine.result import StepResult
 from teton.engine.schedule import (
     DP_FULL_SHARD,
@@ -37,19 +38,14 @@ from teton.engine.schedule import (
     pipeline_timeline,
     simulate_pipeline,
 )
-from teton.placement import Placement, place
+from teton.placement import Placement
 from teton.spec.schema import Spec
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
-from teton.workload.ops import (
-    ACT_BYTES,
-    FP32,
-    Block,
-    Collective,
-    ComputeOp,
-    overlapped_exposed_s,
-    ring_exposed_s,
-)
+from teton.workload.ops import ACT_BYTES, FP32
 from teton.workload.step_work import step_work
+
+__all__ = ["simulate_step", "model_flops_per_token", "slowest_gpu_factor", "BlockTimer", "default_placement",
+           "make_cost_model"]
 
 OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES  # read+write state, read grad, write bf16
 
@@ -58,67 +54,6 @@ def model_flops_per_token(spec: Spec) -> float:
     """6 N (matmul params) + 12 L s d_attn (PaLM, Appendix B)."""
     m = spec.model
     return 6.0 * m.matmul_params() + 12.0 * m.layers * spec.job.seq_len * m.q_width
-
-
-def make_cost_model(spec: Spec):
-    """The network cost model the spec asks for (analytical, or flow on the explicit fabric)."""
-    net = spec.network
-    key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0)
-    hit = _COST_MODELS.get(key)
-    if hit is None:
-        if len(_COST_MODELS) > 64:
-            _COST_MODELS.clear()
-        if net.fidelity == "flow":
-            from teton.network.flow_model import FlowCostModel  # heavy: numba kernels, fabric graph
-
-            hit = FlowCostModel(spec.cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed)
-        else:
-            from teton.network.analytical import AnalyticalCostModel
-
-            hit = AnalyticalCostModel(spec.cluster, nvls=net.nvls)
-        _COST_MODELS[key] = hit
-    return hit
-
-
-_COST_MODELS: dict[tuple, object] = {}
-_PP_PAIRS: dict[int, tuple[Placement, list[np.ndarray]]] = {}
-
-
-_P2P: dict[tuple, tuple[Placement, object, np.ndarray]] = {}
-
-
-def pp_transfer_times(placement: Placement, cost, nbytes: float, v: int) -> np.ndarray:
-    """(p,) seconds to send ``nbytes`` across each pipeline boundary (the last: the interleaved
-    wrap-around, 0 for 1F1B); memoised per placement, cost model and size."""
-    key = (id(placement), id(cost), float(nbytes), v > 1)
-    hit = _P2P.get(key)
-    if hit is not None and hit[0] is placement and hit[1] is cost:
-        return hit[2]
-    pairs = pp_boundary_pairs(placement)
-    out = np.zeros(len(pairs))
-    for r, pr in enumerate(pairs):
-        if r == len(pairs) - 1 and v == 1:
-            break
-        out[r] = cost.collective_time("send_recv", pr, nbytes)
-    out.flags.writeable = False
-    if len(_P2P) > 1024:
-        _P2P.clear()
-    _P2P[key] = (placement, cost, out)
-    return out
-
-
-def pp_boundary_pairs(placement: Placement) -> list[np.ndarray]:
-    """(n_pipelines, 2) GPU ids for each boundary r -> r+1 (the last: back to rank 0), memoised."""
-    hit = _PP_PAIRS.get(id(placement))
-    if hit is not None and hit[0] is placement:
-        return hit[1]
-    g = placement.groups("pp")
-    p = g.shape[1]
-    pairs = [np.ascontiguousarray(np.stack([g[:, r], g[:, (r + 1) % p]], axis=1)) for r in range(p)]
-    if len(_PP_PAIRS) > 256:
-        _PP_PAIRS.clear()
-    _PP_PAIRS[id(placement)] = (placement, pairs)
-    return pairs
 
 
 def slowest_gpu_factor(gpus: int, cv: float) -> float:
@@ -136,162 +71,6 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
 
     z = NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
     return 1.0 / max(1e-3, 1.0 - cv * z)
-
-
-_COMPUTE_S: dict[tuple, tuple[object, object, float]] = {}
-_BLOCK_FLOPS: dict[int, tuple[object, float]] = {}
-
-
-def block_flops(block: Block) -> float:
-    """FLOPs one GPU executes for ``block`` per micro-batch, forward and backward (recompute
-    included), memoised per block."""
-    hit = _BLOCK_FLOPS.get(id(block))
-    if hit is not None and hit[0] is block:
-        return hit[1]
-    total = sum(i.flops for i in (*block.fwd, *block.bwd) if isinstance(i, ComputeOp))
-    if len(_BLOCK_FLOPS) > 4096:
-        _BLOCK_FLOPS.clear()
-    _BLOCK_FLOPS[id(block)] = (block, total)
-    return total
-
-
-def hardware_flops_per_step(work, job) -> float:
-    """FLOPs all GPUs execute in one step: every pipeline rank's layers, embedding and head, per
-    micro-batch, times the micro-batches and the tp x cp x dp GPUs of each pipeline rank."""
-    per_pipeline = (float(work.split.layers.sum()) * block_flops(work.layer) + block_flops(work.embedding)
-                    + block_flops(work.head))
-    return per_pipeline * work.micro_batches * job.gpus / job.pp
-
-
-def sm_fraction(placement: Placement, axis: str, cluster) -> float:
-    """Fraction of the SMs NCCL's kernel holds for a collective on ``axis`` (one CTA per channel)."""
-    if placement.degrees.get(axis, 1) <= 1:
-        return 0.0
-    channels = nccl_channels(placement.groups(axis), cluster.gpus_per_host, cluster.host_spec.backend_nics)
-    return min(1.0, channels / cluster.gpu_spec.sm_count)
-
-
-class BlockTimer:
-    """Times blocks' items; remembers collective times per (op, axis, bytes)."""
-
-    def __init__(self, compute: ComputeModel, cost, placement: Placement, cluster):
-        self.compute, self.cost, self.placement, self.cluster = compute, cost, placement, cluster
-        self.comm: dict[tuple[str, str, float], float] = {}
-
-    def collective_s(self, c: Collective) -> float:
-        key = (c.op, c.axis, c.bytes)
-        t = self.comm.get(key)
-        if t is None:
-            degree = self.placement.degrees.get(c.axis, 1)
-            t = 0.0 if degree <= 1 else self.cost.collective_time(c.op, self.placement.groups(c.axis), c.bytes)
-            self.comm[key] = t
-        return t
-
-    def items_s(self, items) -> dict[str, float]:
-        """Seconds of ``items`` by category: compute, and each axis's *exposed* collective time."""
-        out = {"compute": self.compute_s(items), "tp": 0.0, "cp": 0.0, "ep": 0.0}
-        for it in items:
-            if isinstance(it, Collective):
-                axis, t = self.item_s(it, items)
-                out[axis] = out.get(axis, 0.0) + t
-        return out
-
-    def item_s(self, it, items) -> tuple[str, float]:
-        """(category, exposed seconds) of one item of ``items``: a collective run alongside a GEMM
-        of the same pass is charged only what that GEMM does not hide."""
-        if not isinstance(it, Collective):
-            return "compute", self.compute.time_s(it)
-        t = self.collective_s(it)
-        if it.overlap:
-            under = self.compute.time_s(next(i for i in items if isinstance(i, ComputeOp) and i.name == it.overlap))
-            if it.ring_steps:
-                t = ring_exposed_s(t, under, it.ring_steps)
-            else:
-                t = overlapped_exposed_s(t, under, it.chunks, self.sm_fraction(it.axis))
-        return it.axis, t
-
-    def sm_fraction(self, axis: str) -> float:
-        """Fraction of the GPU's SMs an NCCL collective on ``axis`` holds while it runs."""
-        return sm_fraction(self.placement, axis, self.cluster)
-
-    def compute_s(self, items) -> float:
-        """Compute seconds of ``items``, memoised per item list and compute model (layouts that
-        share their blocks share this)."""
-        c = self.compute
-        key = (id(items), id(c.eff), c.gpu.name, c.precision, c.seq_len, c.attention_kernel)
-        hit = _COMPUTE_S.get(key)
-        if hit is not None and hit[0] is items and hit[1] is c.eff:
-            return hit[2]
-        total = sum(c.time_s(it) for it in items if not isinstance(it, Collective))
-        if len(_COMPUTE_S) > 4096:
-            _COMPUTE_S.clear()
-        _COMPUTE_S[key] = (items, c.eff, total)
-        return total
-
-    def block(self, block: Block) -> tuple[dict[str, float], dict[str, float]]:
-        """(forward, backward) seconds by category, memoised per block, placement, network and
-        compute model: layouts that share all four (they differ in ZeRO, v or the batch) share this."""
-        c = self.compute
-        key = (id(block), id(self.placement), id(self.cost), id(c.eff), c.gpu.name, c.precision, c.seq_len,
-               c.attention_kernel)
-        hit = _BLOCK_S.get(key)
-        if hit is not None and hit[0] is block and hit[1] is self.placement and hit[2] is self.cost:
-            self.comm.update(hit[4])
-            return hit[3]
-        out = self.items_s(block.fwd), self.items_s(block.bwd)
-        used = {(i.op, i.axis, i.bytes) for i in (*block.fwd, *block.bwd) if isinstance(i, Collective)}
-        if len(_BLOCK_S) > 4096:
-            _BLOCK_S.clear()
-        _BLOCK_S[key] = (block, self.placement, self.cost, out, {k: self.comm[k] for k in used})
-        return out
-
-
-_BLOCK_S: dict[tuple, tuple] = {}
-
-
-_PLACEMENTS: dict[tuple, Placement] = {}
-_CLUSTER_KEYS: dict[int, tuple[object, str]] = {}
-
-
-def cluster_key(cluster) -> str:
-    """A value key for a (frozen) cluster spec, memoised by identity."""
-    hit = _CLUSTER_KEYS.get(id(cluster))
-    if hit is not None and hit[0] is cluster:
-        return hit[1]
-    if len(_CLUSTER_KEYS) > 1024:
-        _CLUSTER_KEYS.clear()
-    key = cluster.model_dump_json()
-    _CLUSTER_KEYS[id(cluster)] = (cluster, key)
-    return key
-
-
-def default_placement(spec: Spec) -> Placement:
-    """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
-    j = spec.job
-    key = (cluster_key(spec.cluster), tuple(_degrees(spec).items()), _order(spec), j.placement, spec.seed)
-    hit = _PLACEMENTS.get(key)
-    if hit is None:
-        if len(_PLACEMENTS) > 256:
-            _PLACEMENTS.clear()
-        hit = _PLACEMENTS[key] = place(spec.cluster, _degrees(spec), _order(spec), j.placement, spec.seed)
-    return hit
-
-
-def _degrees(spec: Spec) -> dict[str, int]:
-    j = spec.job
-    d = {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
-    if j.ep > 1:
-        d["ep"] = j.ep
-    return d
-
-
-def _order(spec: Spec) -> tuple[str, ...]:
-    """The job's axis order; with EP, ``ep`` goes just inside ``dp`` unless the job places it."""
-    order = tuple(spec.job.parallel_order)
-    if spec.job.ep > 1 and "ep" not in order:
-        i = order.index("dp")
-        order = (*order[:i], "ep", *order[i:])
-    return order
 
 
 def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None,

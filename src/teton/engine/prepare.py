@@ -1,0 +1,119 @@
+"""What a spec's step needs before it is simulated, memoised: its network cost model, where its
+ranks sit on the cluster, and the point-to-point transfer time across each pipeline boundary.
+
+Each is a pure function of (parts of) the spec, cached by value so that thousands of layouts of
+one job on one cluster build each cost model and placement once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teton.placement import Placement, place
+from teton.spec.schema import Spec
+
+
+def make_cost_model(spec: Spec):
+    """The network cost model the spec asks for (analytical, or flow on the explicit fabric)."""
+    net = spec.network
+    key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0)
+    hit = _COST_MODELS.get(key)
+    if hit is None:
+        if len(_COST_MODELS) > 64:
+            _COST_MODELS.clear()
+        if net.fidelity == "flow":
+            from teton.network.flow_model import FlowCostModel  # heavy: numba kernels, fabric graph
+
+            hit = FlowCostModel(spec.cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed)
+        else:
+            from teton.network.analytical import AnalyticalCostModel
+
+            hit = AnalyticalCostModel(spec.cluster, nvls=net.nvls)
+        _COST_MODELS[key] = hit
+    return hit
+
+
+_COST_MODELS: dict[tuple, object] = {}
+_PP_PAIRS: dict[int, tuple[Placement, list[np.ndarray]]] = {}
+
+
+_P2P: dict[tuple, tuple[Placement, object, np.ndarray]] = {}
+
+
+def pp_transfer_times(placement: Placement, cost, nbytes: float, v: int) -> np.ndarray:
+    """(p,) seconds to send ``nbytes`` across each pipeline boundary (the last: the interleaved
+    wrap-around, 0 for 1F1B); memoised per placement, cost model and size."""
+    key = (id(placement), id(cost), float(nbytes), v > 1)
+    hit = _P2P.get(key)
+    if hit is not None and hit[0] is placement and hit[1] is cost:
+        return hit[2]
+    pairs = pp_boundary_pairs(placement)
+    out = np.zeros(len(pairs))
+    for r, pr in enumerate(pairs):
+        if r == len(pairs) - 1 and v == 1:
+            break
+        out[r] = cost.collective_time("send_recv", pr, nbytes)
+    out.flags.writeable = False
+    if len(_P2P) > 1024:
+        _P2P.clear()
+    _P2P[key] = (placement, cost, out)
+    return out
+
+
+def pp_boundary_pairs(placement: Placement) -> list[np.ndarray]:
+    """(n_pipelines, 2) GPU ids for each boundary r -> r+1 (the last: back to rank 0), memoised."""
+    hit = _PP_PAIRS.get(id(placement))
+    if hit is not None and hit[0] is placement:
+        return hit[1]
+    g = placement.groups("pp")
+    p = g.shape[1]
+    pairs = [np.ascontiguousarray(np.stack([g[:, r], g[:, (r + 1) % p]], axis=1)) for r in range(p)]
+    if len(_PP_PAIRS) > 256:
+        _PP_PAIRS.clear()
+    _PP_PAIRS[id(placement)] = (placement, pairs)
+    return pairs
+
+
+_PLACEMENTS: dict[tuple, Placement] = {}
+_CLUSTER_KEYS: dict[int, tuple[object, str]] = {}
+
+
+def cluster_key(cluster) -> str:
+    """A value key for a (frozen) cluster spec, memoised by identity."""
+    hit = _CLUSTER_KEYS.get(id(cluster))
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    if len(_CLUSTER_KEYS) > 1024:
+        _CLUSTER_KEYS.clear()
+    key = cluster.model_dump_json()
+    _CLUSTER_KEYS[id(cluster)] = (cluster, key)
+    return key
+
+
+def default_placement(spec: Spec) -> Placement:
+    """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
+    j = spec.job
+    key = (cluster_key(spec.cluster), tuple(_degrees(spec).items()), _order(spec), j.placement, spec.seed)
+    hit = _PLACEMENTS.get(key)
+    if hit is None:
+        if len(_PLACEMENTS) > 256:
+            _PLACEMENTS.clear()
+        hit = _PLACEMENTS[key] = place(spec.cluster, _degrees(spec), _order(spec), j.placement, spec.seed)
+    return hit
+
+
+def _degrees(spec: Spec) -> dict[str, int]:
+    j = spec.job
+    d = {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
+    if j.ep > 1:
+        d["ep"] = j.ep
+    return d
+
+
+def _order(spec: Spec) -> tuple[str, ...]:
+    """The job's axis order; with EP, ``ep`` goes just inside ``dp`` unless the job places it."""
+    order = tuple(spec.job.parallel_order)
+    if spec.job.ep > 1 and "ep" not in order:
+        i = order.index("dp")
+        order = (*order[:i], "ep", *order[i:])
+    return order
