@@ -39,11 +39,23 @@ def hardware_flops_per_step(work, job) -> float:
 
 
 def sm_fraction(placement: Placement, axis: str, cluster) -> float:
-    """Fraction of the SMs NCCL's kernel holds for a collective on ``axis`` (one CTA per channel)."""
+    """Fraction of the SMs NCCL's kernel holds for a collective on ``axis`` (one CTA per channel),
+    memoised per placement and axis."""
     if placement.degrees.get(axis, 1) <= 1:
         return 0.0
+    key = (id(placement), axis, id(cluster))
+    hit = _SM_FRACTION.get(key)
+    if hit is not None and hit[0] is placement and hit[1] is cluster:
+        return hit[2]
     channels = nccl_channels(placement.groups(axis), cluster.gpus_per_host, cluster.host_spec.backend_nics)
-    return min(1.0, channels / cluster.gpu_spec.sm_count)
+    f = min(1.0, channels / cluster.gpu_spec.sm_count)
+    if len(_SM_FRACTION) > 4096:
+        _SM_FRACTION.clear()
+    _SM_FRACTION[key] = (placement, cluster, f)
+    return f
+
+
+_SM_FRACTION: dict[tuple, tuple] = {}
 
 
 class BlockTimer:

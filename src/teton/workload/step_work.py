@@ -72,7 +72,7 @@ _BLOCKS: dict[tuple, tuple[Block, Block, Block]] = {}
 
 def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
     """(layer, embedding, head) blocks of ``job``, shared by every job with the same block fields."""
-    key = (model, tuple((k, v) for k, v in job if k not in _NOT_IN_BLOCKS))
+    key = (model, tuple(v for k, v in job.__dict__.items() if k not in _NOT_IN_BLOCKS))  # fields in order
     hit = _BLOCKS.get(key)
     if hit is None:
         if len(_BLOCKS) > 1024:
