@@ -1,0 +1,97 @@
+"""``teton compare``: two variants of a job side by side: what one change buys, category by category.
+
+    teton compare SPEC --b job.precision=fp8                  # SPEC vs SPEC with fp8
+    teton compare SPEC --a cluster=meta-roce-24k --b cluster=meta-ib-24k
+    teton compare A.yaml B.yaml                              # two spec files
+
+Both variants are simulated by the same step model; every number is the model's, and the deltas
+are B relative to A.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import print_json
+
+GIB = 2**30
+METRICS = ("step_time_s", "mfu", "hfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes")
+
+
+def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, set_b: list[str] | None) -> dict:
+    """Both variants' results and B's change against A: metrics, breakdown and memory terms."""
+    from teton.errors import SpecError
+    from teton.spec import load_spec
+    from teton.whole_run import run_extras
+
+    if spec_b is None and not (set_a or set_b):
+        raise SpecError("SPEC_B", "(none)", "give a second spec, or --a / --b overrides that make the variants differ")
+    out = {}
+    for name, path, sets in (("a", spec_a, set_a), ("b", spec_b or spec_a, set_b)):
+        from teton.engine.step import simulate_step
+
+        spec = load_spec(path, sets)
+        r = simulate_step(spec)
+        d = r.to_dict()
+        d.update(run_extras(spec, r))
+        d["label"] = str(path) + "".join(f" {s}" for s in (sets or []))
+        out[name] = d
+    a, b = out["a"], out["b"]
+    keys = [k for k in (*METRICS, "checkpoint_save_s", "ettr", "time_to_train_days", "cost_usd") if k in a and k in b]
+    out["change"] = {k: _rel(a[k], b[k]) for k in keys}
+    out["breakdown_delta_s"] = {k: b["breakdown"].get(k, 0.0) - a["breakdown"].get(k, 0.0)
+                                for k in dict.fromkeys([*a["breakdown"], *b["breakdown"]])}
+    return out
+
+
+def _rel(a: float, b: float) -> float | None:
+    return None if not a else b / a - 1
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def compare(
+        spec_a: Annotated[Path, typer.Argument(metavar="SPEC", help="spec file of variant A")],
+        spec_b: Annotated[Path | None, typer.Argument(metavar="[SPEC_B]", help="spec file of variant B "
+                                                      "(default: SPEC again, with --b overrides)")] = None,
+        set_a: Annotated[list[str] | None, typer.Option("--a", help="override for A: key.path=value")] = None,
+        set_b: Annotated[list[str] | None, typer.Option("--b", help="override for B: key.path=value")] = None,
+        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    ) -> None:
+        """Two variants of a job side by side: metrics, where the time goes, memory; B against A."""
+        d = compare_specs(spec_a, spec_b, set_a, set_b)
+        if json_:
+            print_json(d)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        a, b = d["a"], d["b"]
+        console = Console()
+        console.print(f"A: {a['label']}\nB: {b['label']}")
+        t = Table(title="B against A")
+        for col in ("", "A", "B", "change"):
+            t.add_column(col, justify="left" if not col else "right")
+        fmt = {"step_time_s": ("step time", lambda v: f"{v:.3f} s"), "mfu": ("MFU", lambda v: f"{v * 100:.1f} %"),
+               "hfu": ("HFU", lambda v: f"{v * 100:.1f} %"), "tflops_per_gpu": ("TFLOPs / GPU", lambda v: f"{v:.0f}"),
+               "tokens_per_s": ("tokens / s", lambda v: f"{v:,.0f}"),
+               "memory_per_gpu_bytes": ("memory / GPU", lambda v: f"{v / GIB:.1f} GiB"),
+               "checkpoint_save_s": ("checkpoint save", lambda v: f"{v:.2f} s"), "ettr": ("ETTR", lambda v: f"{v * 100:.1f} %"),
+               "time_to_train_days": ("time to train", lambda v: f"{v:.1f} days"),
+               "cost_usd": ("cost", lambda v: f"${v:,.0f}")}
+        for k, change in d["change"].items():
+            label, f = fmt[k]
+            t.add_row(label, f(a[k]), f(b[k]), "-" if change is None else f"{change * 100:+.1f} %")
+        t.add_row("fits in memory", "yes" if a["fits_in_memory"] else "no", "yes" if b["fits_in_memory"] else "no", "")
+        console.print(t)
+        bd = Table(title="where the step time goes (seconds)")
+        for col in ("category", "A", "B", "B - A"):
+            bd.add_column(col, justify="left" if col == "category" else "right")
+        for k, delta in d["breakdown_delta_s"].items():
+            va, vb = a["breakdown"].get(k, 0.0), b["breakdown"].get(k, 0.0)
+            if va or vb:
+                bd.add_row(k, f"{va:.3f}", f"{vb:.3f}", f"{delta:+.3f}")
+        console.print(bd)
