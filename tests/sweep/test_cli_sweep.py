@@ -110,3 +110,16 @@ def test_storage_sweep_stores_the_whole_run_and_ranks_by_time_to_train(cli, tmp_
     assert len({r["step_time_s"] for r in top}) == 1  # storage does not change the step
     code, out, _ = cli("sweep", path, "--out", tmp_path / "s.duckdb", "--executor", "serial")
     assert code == 0 and "ETTR" in out and "days" in out and "time-to-train" in out
+
+
+def test_html_page_of_a_sweep(cli, tmp_path, sweep_file):
+    page = tmp_path / "sweep.html"
+    code, _, _ = cli("sweep", sweep_file, "--out", tmp_path / "r.duckdb", "--executor", "serial", "--html", page)
+    assert code == 0
+    html = page.read_text(encoding="utf-8")
+    for section in ("best", "effects", "memory-vs-time"):
+        assert f'<section id="{section}">' in html
+    assert "fig-effects-job-tp" in html and "<script src" not in html  # offline: plotly.js inlined
+    code, _, err = cli("sweep", sweep_file, "--out", tmp_path / "r2.duckdb", "--html", tmp_path / "no" / "x.html")
+    assert code == 2 and "--html" in err and err.count("\n") == 1
+    assert not (tmp_path / "r2.duckdb").exists()  # refused before anything ran

@@ -42,6 +42,8 @@ def register(app: typer.Typer) -> None:
         batch: Annotated[int, typer.Option("--batch", help="points per task")] = 64,
         top: Annotated[int, typer.Option("--top", help="rows to print")] = 10,
         parquet: Annotated[Path | None, typer.Option("--parquet", help="also export this sweep's rows")] = None,
+        html: Annotated[Path | None, typer.Option("--html", help="also write an offline HTML page of the "
+                                                  "sweep: best points, effect of each key, time vs memory")] = None,
         json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     ) -> None:
         """Simulate every point of a sweep (skipping points already in --out) and show the best."""
@@ -56,6 +58,10 @@ def register(app: typer.Typer) -> None:
         from teton.sweep.store import ResultStore
 
         check_executor(executor, workers)
+        if html is not None:
+            from teton.report.html import check_writable_file
+
+            check_writable_file(html, "--html")
         for name, value in (("--batch", batch), ("--top", top)):
             if value is not None and value < 1:
                 raise SpecError(name, value, "must be a positive integer")
@@ -85,6 +91,10 @@ def register(app: typer.Typer) -> None:
             errors = [r for r in store.rows(columns=["key", "status", "error", *point_cols]) if r["status"] != "ok"]
             if parquet is not None:
                 store.export_parquet(parquet)
+            if html is not None:
+                from teton.report.sweep_report import write_sweep_page
+
+                write_sweep_page(store.rows(only_ok=True), point_cols, str(sweep_file), html)
         if json_:
             print_json({"sweep": str(sweep_file), "out": str(out), **summary.to_dict(),
                         "errors": errors[:top], "top": best})

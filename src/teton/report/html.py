@@ -88,7 +88,16 @@ def _figure_html(key: str, name: str, fig) -> str:
 
 
 def render_html(sections: Sequence[Section], spec, spec_path: str = "", overrides: Sequence[str] = ()) -> str:
-    """The whole page as a string: plotly.js inlined once, every figure as an embedded div."""
+    """The whole page of a spec's report as a string (see :func:`render_page`)."""
+    j = spec.job
+    subtitle = (f"{spec.model.name} on {spec.cluster.name}: {j.gpus:,} GPUs, tp={j.tp} cp={j.cp} pp={j.pp} "
+                f"dp={j.dp_degree}")
+    return render_page(sections, f"{spec.model.name} on {spec.cluster.name}", subtitle, spec_path, overrides)
+
+
+def render_page(sections: Sequence[Section], title: str, subtitle: str, spec_path: str = "",
+                overrides: Sequence[str] = ()) -> str:
+    """A page of sections as a string: plotly.js inlined once, every figure as an embedded div."""
     import jinja2
     import plotly
     from plotly.offline import get_plotlyjs
@@ -98,13 +107,10 @@ def render_html(sections: Sequence[Section], spec, spec_path: str = "", override
     text = resources.files("teton.data").joinpath("templates", TEMPLATE).read_text(encoding="utf-8")
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True,
                              undefined=jinja2.StrictUndefined)
-    j = spec.job
-    subtitle = (f"{spec.model.name} on {spec.cluster.name}: {j.gpus:,} GPUs, tp={j.tp} cp={j.cp} pp={j.pp} "
-                f"dp={j.dp_degree}")
     plotlyjs = get_plotlyjs()
     figures = {s.key: [_figure_html(s.key, name, fig) for name, fig in s.figures] for s in sections}
     return env.from_string(text).render(
-        title=f"{spec.model.name} on {spec.cluster.name}", subtitle=subtitle, spec_path=spec_path,
+        title=title, subtitle=subtitle, spec_path=spec_path,
         overrides=list(overrides), sections=sections, figures=figures, plotlyjs=plotlyjs,
         version=teton.__version__, plotly_version=_plotlyjs_version(plotlyjs, plotly.__version__))
 
