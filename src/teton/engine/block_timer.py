@@ -10,24 +10,21 @@ from __future__ import annotations
 
 from teton.collectives.algorithms import nccl_channels
 from teton.engine.compute import ComputeModel
+from teton.memo import IdentityMemo
 from teton.placement import Placement
 from teton.workload.ops import Block, Collective, ComputeOp, overlapped_exposed_s, ring_exposed_s
 
-_COMPUTE_S: dict[tuple, tuple[object, object, float]] = {}
-_BLOCK_FLOPS: dict[int, tuple[object, float]] = {}
+_COMPUTE_S = IdentityMemo()
+_BLOCK_FLOPS = IdentityMemo()
+_SM_FRACTION = IdentityMemo()
+_BLOCK_S = IdentityMemo()
 
 
 def block_flops(block: Block) -> float:
     """FLOPs one GPU executes for ``block`` per micro-batch, forward and backward (recompute
     included), memoised per block."""
-    hit = _BLOCK_FLOPS.get(id(block))
-    if hit is not None and hit[0] is block:
-        return hit[1]
-    total = sum(i.flops for i in (*block.fwd, *block.bwd) if isinstance(i, ComputeOp))
-    if len(_BLOCK_FLOPS) > 4096:
-        _BLOCK_FLOPS.clear()
-    _BLOCK_FLOPS[id(block)] = (block, total)
-    return total
+    return _BLOCK_FLOPS.get((block,), (), lambda: sum(
+        i.flops for i in (*block.fwd, *block.bwd) if isinstance(i, ComputeOp)))
 
 
 def hardware_flops_per_step(work, job) -> float:
@@ -43,19 +40,8 @@ def sm_fraction(placement: Placement, axis: str, cluster) -> float:
     memoised per placement and axis."""
     if placement.degrees.get(axis, 1) <= 1:
         return 0.0
-    key = (id(placement), axis, id(cluster))
-    hit = _SM_FRACTION.get(key)
-    if hit is not None and hit[0] is placement and hit[1] is cluster:
-        return hit[2]
-    channels = nccl_channels(placement.groups(axis), cluster.gpus_per_host, cluster.host_spec.backend_nics)
-    f = min(1.0, channels / cluster.gpu_spec.sm_count)
-    if len(_SM_FRACTION) > 4096:
-        _SM_FRACTION.clear()
-    _SM_FRACTION[key] = (placement, cluster, f)
-    return f
-
-
-_SM_FRACTION: dict[tuple, tuple] = {}
+    return _SM_FRACTION.get((placement, cluster), (axis,), lambda: min(1.0, nccl_channels(
+        placement.groups(axis), cluster.gpus_per_host, cluster.host_spec.backend_nics) / cluster.gpu_spec.sm_count))
 
 
 class BlockTimer:
@@ -105,32 +91,20 @@ class BlockTimer:
         """Compute seconds of ``items``, memoised per item list and compute model (layouts that
         share their blocks share this)."""
         c = self.compute
-        key = (id(items), id(c.eff), c.gpu.name, c.precision, c.seq_len, c.attention_kernel)
-        hit = _COMPUTE_S.get(key)
-        if hit is not None and hit[0] is items and hit[1] is c.eff:
-            return hit[2]
-        total = sum(c.time_s(it) for it in items if not isinstance(it, Collective))
-        if len(_COMPUTE_S) > 4096:
-            _COMPUTE_S.clear()
-        _COMPUTE_S[key] = (items, c.eff, total)
-        return total
+        return _COMPUTE_S.get((items, c.eff), (c.gpu.name, c.precision, c.seq_len, c.attention_kernel),
+                              lambda: sum(c.time_s(it) for it in items if not isinstance(it, Collective)))
 
     def block(self, block: Block) -> tuple[dict[str, float], dict[str, float]]:
         """(forward, backward) seconds by category, memoised per block, placement, network and
         compute model: layouts that share all four (they differ in ZeRO, v or the batch) share this."""
         c = self.compute
-        key = (id(block), id(self.placement), id(self.cost), id(c.eff), c.gpu.name, c.precision, c.seq_len,
-               c.attention_kernel)
-        hit = _BLOCK_S.get(key)
-        if hit is not None and hit[0] is block and hit[1] is self.placement and hit[2] is self.cost:
-            self.comm.update(hit[4])
-            return hit[3]
-        out = self.items_s(block.fwd), self.items_s(block.bwd)
-        used = {(i.op, i.axis, i.bytes) for i in (*block.fwd, *block.bwd) if isinstance(i, Collective)}
-        if len(_BLOCK_S) > 4096:
-            _BLOCK_S.clear()
-        _BLOCK_S[key] = (block, self.placement, self.cost, out, {k: self.comm[k] for k in used})
+
+        def price() -> tuple:
+            out = self.items_s(block.fwd), self.items_s(block.bwd)
+            used = {(i.op, i.axis, i.bytes) for i in (*block.fwd, *block.bwd) if isinstance(i, Collective)}
+            return out, {k: self.comm[k] for k in used}
+
+        out, comm = _BLOCK_S.get((block, self.placement, self.cost, c.eff),
+                                 (c.gpu.name, c.precision, c.seq_len, c.attention_kernel), price)
+        self.comm.update(comm)  # the collective times a memoised block used, for the result's report
         return out
-
-
-_BLOCK_S: dict[tuple, tuple] = {}

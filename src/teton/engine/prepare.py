@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from teton.memo import IdentityMemo
 from teton.placement import Placement, place
 from teton.spec.schema import Spec
 
@@ -34,60 +35,45 @@ def make_cost_model(spec: Spec):
 
 
 _COST_MODELS: dict[tuple, object] = {}
-_PP_PAIRS: dict[int, tuple[Placement, list[np.ndarray]]] = {}
-
-
-_P2P: dict[tuple, tuple[Placement, object, np.ndarray]] = {}
+_PP_PAIRS = IdentityMemo(256)
+_P2P = IdentityMemo(1024)
+_CLUSTER_KEYS = IdentityMemo(1024)
 
 
 def pp_transfer_times(placement: Placement, cost, nbytes: float, v: int) -> np.ndarray:
     """(p,) seconds to send ``nbytes`` across each pipeline boundary (the last: the interleaved
     wrap-around, 0 for 1F1B); memoised per placement, cost model and size."""
-    key = (id(placement), id(cost), float(nbytes), v > 1)
-    hit = _P2P.get(key)
-    if hit is not None and hit[0] is placement and hit[1] is cost:
-        return hit[2]
-    pairs = pp_boundary_pairs(placement)
-    out = np.zeros(len(pairs))
-    for r, pr in enumerate(pairs):
-        if r == len(pairs) - 1 and v == 1:
-            break
-        out[r] = cost.collective_time("send_recv", pr, nbytes)
-    out.flags.writeable = False
-    if len(_P2P) > 1024:
-        _P2P.clear()
-    _P2P[key] = (placement, cost, out)
-    return out
+
+    def times() -> np.ndarray:
+        pairs = pp_boundary_pairs(placement)
+        out = np.zeros(len(pairs))
+        for r, pr in enumerate(pairs):
+            if r == len(pairs) - 1 and v == 1:
+                break
+            out[r] = cost.collective_time("send_recv", pr, nbytes)
+        out.flags.writeable = False
+        return out
+
+    return _P2P.get((placement, cost), (float(nbytes), v > 1), times)
 
 
 def pp_boundary_pairs(placement: Placement) -> list[np.ndarray]:
     """(n_pipelines, 2) GPU ids for each boundary r -> r+1 (the last: back to rank 0), memoised."""
-    hit = _PP_PAIRS.get(id(placement))
-    if hit is not None and hit[0] is placement:
-        return hit[1]
-    g = placement.groups("pp")
-    p = g.shape[1]
-    pairs = [np.ascontiguousarray(np.stack([g[:, r], g[:, (r + 1) % p]], axis=1)) for r in range(p)]
-    if len(_PP_PAIRS) > 256:
-        _PP_PAIRS.clear()
-    _PP_PAIRS[id(placement)] = (placement, pairs)
-    return pairs
+
+    def pairs() -> list[np.ndarray]:
+        g = placement.groups("pp")
+        p = g.shape[1]
+        return [np.ascontiguousarray(np.stack([g[:, r], g[:, (r + 1) % p]], axis=1)) for r in range(p)]
+
+    return _PP_PAIRS.get((placement,), (), pairs)
 
 
 _PLACEMENTS: dict[tuple, Placement] = {}
-_CLUSTER_KEYS: dict[int, tuple[object, str]] = {}
 
 
 def cluster_key(cluster) -> str:
     """A value key for a (frozen) cluster spec, memoised by identity."""
-    hit = _CLUSTER_KEYS.get(id(cluster))
-    if hit is not None and hit[0] is cluster:
-        return hit[1]
-    if len(_CLUSTER_KEYS) > 1024:
-        _CLUSTER_KEYS.clear()
-    key = cluster.model_dump_json()
-    _CLUSTER_KEYS[id(cluster)] = (cluster, key)
-    return key
+    return _CLUSTER_KEYS.get((cluster,), (), cluster.model_dump_json)
 
 
 def default_placement(spec: Spec) -> Placement:

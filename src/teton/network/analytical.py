@@ -25,6 +25,7 @@ import numpy as np
 
 from teton.errors import SpecError, closest
 from teton.hardware import cluster_efficiency
+from teton.memo import IdentityMemo
 from teton.topology.cluster import ClusterSpec
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
@@ -69,17 +70,10 @@ class AnalyticalCostModel:
         self.nic_bw = cluster.nic_bytes_s_per_gpu
         self.nic_latency_s = cluster.nic.latency_us * 1e-6
         self._key = (cluster.model_dump_json(), self.nvls)
-        self._ident: dict[int, tuple[np.ndarray, int]] = {}  # id(groups) -> (groups, hash)
+        self._ident = IdentityMemo()  # groups array -> hash of its contents
 
     def _groups_hash(self, groups: np.ndarray) -> int:
-        hit = self._ident.get(id(groups))
-        if hit is not None and hit[0] is groups:
-            return hit[1]
-        h = hash(groups.tobytes())
-        if len(self._ident) > 4096:
-            self._ident.clear()
-        self._ident[id(groups)] = (groups, h)
-        return h
+        return self._ident.get((groups,), (), lambda: hash(groups.tobytes()))
 
     # -- the shape of groups over the topology -------------------------------------------
     @staticmethod
