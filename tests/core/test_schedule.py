@@ -62,3 +62,34 @@ def test_timeline_events_respect_dependencies(example_spec):
         if e["pass"] == "bwd":
             assert e["start_s"] >= end[(e["rank"], "fwd", e["chunk"], e["microbatch"])]
     assert max(e["end_s"] for e in events) <= r.step_time_s
+
+
+@pytest.mark.parametrize("p,v", [(2, 2), (4, 3), (8, 4), (16, 8)])
+def test_llama3_rounds_of_n_keep_the_textbook_bubble(p, v):
+    # Llama 3's schedule: N >= p consecutive micro-batches per chunk, any N dividing m
+    for n in (p, p + 1, 2 * p + 1):
+        for m in (n, 2 * n):
+            f = np.ones((p, v))
+            finish, busy, _ = simulate_pipeline(f, 2 * f, m, n_round=n)
+            assert (finish.max() - busy.max()) / busy.max() == pytest.approx((p - 1) / (v * m), abs=1e-12)
+
+
+def test_pp_round_lets_twenty_micro_batches_run_on_sixteen_stages(cli, example_spec):
+    from teton import simulate
+    from teton.workload.pipeline import in_flight_microbatches
+
+    code, _, err = cli("run", example_spec, "--set", "job.global_batch=2560")  # 20 micro-batches, pp 16
+    assert code == 2 and "job.pp_round" in err
+    r = simulate(example_spec, ["job.global_batch=2560", "job.pp_round=20"])
+    base = simulate(example_spec)
+    assert r.micro_batches == 20 and r.step_time_s > 0
+    # one round of 20: the first rank runs every forward before its first backward, so it holds
+    # all m*v chunk activations ((p-1)*2 + (v-1)*N + 1 = 171, capped at 160), as the example's
+    # single round of 16 holds all of its 128; rounds of 16 over 32 micro-batches hold 143
+    assert in_flight_microbatches(16, 8, 20, 0, 20) == 20 * 8
+    assert in_flight_microbatches(16, 8, 16, 0) == 16 * 8
+    assert in_flight_microbatches(16, 8, 32, 0) == 15 * 2 + 7 * 16 + 1
+    assert r.memory_breakdown["activations"] > base.memory_breakdown["activations"]
+    for bad in ("job.pp_round=8", "job.pp_round=17"):  # below pp; does not divide 20
+        code, _, err = cli("run", example_spec, "--set", "job.global_batch=2560", "--set", bad)
+        assert code == 2 and "job.pp_round" in err and err.count("\n") == 1

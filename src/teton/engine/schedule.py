@@ -22,67 +22,45 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from teton.workload.pipeline import chunk_orders, warmup_forwards
+
 # DP-stream behaviour codes (see ``simulate_pipeline``)
 DP_NONE, DP_ONCE, DP_PER_MICROBATCH, DP_FULL_SHARD = 0, 1, 2, 3
 
 
-@njit(cache=True)
-def _order(p: int, v: int, m: int, r: int) -> np.ndarray:
-    """(2*m*v, 3) int array of (is_backward, chunk, microbatch) for rank r."""
-    total = m * v
-    if v == 1:
-        warm = min(p - r - 1, m)
-    else:
-        warm = min((p - r - 1) * 2 + (v - 1) * p, total)
-    out = np.empty((2 * total, 3), dtype=np.int64)
-    i = 0
-    kf = 0
-    kb = 0
-    for _ in range(warm):
-        out[i, 0] = 0
-        out[i, 1] = (kf // p) % v
-        out[i, 2] = (kf // (p * v)) * p + kf % p
-        kf += 1
-        i += 1
-    for _ in range(total - warm):
-        out[i, 0] = 0
-        out[i, 1] = (kf // p) % v
-        out[i, 2] = (kf // (p * v)) * p + kf % p
-        kf += 1
-        i += 1
-        out[i, 0] = 1
-        out[i, 1] = v - 1 - (kb // p) % v
-        out[i, 2] = (kb // (p * v)) * p + kb % p
-        kb += 1
-        i += 1
-    while kb < total:
-        out[i, 0] = 1
-        out[i, 1] = v - 1 - (kb // p) % v
-        out[i, 2] = (kb // (p * v)) * p + kb % p
-        kb += 1
-        i += 1
-    return out
+_ORDERS: dict[tuple[int, int, int, int], np.ndarray] = {}
 
 
-@njit(cache=True)
-def _orders(p: int, v: int, m: int) -> np.ndarray:
-    orders = np.empty((p, 2 * m * v, 3), dtype=np.int64)
-    for r in range(p):
-        orders[r] = _order(p, v, m, r)
-    return orders
+def schedule_orders(p: int, v: int, m: int, n_round: int | None = None) -> np.ndarray:
+    """(p, 2*m*v, 3) op order (is_backward, chunk, micro-batch) of every rank, memoised.
 
-
-_ORDERS: dict[tuple[int, int, int], np.ndarray] = {}
-
-
-def schedule_orders(p: int, v: int, m: int) -> np.ndarray:
-    """(p, 2*m*v, 3) op order of every rank, memoised per (p, v, m)."""
-    key = (p, v, m)
+    Rank r runs its warm-up forwards (``workload.pipeline.warmup_forwards``), then alternates one
+    forward and one backward, then drains the backwards; forwards and backwards follow
+    ``workload.pipeline.chunk_orders`` (rounds of ``n_round`` micro-batches, default p).
+    """
+    n = n_round or p
+    key = (p, v, m, n)
     hit = _ORDERS.get(key)
     if hit is None:
         if len(_ORDERS) > 256:
             _ORDERS.clear()
-        hit = _ORDERS[key] = _orders(p, v, m)
+        fwd, bwd = chunk_orders(v, m, n)
+        total = m * v
+        orders = np.empty((p, 2 * total, 3), dtype=np.int64)
+        for r in range(p):
+            w = warmup_forwards(p, v, m, r, n)
+            idx = np.empty(2 * total, dtype=np.int64)  # position in fwd (>= 0) or ~position in bwd
+            steady = total - w
+            idx[:w] = np.arange(w)
+            idx[w:w + 2 * steady:2] = np.arange(w, total)
+            idx[w + 1:w + 2 * steady:2] = ~np.arange(steady)
+            idx[w + 2 * steady:] = ~np.arange(steady, total)
+            is_bwd = idx < 0
+            pos = np.where(is_bwd, ~idx, idx)
+            pairs = np.where(is_bwd[:, None], bwd[pos], fwd[pos])
+            orders[r, :, 0] = is_bwd
+            orders[r, :, 1:] = pairs
+        hit = _ORDERS[key] = orders
     return hit
 
 
@@ -180,25 +158,26 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
     return rank_free, busy, dp_free, starts, orders, True
 
 
-def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather):
+def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_round=None):
     """Normalise the inputs and run the compiled schedule; returns all of its outputs."""
     fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
     bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
     p, v = fwd_s.shape
     zeros = np.zeros((p, v))
-    out = _simulate(p, v, int(m), schedule_orders(p, v, int(m)), fwd_s, bwd_s,
+    out = _simulate(p, v, int(m), schedule_orders(p, v, int(m), n_round), fwd_s, bwd_s,
                     np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64), int(dp_mode),
                     zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
                     zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64),
                     bool(overlap_param_gather))
-    if not out[-1]:  # pragma: no cover - the orders above never deadlock for m % p == 0 or v == 1
+    if not out[-1]:  # pragma: no cover - the job checks only admit orders that cannot deadlock
         raise RuntimeError("pipeline schedule deadlocked")
     return fwd_s, bwd_s, out
 
 
 def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
-                      overlap_param_gather: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      overlap_param_gather: bool = True,
+                      n_round: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the schedule; returns per-rank (compute finish time, busy time, DP-stream finish time).
 
     ``fwd_s``/``bwd_s``: (p, v) seconds per micro-batch for chunk c on rank r (exposed TP/CP
@@ -208,18 +187,19 @@ def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
     backward), DP_ONCE (reduce-scatter once per step per chunk; parameter all-gather ``ag_s``
     chained at step start), DP_PER_MICROBATCH (reduce-scatter after every backward),
     DP_FULL_SHARD (ZeRO-3: all-gather before every op, reduce-scatter after every backward).
+    ``n_round``: the interleaved schedule's consecutive micro-batches per chunk (default p).
     """
     _, _, (finish, busy, dp_free, _starts, _orders, _ok) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                                overlap_param_gather)
+                                                                overlap_param_gather, n_round)
     return finish, busy, dp_free
 
 
 def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
-                      overlap_param_gather: bool = True) -> list[dict]:
+                      overlap_param_gather: bool = True, n_round: int | None = None) -> list[dict]:
     """The schedule as events: one dict per op with rank, pass, chunk, micro-batch, start and end."""
     fwd_s, bwd_s, (_, _, _, starts, orders, _) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                      overlap_param_gather)
+                                                      overlap_param_gather, n_round)
     events = []
     for r in range(fwd_s.shape[0]):
         for i in range(orders.shape[1]):

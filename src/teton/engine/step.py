@@ -136,8 +136,10 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         else:
             dp_mode = DP_ONCE if job.zero else DP_NONE
 
-    ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m)
-    p2p_finish, _, _ = simulate_pipeline(fwd_s, bwd_s, m, p2p_s) if p > 1 else (ideal_finish, None, None)
+    n_round = job.pp_round_size
+    ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m, n_round=n_round)
+    p2p_finish, _, _ = (simulate_pipeline(fwd_s, bwd_s, m, p2p_s, n_round=n_round) if p > 1
+                        else (ideal_finish, None, None))
     sm_contention_s = 0.0
     if dp > 1:
         per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
@@ -145,7 +147,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
                     + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
         if job.overlap_dp_comm:
             finish, _, dp_free = simulate_pipeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                   job.overlap_param_gather)
+                                                   job.overlap_param_gather, n_round)
             full = float(np.maximum(finish, dp_free).max())
             # what ran under compute held SMs from it (one CTA per NCCL channel): first order, the
             # critical path slows by that fraction of the overlapped DP time
@@ -213,6 +215,6 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         hardware_flops_per_step=hw_flops,
     )
     if timeline:
-        events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather)
+        events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, n_round)
         result = result.with_extra(timeline=events)
     return result

@@ -35,6 +35,11 @@ class JobSpec(BaseModel):
     attention_kernel: Literal["fa2", "fa3"] = "fa2"  # FlashAttention-2, or -3 (Hopper only)
     pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
     virtual_stages: int = Field(default=1, gt=0)
+    # Interleaved schedule: micro-batches a rank runs through one chunk before the next (Llama 3's
+    # N, Sec. 3.3.2); default pp (Megatron-LM, which needs micro-batches divisible by pp). Any
+    # N >= pp that divides the micro-batches per DP rank works (N = m runs any m >= pp); the
+    # bubble stays (p-1)/(v*m), and larger N holds more micro-batches in flight.
+    pp_round: int | None = Field(default=None, gt=0)
     # Embedding and output head each take one layer's slot in the pipeline split (Llama 3:
     # "one transformer layer removed from the first and the last stages").
     pp_embedding_slots: bool = False
@@ -75,6 +80,11 @@ class JobSpec(BaseModel):
             raise SpecError("job.global_batch_tokens", self.global_batch_tokens,
                             "give either job.global_batch (sequences) or job.global_batch_tokens, not both")
         return self
+
+    @property
+    def pp_round_size(self) -> int:
+        """N: consecutive micro-batches per chunk in the interleaved schedule (default pp)."""
+        return self.pp_round or self.pp
 
     @property
     def grad_reduce_mode(self) -> str:
@@ -169,8 +179,13 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
         val = job.global_batch if what == "job.global_batch" else job.global_batch_tokens
         raise SpecError(what, val, f"must be a positive multiple of dp*micro_batch = {per} sequences")
-    if job.pp_schedule == "interleaved" and job.pp > 1 and job.micro_batches % job.pp:
+    if job.pp_round is not None and job.pp_schedule != "interleaved":
+        raise SpecError("job.pp_round", job.pp_round, "needs job.pp_schedule = interleaved")
+    if job.pp_round is not None and (job.pp_round < job.pp or job.micro_batches % job.pp_round):
+        raise SpecError("job.pp_round", job.pp_round, f"must be at least pp ({job.pp}) and divide the "
+                        f"micro-batches per DP rank ({job.micro_batches}); {job.micro_batches} itself always works")
+    if job.pp_schedule == "interleaved" and job.pp > 1 and job.pp_round is None and job.micro_batches % job.pp:
         raise SpecError("job.global_batch", seqs,
                         f"the interleaved schedule needs micro-batches per DP rank ({job.micro_batches}) "
-                        f"divisible by pp ({job.pp})")
+                        f"divisible by pp ({job.pp}), or job.pp_round (Llama 3's N) dividing them")
     return job

@@ -25,7 +25,7 @@ import numpy as np
 from teton.spec.schema import JobSpec
 from teton.workload.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32
-from teton.workload.pipeline import PipelineSplit
+from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
 
 ADAM_STATE_BYTES = 12  # fp32 master weights + first and second moments
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
@@ -106,12 +106,13 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         held = np.minimum(p - ranks, m)
         out = held * per_chunk[:, 0]
     else:
-        # the chunk micro-batches held at the peak are the earliest forwards: chunk (k // p) % v
-        held = np.minimum((p - ranks - 1) * 2 + (v - 1) * p + 1, m * v)
-        full_rounds, rest = np.divmod(held, p * v)
-        whole, part = np.divmod(rest, p)
-        c = np.arange(v)[None, :]
-        counts = full_rounds[:, None] * p + p * (c < whole[:, None]) + part[:, None] * (c == whole[:, None])
+        # the chunk micro-batches held at the peak are the earliest forwards of the schedule's order
+        n_round = job.pp_round_size
+        fwd, _ = chunk_orders(v, m, n_round)
+        counts = np.zeros((p, v))
+        for r in range(p):
+            held = in_flight_microbatches(p, v, m, r, n_round)
+            counts[r] = np.bincount(fwd[:held, 0], minlength=v)
         out = (counts * per_chunk).sum(axis=1).astype(float)
     if job.recompute == "full":
         out += layer_activation_bytes(model, job)  # one layer's activations while recomputing it

@@ -72,9 +72,36 @@ def _split_layers(n_layers: int, p: int, v: int, embedding_slots: bool) -> np.nd
     return layers
 
 
-def in_flight_microbatches(p: int, v: int, m: int, rank: int) -> int:
+def warmup_forwards(p: int, v: int, m: int, rank: int, n_round: int | None = None) -> int:
+    """Forwards pipeline rank ``rank`` runs before its first backward.
+
+    1F1B: ``min(p - rank - 1, m)``. Interleaved (Megatron-LM, ``n_round = p``; Llama 3's schedule
+    with ``N = n_round`` consecutive micro-batches per chunk): ``min((p-rank-1)*2 + (v-1)*N, m*v)``.
+    """
+    if v == 1:
+        return min(p - rank - 1, m)
+    return min((p - rank - 1) * 2 + (v - 1) * (n_round or p), m * v)
+
+
+def chunk_orders(v: int, m: int, n_round: int) -> tuple[np.ndarray, np.ndarray]:
+    """(forward, backward) order of (chunk, micro-batch) pairs on every rank, (m*v, 2) each.
+
+    Micro-batches go in rounds of ``n_round`` consecutive ones; a round passes through chunk 0,
+    1, ... v-1 forward, and through the chunks in reverse backward (Narayanan et al. 2021, Sec.
+    2.2, with rounds of p; Llama 3, Sec. 3.3.2, Fig. 6, with rounds of N). Job checks admit only
+    whole rounds of N >= p (a shorter last round can deadlock the fixed 1F1B order).
+    """
+    fwd, bwd = [], []
+    for start in range(0, m, n_round):
+        mbs = range(start, min(start + n_round, m))
+        fwd += [(c, mb) for c in range(v) for mb in mbs]
+        bwd += [(c, mb) for c in reversed(range(v)) for mb in mbs]
+    return np.array(fwd, dtype=np.int64).reshape(-1, 2), np.array(bwd, dtype=np.int64).reshape(-1, 2)
+
+
+def in_flight_microbatches(p: int, v: int, m: int, rank: int, n_round: int | None = None) -> int:
     """Chunk activations pipeline rank ``rank`` holds at its peak: its warm-up forwards plus one
     (Megatron-LM interleaved 1F1B: ``(p-rank-1)*2 + (v-1)*p`` warm-up forwards; 1F1B: ``p-rank-1``)."""
     if v == 1:
         return min(p - rank, m)
-    return min((p - rank - 1) * 2 + (v - 1) * p + 1, m * v)
+    return min(warmup_forwards(p, v, m, rank, n_round) + 1, m * v)
