@@ -135,3 +135,25 @@ def test_sharp_in_network_all_reduce_beats_the_ring_on_infiniband(ib, roce):
         FlowCostModel(roce, algo="sharp")  # Ethernet switches: no in-network reduction
     with pytest.raises(SpecError):
         FlowCostModel(ib, algo="sharp").collective_time("all_gather", g, GIB)
+
+
+def test_neighbours_traffic_shares_the_fabric(roce):
+    import numpy as np
+
+    from teton.network.flow_model import FlowCostModel
+    from teton.report.network_plots import neighbour_jobs, roofline_busbw
+
+    g = roce.gpus_per_host
+    # our job: 8 hosts spread over 8 racks of pod 0; neighbours: 32 hosts of the same racks' pod,
+    # cut into two 16-host jobs all-reducing across the pod's CTSW layer all the time
+    ours_hosts = np.arange(8) * 24
+    ours = (ours_hosts[:, None] * g + np.arange(g)).ravel()[None]
+    busy = np.setdiff1d(np.arange(384), ours_hosts)[::11][:32]
+    jobs = neighbour_jobs(busy, g)
+    assert jobs.shape == (2, 16 * g) and not np.isin(jobs, ours).any()
+    alone = roofline_busbw(FlowCostModel(roce, routing="ecmp", qps=1), "all_gather", ours)
+    same = roofline_busbw(FlowCostModel(roce, routing="ecmp", qps=1, background=()), "all_gather", ours)
+    crowded = roofline_busbw(FlowCostModel(roce, routing="ecmp", qps=1, background=(("all_reduce", jobs),)),
+                             "all_gather", ours)
+    assert same == alone  # no neighbours, the same solve
+    assert crowded < alone  # neighbours' flows take a share of the links ours cross

@@ -120,6 +120,8 @@ def register(app: typer.Typer) -> None:
         placement_study: Annotated[bool, typer.Option("--placement-study", help="run the AllGather placement study (Meta blog figure) instead of a sweep")] = False,
         pinning_study: Annotated[bool, typer.Option("--pinning-study", help="compare path pinning and E-ECMP on full and half-filled racks")] = False,
         trials: Annotated[int, typer.Option(help="placements in --placement-study")] = 24,
+        neighbours: Annotated[bool, typer.Option("--neighbours", help="--placement-study: the busy half of the "
+                                                 "cluster runs other jobs' all-reduces on the same fabric")] = False,
         out: Annotated[str | None, typer.Option(help="PNG path for --placement-study")] = None,
     ) -> None:
         """nccl-tests-style sweep: size, time, algbw and busbw of one collective on a cluster."""
@@ -139,7 +141,7 @@ def register(app: typer.Typer) -> None:
 
             if trials < 1:
                 raise SpecError("trials", trials, "must be at least 1")
-            res = study(_cluster(cluster), trials=trials, seed=seed)
+            res = study(_cluster(cluster), trials=trials, seed=seed, neighbours=neighbours)
             if out:
                 plot_placement_study(res, out)
                 print(f"wrote {out}", file=sys.stderr)

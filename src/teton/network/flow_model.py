@@ -69,7 +69,7 @@ class FlowCostModel:
 
     def __init__(self, cluster: ClusterSpec, routing: str = "e-ecmp", qps: int = 16, algo: str = "auto",
                  seed: int = 0, failed_links: int = 0, leaf_uplink_ratio: float | None = None,
-                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC):
+                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC, background: tuple = ()):
         if routing not in ROUTINGS:
             raise SpecError("routing", routing, closest(routing, ROUTINGS))
         if algo not in FLOW_ALGOS:
@@ -83,6 +83,9 @@ class FlowCostModel:
             raise SpecError("channels_per_nic", channels_per_nic, "must be at least 1")
         self.cluster = cluster
         self.channels_per_nic = int(channels_per_nic)
+        # other jobs' collectives, (op, groups) each, that keep the fabric busy while ours run
+        self.background = tuple((op, np.atleast_2d(np.asarray(g, dtype=np.int64))) for op, g in background)
+        self._background_phase: Phase | None = None
         self.routing, self.qps, self.algo, self.seed = routing, int(qps), algo, int(seed)
         self.fabric = build_fabric(cluster, leaf_uplink_ratio)
         self.router = Router(self.fabric, routing, int(seed), int(failed_links))
@@ -113,8 +116,34 @@ class FlowCostModel:
                                                                      steps=1))
         return replace(hit, per_byte_s=hit.per_byte_s * scale, latency_s=hit.latency_s * phase.steps)
 
+    def neighbour_phase(self) -> Phase | None:
+        """The other jobs' traffic as one phase: the first phase of each background collective
+        (ring channels), merged; None without background."""
+        if not self.background:
+            return None
+        if self._background_phase is None:
+            gph = self.fabric.gpus_per_host
+            parts = [phases_for(op, g, gph, "ring", False, self.channels_per_nic)[0] for op, g in self.background]
+            offsets = np.cumsum([0] + [q.hop_src.size for q in parts[:-1]])
+            self._background_phase = Phase(
+                np.concatenate([q.hop_src for q in parts]), np.concatenate([q.hop_dst for q in parts]),
+                np.concatenate([q.hop_conn for q in parts]),
+                np.concatenate([[0]] + [q.flow_ptr[1:] + o for q, o in zip(parts, offsets, strict=True)]),
+                np.concatenate([q.flow_bytes for q in parts]), np.concatenate([q.flow_group for q in parts]), 1, False)
+        return self._background_phase
+
     def _solve_phase(self, phase: Phase) -> PhaseResult:
         gph = self.fabric.gpus_per_host
+        n_own = int(phase.flow_bytes.size)
+        bg = self.neighbour_phase()
+        if bg is not None:  # neighbours' flows run all along: far more bytes than ours
+            hops = phase.hop_src.size
+            phase = replace(phase, hop_src=np.concatenate([phase.hop_src, bg.hop_src]),
+                            hop_dst=np.concatenate([phase.hop_dst, bg.hop_dst]),
+                            hop_conn=np.concatenate([phase.hop_conn, bg.hop_conn]),
+                            flow_ptr=np.concatenate([phase.flow_ptr, bg.flow_ptr[1:] + hops]),
+                            flow_bytes=np.concatenate([phase.flow_bytes,
+                                                       np.full(bg.flow_bytes.size, 1e6 * phase.flow_bytes.max())]))
         src, dst, conn = phase.hop_src, phase.hop_dst, phase.hop_conn
         # stripe every hop that leaves a host over the connection's QPs: sub-hop q is hashed with
         # its QP number and carries 1/N of the flow's rate (NCCL round-robins data over its QPs)
@@ -137,7 +166,7 @@ class FlowCostModel:
         finish, events = complete(hop_ptr[sub_ptr], links, self._cap_nvls if phase.nvls else self._cap,
                                   phase.flow_bytes, weight=weight)
         alpha = np.where(tier < 0, NVLINK_STEP_LATENCY_S, self.fabric.path_latency_s(tier)).max()
-        return PhaseResult(int(phase.flow_bytes.size), int(links.size), events, float(finish.max()),
+        return PhaseResult(int(phase.flow_bytes.size), int(links.size), events, float(finish[:n_own].max()),
                            float(phase.steps * alpha))
 
     def _solve_sharp(self, groups: np.ndarray) -> PhaseResult:
