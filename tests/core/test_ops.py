@@ -262,3 +262,14 @@ def test_hardware_flops_count_what_the_kernels_execute():
     layers = 6 * m.layers * (m.attention_params() + m.mlp_params())
     assert full.hardware_flops_per_step == pytest.approx(
         tokens * (layers * 8 / 6 + 6 * m.vocab * m.hidden + 9 * m.layers * s * m.q_width), rel=1e-9)
+
+
+def test_cp_regather_kv_trades_memory_for_one_more_gather():
+    from teton.workload.memory import layer_activation_bytes
+
+    kept = _spec(cp=16, dp=8, seq_len=131072, global_batch=128)
+    again = _spec(cp=16, dp=8, seq_len=131072, global_batch=128, cp_regather_kv=True)
+    bwd = [i.name for i in layer_block(again.model, again.job).bwd if isinstance(i, (Collective, ComputeOp))]
+    assert bwd.index("cp.kv_regather") < bwd.index("attention.bwd") < bwd.index("cp.kv_grad_scatter")
+    kv = 2 * 131072 * 2 * 1024 / 8
+    assert layer_activation_bytes(kept.model, kept.job) - layer_activation_bytes(again.model, again.job) == kv

@@ -59,6 +59,9 @@ class JobSpec(BaseModel):
     # Context parallelism: all-gather K/V then attend (Llama 3), or pass K/V blocks round a ring
     # under the attention blocks (ring attention; TransformerEngine's p2p context parallelism).
     cp_algo: Literal["all_gather", "ring"] = "all_gather"
+    # all_gather CP: keep the gathered K/V for backward (what autograd does), or keep only this
+    # rank's chunk and all-gather K/V again in backward (as Megatron re-gathers SP inputs).
+    cp_regather_kv: bool = False
     # When gradients are reduced over DP: once per step after accumulating all micro-batches
     # (Megatron distributed optimizer; PyTorch FSDP with gradient sync only on the last
     # micro-batch, as Llama 3 runs it), or after every micro-batch (DeepSpeed ZeRO-2/3). Default:

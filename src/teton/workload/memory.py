@@ -83,7 +83,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
         # the dispatched expert inputs (the combine's inputs are the down projections' outputs)
         mlp_saved *= model.top_k
         hidden_saved += FP32 * tok_e * model.experts + a * tok * model.top_k * h / t
-    if c > 1 and job.cp_algo == "all_gather":
+    if c > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
         hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)
     stats = FP32 * tok_e * 2 + FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
     scores = 0.0

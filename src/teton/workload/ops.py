@@ -226,6 +226,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     kv_bytes = a * b * s * 2 * kv / t  # K and V of the whole sequence, this TP rank's heads
     cp_fwd: list[Item] = []
     cp_bwd: list[Item] = []
+    cp_regather: list[Item] = []
     if c > 1 and job.cp_algo == "ring":  # K/V blocks (and in backward their gradients) go round
         cp_fwd = [Collective("cp.kv_ring", "all_gather", "cp", kv_bytes, overlap="attention", ring_steps=c - 1)]
         cp_bwd = [Collective("cp.kv_ring.bwd", "all_gather", "cp", 2 * kv_bytes, overlap="attention.bwd",
@@ -233,6 +234,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     elif c > 1:  # Llama 3: all-gather K and V, attend, reduce-scatter their gradients
         cp_fwd = [Collective("cp.kv_gather", "all_gather", "cp", kv_bytes)]
         cp_bwd = [Collective("cp.kv_grad_scatter", "reduce_scatter", "cp", kv_bytes)]
+        if job.cp_regather_kv:  # only the local chunk was kept: gather K and V again for backward
+            cp_regather = [Collective("cp.kv_regather", "all_gather", "cp", kv_bytes)]
     drop = 1 if model.dropout else 0  # one byte mask written per dropout
     norm_bytes = 2 * a * tok_e * h
     resid_bytes = (3 * a + drop) * tok_e * h
@@ -277,7 +280,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         *cast[3][1], down[1], down[2], _mem("mlp_act.bwd", 2 * act_bytes, True), *gather("tp.ag_mlp_input"),
         *cast[2][1], up[1], up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", 2 * norm_bytes, True),
         _mem("attn_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_attn_grad"),
-        *cast[1][1], out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), attn_bwd, *cp_bwd,
+        *cast[1][1], out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), *cp_regather, attn_bwd,
+        *cp_bwd,
         _mem("rope.bwd", rope_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1], qkv[1], qkv[2],
         *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", 2 * norm_bytes, True),
         *grad_accumulate(job, layer_params_per_gpu(model, job)),
