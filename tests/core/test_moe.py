@@ -62,3 +62,17 @@ def test_ep_must_divide_dp(cli, tmp_path):
                                     "job": {"gpus": 24, "tp": 2, "ep": 8, "seq_len": 4096, "global_batch": 48}}))
     code, _, err = cli("run", path)
     assert code == 2 and "job.ep" in err
+
+
+@pytest.mark.parametrize("overlap", ["bwd", "full"])
+def test_tp_overlap_pairs_the_expert_gemms_of_moe_layers(overlap):
+    spec = _spec(tp_overlap=overlap, precision="fp8")
+    blk = layer_block(spec.model, spec.job)
+    for items in (blk.fwd, blk.bwd):
+        names = {i.name for i in items if isinstance(i, ComputeOp)}
+        paired = [i for i in items if isinstance(i, Collective) and i.overlap]
+        assert all(i.overlap in names for i in paired)
+        assert paired or (overlap == "bwd" and items is blk.fwd)  # "bwd" pairs only backward collectives
+    assert any(i.overlap == "expert_up.dgrad" for i in blk.bwd if isinstance(i, Collective))
+    r = teton.simulate({"cluster": "dgx-h100-superpod", "model": "mixtral-8x7b", "job": dict(spec.job)})
+    assert r.step_time_s > 0

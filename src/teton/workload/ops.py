@@ -306,7 +306,8 @@ _TP_OVERLAP_FULL = {"tp.ag_qkv": "qkv", "tp.rs_attn": "attn_out", "tp.ag_mlp": "
 
 
 def _tp_overlap(fwd: list[Item], bwd: list[Item], mode: str, t: int) -> tuple[list[Item], list[Item]]:
-    """Mark the TP collectives that run alongside a GEMM (``job.tp_overlap``: bwd | full)."""
+    """Mark the TP collectives that run alongside a GEMM (``job.tp_overlap``: bwd | full); MoE
+    layers' expert GEMMs stand in for the dense MLP's."""
     from dataclasses import replace
 
     pairs = dict(_TP_OVERLAP_BWD)
@@ -314,11 +315,16 @@ def _tp_overlap(fwd: list[Item], bwd: list[Item], mode: str, t: int) -> tuple[li
         pairs.update(_TP_OVERLAP_FULL)
 
     def mark(items: list[Item]) -> list[Item]:
+        names = {i.name for i in items if isinstance(i, ComputeOp)}
         out = []
         for it in items:
             if isinstance(it, Collective) and it.name in pairs:
-                decomposed = mode == "full"
-                it = replace(it, overlap=pairs[it.name], chunks=t if decomposed else 1)
+                gemm = pairs[it.name]
+                if gemm not in names:
+                    gemm = gemm.replace("mlp_", "expert_")
+                if gemm not in names:  # pragma: no cover - every pair names a GEMM of its pass
+                    raise ValueError(f"{it.name} pairs with {pairs[it.name]}, which this layer does not run")
+                it = replace(it, overlap=gemm, chunks=t if mode == "full" else 1)
             out.append(it)
         return out
 
