@@ -141,16 +141,19 @@ def test_neighbours_traffic_shares_the_fabric(roce):
     import numpy as np
 
     from teton.network.flow_model import FlowCostModel
-    from teton.report.network_plots import neighbour_jobs, roofline_busbw
+    from teton.placement.compare import neighbour_groups
+    from teton.report.network_plots import roofline_busbw
 
     g = roce.gpus_per_host
-    # our job: 8 hosts spread over 8 racks of pod 0; neighbours: 32 hosts of the same racks' pod,
-    # cut into two 16-host jobs all-reducing across the pod's CTSW layer all the time
+    # our job: 8 hosts spread over 8 racks of pod 0; neighbours: 256 more hosts of the same pod,
+    # shuffled into 16-host jobs all-reducing across the pod's CTSW layer all the time
     ours_hosts = np.arange(8) * 24
     ours = (ours_hosts[:, None] * g + np.arange(g)).ravel()[None]
-    busy = np.setdiff1d(np.arange(384), ours_hosts)[::11][:32]
-    jobs = neighbour_jobs(busy, g)
-    assert jobs.shape == (2, 16 * g) and not np.isin(jobs, ours).any()
+    busy = np.setdiff1d(np.arange(384), ours_hosts)[:256]
+    busy_gpus = (busy[:, None] * g + np.arange(g)).ravel()
+    jobs = neighbour_groups(busy_gpus, g)
+    assert jobs.shape == (16, 16 * g) and not np.isin(jobs, ours).any()
+    assert np.array_equal(np.sort(jobs.ravel()), np.sort(busy_gpus))  # whole hosts, every busy one
     alone = roofline_busbw(FlowCostModel(roce, routing="ecmp", qps=1), "all_gather", ours)
     same = roofline_busbw(FlowCostModel(roce, routing="ecmp", qps=1, background=()), "all_gather", ours)
     crowded = roofline_busbw(FlowCostModel(roce, routing="ecmp", qps=1, background=(("all_reduce", jobs),)),

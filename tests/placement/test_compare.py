@@ -70,3 +70,24 @@ def test_axis_that_pays():
     ideal = {"compute": 1.0, "tp_comm": 0.1, "pp_comm": 0.1}
     assert axis_that_pays({"compute": 1.0, "tp_comm": 0.1, "pp_comm": 0.5}, ideal) == "pp"
     assert axis_that_pays(dict(ideal), ideal) is None
+
+
+def test_neighbours_slow_placements_whose_traffic_crosses_the_fabric(cli, tmp_path):
+    import json
+
+    spec = tmp_path / "small.yaml"
+    spec.write_text("cluster: meta-roce-24k\nmodel: llama3-8b\njob: {gpus: 128, tp: 8, global_batch: 128, zero: 2}\n")
+    args = ("placement", spec, "--set", "cluster.hosts=256", "--occupancy", "0.5", "--policy", "topology-aware",
+            "--policy", "random", "--json")
+    code, quiet, _ = cli(*args, "--set", "network.fidelity=flow")
+    code2, busy, _ = cli(*args, "--neighbours")
+    assert code == 0 and code2 == 0
+    q = {r["policy"]: r for r in json.loads(quiet)}
+    b = {r["policy"]: r for r in json.loads(busy)}
+    assert all(r["neighbours"] for r in b.values())
+    # a random placement's DP ring crosses the pod's switches that the neighbours' rings load too;
+    # tensor parallelism stays inside hosts either way
+    assert b["random"]["breakdown"]["dp_comm"] > 1.1 * q["random"]["breakdown"]["dp_comm"]
+    assert b["random"]["breakdown"]["tp_comm"] == q["random"]["breakdown"]["tp_comm"]
+    code, _, err = cli("placement", spec, "--neighbours")  # nobody else on the cluster
+    assert code == 2 and "--neighbours" in err and err.count("\n") == 1

@@ -14,7 +14,7 @@ from teton.progress import progress_bar
 
 
 def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed: int,
-            policies: list[str] | None, show_progress: bool = True) -> list[dict]:
+            policies: list[str] | None, show_progress: bool = True, neighbours: bool = False) -> list[dict]:
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
     import teton
@@ -34,7 +34,8 @@ def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed
             bar.update(task, description=f"policy {policy}")
             bar.advance(task, 0)
 
-        rows = compare_policies(spec, occupancy, seed, chosen, simulate=teton.simulate, progress=tick)
+        rows = compare_policies(spec, occupancy, seed, chosen, simulate=teton.simulate, progress=tick,
+                                neighbours=neighbours)
         bar.update(task, completed=len(chosen))
     return rows
 
@@ -81,6 +82,8 @@ def register(app: typer.Typer) -> None:
         cluster: Annotated[str | None, typer.Option("--cluster", help="cluster for --slurm-topology "
                                                     "(default: the spec's)")] = None,
         node_prefix: Annotated[str, typer.Option("--node-prefix", help="node name prefix in topology.conf")] = "node",
+        neighbours: Annotated[bool, typer.Option("--neighbours", help="the other jobs on the busy GPUs "
+                                                 "all-reduce on the same fabric (flow model; slow)")] = False,
         json_: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
     ) -> None:
         """Compare placement policies for the job of SPEC: step time and breakdown vs the ideal."""
@@ -104,7 +107,7 @@ def register(app: typer.Typer) -> None:
             print(f"wrote {slurm_topology}: {lines} switches for {cl.name}", file=sys.stderr)
             if spec is None:
                 return
-        rows = compare(spec, set_, occupancy, seed, policy)
+        rows = compare(spec, set_, occupancy, seed, policy, neighbours=neighbours)
         if json_:
             print_json(rows)
         else:

@@ -136,6 +136,8 @@ class FlowCostModel:
         gph = self.fabric.gpus_per_host
         n_own = int(phase.flow_bytes.size)
         bg = self.neighbour_phase()
+        if bg is not None and not (phase.hop_src // gph != phase.hop_dst // gph).any():
+            bg = None  # ours stay on NVLink inside hosts: no link to share with the neighbours
         if bg is not None:  # neighbours' flows run all along: far more bytes than ours
             hops = phase.hop_src.size
             phase = replace(phase, hop_src=np.concatenate([phase.hop_src, bg.hop_src]),

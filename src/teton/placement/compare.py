@@ -71,30 +71,63 @@ def axis_that_pays(breakdown: dict[str, float], ideal: dict[str, float], rel_tol
     return axis if d > rel_tol * step else None
 
 
+NEIGHBOUR_JOB_GPUS = 128  # --neighbours: the busy GPUs form jobs of this size
+
+
+def neighbour_groups(busy: np.ndarray, unit_gpus: int, seed: int = 0, job_gpus: int = NEIGHBOUR_JOB_GPUS,
+                     compact: bool = False) -> np.ndarray:
+    """(jobs, job_gpus) GPU groups of the other jobs on a busy cluster: the busy GPUs, in the
+    whole units they were taken in (hosts, half hosts), cut into jobs in topology order
+    (``compact``: a topology-aware scheduler placed them too) or shuffled (seeded: they landed
+    wherever capacity was free); a short remainder stays idle."""
+    units = np.sort(np.asarray(busy, dtype=np.int64)).reshape(-1, unit_gpus)
+    if not compact:
+        units = units[np.random.default_rng(seed + 1).permutation(len(units))]
+    per = max(1, job_gpus // unit_gpus)
+    n = (len(units) // per) * per
+    return np.sort(units[:n].reshape(-1, per * unit_gpus), axis=1)
+
+
 def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tuple[str, ...] = POLICIES,
                      simulate: Callable[..., Any] | None = None,
-                     progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+                     progress: Callable[[str], None] | None = None, neighbours: bool = False) -> list[dict[str, Any]]:
     """One row per policy: step time, breakdown, slowdown and deltas vs the ideal, the axis that
-    pays, and the hosts / racks / pods the job spans. ``spec``: a resolved ``teton.Spec``."""
+    pays, and the hosts / racks / pods the job spans. ``spec``: a resolved ``teton.Spec``.
+
+    ``neighbours``: the other jobs on the busy GPUs (:func:`neighbour_groups`, scattered as a
+    busy cluster leaves them) all-reduce all the time on the same fabric (flow model with
+    background traffic; needs ``simulate``)."""
     cluster: ClusterSpec = spec.cluster
     job = spec.job
     degrees = {"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": job.dp_degree}
     order = tuple(job.parallel_order)
     busy = occupancy_busy(cluster, occupancy, seed, keep_free=job.gpus)
+    crowded = None
+    if neighbours:
+        if simulate is None or busy.size < NEIGHBOUR_JOB_GPUS:
+            raise SpecError("--neighbours", True, f"needs the step simulator and --occupancy leaving at least "
+                            f"{NEIGHBOUR_JOB_GPUS} busy GPUs")
+        from teton.network.flow_model import FlowCostModel
 
-    def price(p: Placement) -> dict[str, Any]:
+        net = spec.network
+        crowded = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed,
+                                background=(("all_reduce", neighbour_groups(busy, max(1, cluster.gpus_per_host // 2),
+                                                                             seed)),))
+        empty = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed)
+
+    def price(p: Placement, cost_model=None) -> dict[str, Any]:
         if simulate is None:
             return _estimate_row(spec, p)
-        r = simulate(spec, placement=p)
+        r = simulate(spec, placement=p, cost_model=cost_model) if cost_model is not None else simulate(spec, placement=p)
         return {"step_time_s": float(r.step_time_s), "breakdown": {k: float(v) for k, v in r.breakdown.items()}}
 
-    ideal = price(place(cluster, degrees, order, "topology-aware", seed))
+    ideal = price(place(cluster, degrees, order, "topology-aware", seed), empty if neighbours else None)
     rows = []
     for policy in policies:
         if progress is not None:
             progress(policy)
         p = place(cluster, degrees, order, policy, seed, busy)
-        row = price(p)
+        row = price(p, crowded)
         bd = row["breakdown"]
         rows.append({
             "policy": policy,
@@ -106,5 +139,6 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
             "span": span(cluster, p.gpu_of_rank),
             "occupancy": float(busy.size / cluster.gpus),
             "priced_by": "estimate" if simulate is None else "simulate",
+            "neighbours": neighbours,
         })
     return rows

@@ -17,6 +17,7 @@ import numpy as np
 
 from teton.network.analytical import bus_factor
 from teton.network.flow_model import FlowCostModel
+from teton.placement.compare import neighbour_groups
 from teton.placement.mapping import place
 from teton.progress import progress_bar
 from teton.topology.cluster import ClusterSpec
@@ -36,25 +37,16 @@ def roofline_busbw(model: FlowCostModel, op: str, groups: np.ndarray) -> float:
     return bus_factor(op, groups.shape[1]) / per_byte
 
 
-NEIGHBOUR_JOB_HOSTS = 16  # --neighbours: the busy hosts form jobs of this many hosts (128 GPUs)
-
-
-def neighbour_jobs(busy_hosts: np.ndarray, gpus_per_host: int, hosts_per_job: int = NEIGHBOUR_JOB_HOSTS) -> np.ndarray:
-    """(jobs, hosts_per_job * gpus_per_host) GPU groups: the busy hosts, in the order drawn, cut
-    into jobs that each all-reduce over all their GPUs (the rest of a job-sized cut is left idle)."""
-    n = (busy_hosts.size // hosts_per_job) * hosts_per_job
-    hosts = busy_hosts[:n].reshape(-1, hosts_per_job)
-    return (hosts[:, :, None] * gpus_per_host + np.arange(gpus_per_host)).reshape(hosts.shape[0], -1)
-
-
 def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_gpus=(64, 128, 256, 512, 1024, 2048),
                     busy_fraction: float = 0.5, op: str = "all_gather",
                     series: tuple[str, ...] | None = None, neighbours: bool = False) -> dict:
     """Normalised AllGather bus bandwidth of ``trials`` random jobs per series (module docstring).
 
-    ``neighbours``: the busy hosts are not idle but other jobs (:func:`neighbour_jobs`), each
-    all-reducing all the time over the same fabric (a worst case for sharing: every neighbour
-    communicates at once)."""
+    ``neighbours``: the busy hosts are not idle but other jobs of 128 GPUs
+    (:func:`teton.placement.compare.neighbour_groups`), each all-reducing all the time over the
+    same fabric (a worst case for sharing: every neighbour communicates at once), placed by the
+    series' own policy: compact under topology-aware placement (the whole system optimised, as
+    Meta's "after" case), scattered under random placement."""
 
     names = tuple(series or SERIES)
     rng = np.random.default_rng(seed)
@@ -76,7 +68,9 @@ def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_g
                 policy, routing, qps = SERIES[name]
                 pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=policy,
                            seed=seed * 1000 + t, busy=busy)
-                background = (("all_reduce", neighbour_jobs(busy_hosts, g)),) if neighbours else ()
+                background = ((("all_reduce", neighbour_groups(busy, g, seed * 1000 + t,
+                                                                compact=policy == "topology-aware")),)
+                              if neighbours else ())
                 model = FlowCostModel(cluster, routing=routing, qps=qps, seed=seed * 1000 + t, background=background)
                 out["normalized_busbw"][name].append(roofline_busbw(model, op, pl.groups("dp")) / ideal)
                 progress.advance(task)
