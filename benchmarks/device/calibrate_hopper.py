@@ -12,6 +12,9 @@ teton's dependencies. Measures what ``teton/hardware/efficiency.py`` takes from 
 * HBM copy bandwidth.
 
 Run (device machine):  python3 benchmarks/device/calibrate_hopper.py --out $OUT/calibration.json
+Check it here first:   python benchmarks/device/calibrate_hopper.py --smoke --out /tmp/c.json
+(tiny shapes, on the CPU when there is no GPU: the numbers mean nothing, the run and its JSON do;
+the test suite runs it so that a device session's minutes are not lost to a broken script)
 It prints a table and the ``cluster.efficiency`` overrides these measurements imply
 (``gemm_bf16``, ``gemm_fp8``, ``attn_fwd``, ``attn_bwd`` and ``mem`` from bursts, and
 ``sustained_ratio``, sustained / burst over the layer's GEMMs); paste them into a cluster spec
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import threading
 import time
@@ -29,12 +33,15 @@ import time
 import torch
 import torch.nn.functional as F
 
+DEVICE = "cuda"
+SLICE_S = 0.25  # seconds of back-to-back products per throughput sample in the sustained run
 PEAK_BF16 = 989.4e12  # H100/H200 SXM dense bf16 (datasheet)
 PEAK_FP8 = 1978.9e12
 PEAK_HBM = {"H100": 3.35e12, "H200": 4.8e12}
 
 
-def layer_gemm_shapes(tokens: int, hidden: int, ffn: int, heads: int, kv_heads: int, tp: int) -> dict[str, tuple]:
+def layer_gemm_shapes(tokens: int, hidden: int, ffn: int, heads: int, kv_heads: int, tp: int,
+                      ref_size: int = 8192) -> dict[str, tuple]:
     """(m, n, k) of the forward GEMMs of one Llama layer on one TP rank, and their backward GEMMs."""
     d = hidden // heads
     fwd = {
@@ -48,7 +55,7 @@ def layer_gemm_shapes(tokens: int, hidden: int, ffn: int, heads: int, kv_heads: 
         shapes[name] = (m, n, k)
         shapes[f"{name}.dgrad"] = (m, k, n)
         shapes[f"{name}.wgrad"] = (k, n, m)
-    shapes["mamf_ref_8192"] = (8192, 8192, 8192)
+    shapes["mamf_ref_8192"] = (ref_size, ref_size, ref_size)  # the square GEMM of GEMM sweeps
     return shapes
 
 
@@ -71,12 +78,14 @@ class Sampler:
             self._stop.wait(0.5)
 
     def __enter__(self) -> Sampler:
-        self._thread.start()
+        if shutil.which("nvidia-smi"):  # no sampling where there is no NVIDIA driver (smoke runs)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def mean(self) -> tuple[float, float]:
         if not self.samples:
@@ -86,6 +95,11 @@ class Sampler:
 
 
 def time_fn(fn, iters: int) -> float:
+    if DEVICE != "cuda":
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return (time.perf_counter() - t0) / iters
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(iters):
@@ -96,15 +110,15 @@ def time_fn(fn, iters: int) -> float:
 
 
 def gemm(m: int, n: int, k: int, sustain_s: float) -> dict:
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(m, k, device=DEVICE, dtype=torch.bfloat16)
+    b = torch.randn(k, n, device=DEVICE, dtype=torch.bfloat16)
     flops = 2.0 * m * n * k
     fn = lambda: torch.mm(a, b)  # noqa: E731
     for _ in range(3):
         fn()
     burst = flops / time_fn(fn, 10)
     per = time_fn(fn, 3)
-    iters = max(1, int(0.25 / per))
+    iters = max(1, int(SLICE_S / per))
     rates = []
     with Sampler() as smp:
         t0 = time.time()
@@ -117,18 +131,21 @@ def gemm(m: int, n: int, k: int, sustain_s: float) -> dict:
 
 
 def fp8_gemm(size: int = 8192) -> dict:
-    a = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
-    b = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn).t()
-    one = torch.tensor(1.0, device="cuda")
+    a = torch.randn(size, size, device=DEVICE).to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device=DEVICE).to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device=DEVICE)
     fn = lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
-    for _ in range(3):
-        fn()
+    try:
+        for _ in range(3):
+            fn()
+    except (RuntimeError, NotImplementedError) as err:  # no fp8 GEMM on this device (CPU smoke run)
+        return {"tflops": None, "error": str(err).splitlines()[0]}
     return {"tflops": 2.0 * size**3 / time_fn(fn, 20) / 1e12}
 
 
-def attention(seq: int, heads: int = 16, d: int = 128) -> dict:
-    batch = max(1, 16384 // seq)
-    q, k, v = (torch.randn(batch, heads, seq, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+def attention(seq: int, heads: int = 16, d: int = 128, tokens: int = 16384) -> dict:
+    batch = max(1, tokens // seq)
+    q, k, v = (torch.randn(batch, heads, seq, d, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     fwd_flops = 4.0 * batch * heads * seq * seq * d / 2  # causal: half the score matrix
     with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
@@ -149,8 +166,8 @@ def attention(seq: int, heads: int = 16, d: int = 128) -> dict:
     return {"seq": seq, "fwd_tflops": fwd_flops / t_fwd / 1e12, "bwd_tflops": 2.5 * fwd_flops / t_bwd / 1e12}
 
 
-def hbm_copy() -> dict:
-    x = torch.empty(2**31, device="cuda", dtype=torch.uint8)
+def hbm_copy(nbytes: int = 2**31) -> dict:
+    x = torch.empty(nbytes, device=DEVICE, dtype=torch.uint8)
     y = torch.empty_like(x)
     y.copy_(x)
     t = time_fn(lambda: y.copy_(x), 20)
@@ -167,20 +184,28 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=128)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--tp", type=int, default=8)
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes, CPU if no GPU: check the script, not the chip")
     args = ap.parse_args()
-    name = torch.cuda.get_device_name()
+    global DEVICE, SLICE_S
+    seqs, fp8_size, copy_bytes = (8192, 32768, 131072), 8192, 2**31
+    if args.smoke:
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+        args.tokens, args.hidden, args.ffn, args.heads, args.kv_heads, args.tp = 64, 128, 256, 4, 2, 1
+        args.sustain_s, SLICE_S = min(args.sustain_s, 0.05), 0.01
+        seqs, fp8_size, copy_bytes = (128, 256), 128, 2**22
+    name = torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (smoke run)"
     res: dict = {"device": name, "torch": torch.__version__, "gemm": {}, "attention": []}
     for label, (m, n, k) in layer_gemm_shapes(args.tokens, args.hidden, args.ffn, args.heads, args.kv_heads,
-                                              args.tp).items():
+                                              args.tp, 128 if args.smoke else 8192).items():
         res["gemm"][label] = g = gemm(m, n, k, args.sustain_s)
         print(f"gemm {label:18s} {m:6d}x{n:6d}x{k:6d}  burst {g['burst_tflops']:6.0f}  sustained "
               f"{g['sustained_tflops']:6.0f} TFLOP/s  {g['sm_clock_mhz']:.0f} MHz {g['power_w']:.0f} W", flush=True)
-    res["fp8_gemm"] = fp8_gemm()
-    print(f"fp8 gemm 8192^3 {res['fp8_gemm']['tflops']:.0f} TFLOP/s", flush=True)
-    for seq in (8192, 32768, 131072):
-        res["attention"].append(a := attention(seq))
+    res["fp8_gemm"] = fp8_gemm(fp8_size)
+    print(f"fp8 gemm {fp8_size}^3 {res['fp8_gemm']['tflops'] or float('nan'):.0f} TFLOP/s", flush=True)
+    for seq in seqs:
+        res["attention"].append(a := attention(seq, heads=2 if args.smoke else 16, tokens=seq if args.smoke else 16384))
         print(f"attention causal s={seq:6d} fwd {a['fwd_tflops']:5.0f} bwd {a['bwd_tflops']:5.0f} TFLOP/s", flush=True)
-    res["hbm_copy"] = hbm_copy()
+    res["hbm_copy"] = hbm_copy(copy_bytes)
     print(f"HBM copy {res['hbm_copy']['bytes_s'] / 1e12:.2f} TB/s", flush=True)
     ref = res["gemm"]["mamf_ref_8192"]
     hbm = next((v for k, v in PEAK_HBM.items() if k in name), 3.35e12)
@@ -190,11 +215,12 @@ def main() -> None:
         # burst figures, like the catalog's; the sustained/burst ratio of the layer's GEMMs apart
         "gemm_bf16": ref["burst_tflops"] * 1e12 / PEAK_BF16,
         "sustained_ratio": sum(g["sustained_tflops"] / g["burst_tflops"] for g in layer) / len(layer),
-        "gemm_fp8": res["fp8_gemm"]["tflops"] * 1e12 / PEAK_FP8,
         "attn_fwd": sum(a["fwd_tflops"] for a in long) / len(long) * 1e12 / PEAK_BF16,
         "attn_bwd": sum(a["bwd_tflops"] for a in long) / len(long) * 1e12 / PEAK_BF16,
         "mem": res["hbm_copy"]["bytes_s"] / hbm,
     }
+    if res["fp8_gemm"]["tflops"]:
+        res["efficiency_overrides"]["gemm_fp8"] = res["fp8_gemm"]["tflops"] * 1e12 / PEAK_FP8
     print("cluster.efficiency overrides:", json.dumps(res["efficiency_overrides"], indent=1))
     with open(args.out, "w") as fh:
         json.dump(res, fh, indent=1)

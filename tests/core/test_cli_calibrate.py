@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import yaml
 
 import teton
@@ -79,3 +80,24 @@ def test_validate_json_carries_the_diagnostic(cli):
     code, out, _ = cli("validate", "--case", "llama3-405b-table4", "--json")
     assert code == 0
     assert len(json.loads(out)["diagnostics"]["llama3-405b-table4.implied_sustained_ratio"]) == 3
+
+
+def test_device_calibration_script_runs_and_teton_accepts_its_output(tmp_path, cli):
+    """The device script (run on a borrowed GPU, where minutes are scarce) works end to end: its
+    smoke mode runs the same code on tiny shapes (on the CPU here) and writes the JSON that
+    ``teton calibrate`` / ``teton validate --calibration`` read."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("torch")
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "device" / "calibrate_hopper.py"
+    out = tmp_path / "calibration.json"
+    done = subprocess.run([sys.executable, str(script), "--smoke", "--out", str(out)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert {"gemm_bf16", "sustained_ratio", "attn_fwd", "attn_bwd", "mem"} <= set(data["efficiency_overrides"])
+    assert len(data["gemm"]) == 13 and len(data["attention"]) == 2
+    code, stdout, _ = cli("calibrate", str(out), "--out", str(tmp_path / "cluster.yaml"), "--json")
+    assert code == 0 and json.loads(stdout)["cluster"]["base"] == "meta-roce-24k"
