@@ -6,9 +6,17 @@ import json
 import math
 import re
 import sys
-from typing import Any, NoReturn
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
 
 from teton.errors import SpecError
+
+# The arguments most verbs share, declared once.
+SpecPath = Annotated[Path, typer.Argument(metavar="SPEC", help="spec file (YAML, TOML or JSON)")]
+SetOverrides = Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
 _MULT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, print_json
 from teton.errors import SpecError
 
 
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         calibration: Annotated[Path, typer.Argument(help="JSON from benchmarks/device/calibrate_hopper.py")],
         cluster: Annotated[str, typer.Option("--cluster", help="preset to calibrate")] = "meta-roce-24k",
         out: Annotated[Path | None, typer.Option("--out", help="write the calibrated cluster spec (YAML)")] = None,
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Check measured efficiencies against the catalog and write a calibrated cluster spec."""
         import yaml

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, print_json
 
 GIB = 2**30
 METRICS = ("step_time_s", "mfu", "hfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes")
@@ -23,6 +23,7 @@ METRICS = ("step_time_s", "mfu", "hfu", "tflops_per_gpu", "tokens_per_s", "memor
 
 def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, set_b: list[str] | None) -> dict:
     """Both variants' results and B's change against A: metrics, breakdown and memory terms."""
+    from teton.engine.step import simulate_step
     from teton.errors import SpecError
     from teton.spec import load_spec
     from teton.whole_run import run_extras
@@ -31,8 +32,6 @@ def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, se
         raise SpecError("SPEC_B", "(none)", "give a second spec, or --a / --b overrides that make the variants differ")
     out = {}
     for name, path, sets in (("a", spec_a, set_a), ("b", spec_b or spec_a, set_b)):
-        from teton.engine.step import simulate_step
-
         spec = load_spec(path, sets)
         r = simulate_step(spec)
         d = r.to_dict()
@@ -59,7 +58,7 @@ def register(app: typer.Typer) -> None:
                                                       "(default: SPEC again, with --b overrides)")] = None,
         set_a: Annotated[list[str] | None, typer.Option("--a", help="override for A: key.path=value")] = None,
         set_b: Annotated[list[str] | None, typer.Option("--b", help="override for B: key.path=value")] = None,
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Two variants of a job side by side: metrics, where the time goes, memory; B against A."""
         d = compare_specs(spec_a, spec_b, set_a, set_b)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
 
 
 def flops_spec(spec_path: Path, overrides: list[str] | None, attention_kernel: str = "flash") -> dict:
@@ -51,9 +51,9 @@ def _print_table(d: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def flops(
-        spec: Annotated[Path, typer.Argument(help="spec file (YAML, TOML or JSON)")],
-        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")] = None,
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        spec: SpecPath,
+        set_: SetOverrides = None,
+        json_: JsonFlag = False,
         attention_kernel: Annotated[str, typer.Option(
             "--attention-kernel", help="flash (what SDPA runs on a GPU) or math (SDPA on the meta device)")] = "flash",
     ) -> None:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from teton.cli._common import JsonFlag, SetOverrides
 from teton.errors import SpecError
 from teton.progress import progress_bar
 
@@ -89,7 +90,7 @@ def register(app: typer.Typer) -> None:
     @app.command("goodput")
     def goodput_cmd(
         spec: Annotated[str, typer.Argument(help="spec file (YAML / TOML / JSON)")],
-        set_: Annotated[list[str] | None, typer.Option("--set", help="override key.path=value")] = None,
+        set_: SetOverrides = None,
         days: Annotated[float | None, typer.Option("--days", help="run length in days")] = None,
         tokens: Annotated[str | None, typer.Option("--tokens", help="token budget, e.g. 15.6e12 or 15.6T")] = None,
         runs: Annotated[int | None, typer.Option("--runs", help="Monte Carlo runs")] = None,
@@ -97,7 +98,7 @@ def register(app: typer.Typer) -> None:
         step_time: Annotated[float | None, typer.Option("--step-time", help="step time, s (else teton.simulate)")] = None,
         interval: Annotated[float | None, typer.Option("--interval", help="checkpoint interval, s")] = None,
         interval_sweep: Annotated[bool, typer.Option("--interval-sweep", help="table of interval vs ETTR")] = False,
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Failures over a whole run: ETTR, time-to-train, checkpoint interval, energy and cost."""
         from teton.cli._common import print_json

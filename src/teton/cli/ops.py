@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def ops(
-        spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="spec file (YAML, TOML or JSON)")],
-        set_: Annotated[list[str] | None, typer.Option("--set", help="override a field: key.path=value")] = None,
+        spec_path: SpecPath,
+        set_: SetOverrides = None,
         block: Annotated[str, typer.Option("--block", help="layer | embedding | head | all")] = "layer",
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Per-op FLOPs, bytes, GEMM shape, achieved fraction of peak and time of one micro-batch."""
         from teton.engine.op_table import block_totals, op_rows

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import SetOverrides, print_json
 from teton.errors import SpecError
 from teton.progress import progress_bar
 
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def placement(
         spec: Annotated[Path | None, typer.Argument(help="spec file (YAML, TOML or JSON)")] = None,
-        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")] = None,
+        set_: SetOverrides = None,
         occupancy: Annotated[float, typer.Option("--occupancy", help="fraction of the cluster other jobs hold "
                                                  "(capped to leave room for the job)")] = 0.0,
         seed: Annotated[int, typer.Option("--seed", help="seed of the occupancy pattern and random policy")] = 0,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, print_json
 
 
 def presets_dict() -> dict:
@@ -39,7 +37,7 @@ def presets_dict() -> dict:
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def presets(json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False) -> None:
+    def presets(json_: JsonFlag = False) -> None:
         """List cluster, model, GPU, host and NIC presets."""
         d = presets_dict()
         if json_:

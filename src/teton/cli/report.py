@@ -8,14 +8,15 @@ from typing import Annotated
 
 import typer
 
+from teton.cli._common import SetOverrides, SpecPath
 from teton.report.sections import GOODPUT_RUNS
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def report(
-        spec: Annotated[Path, typer.Argument(help="spec file (YAML, TOML or JSON)")],
-        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")] = None,
+        spec: SpecPath,
+        set_: SetOverrides = None,
         out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write")] = Path("report.html"),
         sections: Annotated[str | None, typer.Option(
             "--sections", help="comma-separated: step,memory,timeline,placement,checkpoint,goodput,validation,"

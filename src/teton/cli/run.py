@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
 
 GIB = 2**30
 
@@ -99,9 +99,9 @@ def print_table(d: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def run(
-        spec: Annotated[Path, typer.Argument(help="spec file (YAML, TOML or JSON)")],
-        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")] = None,
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        spec: SpecPath,
+        set_: SetOverrides = None,
+        json_: JsonFlag = False,
         trace: Annotated[Path | None, typer.Option("--trace", help="write the pipeline schedule as a "
                                                    "Chrome/Perfetto trace (JSON)")] = None,
     ) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, SetOverrides, print_json
 from teton.progress import progress_bar
 
 GB = 1e9
@@ -31,13 +31,13 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def search(
         spec: Annotated[Path, typer.Argument(help="spec file: cluster, model, GPUs, sequence length, batch")],
-        set_: Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value")] = None,
+        set_: SetOverrides = None,
         top: Annotated[int, typer.Option("--top", min=1, help="rows to print")] = 10,
         tp: Annotated[str | None, typer.Option("--tp", help="TP degrees to try, e.g. 4,8")] = None,
         cp: Annotated[str | None, typer.Option("--cp", help="CP degrees to try")] = None,
         pp: Annotated[str | None, typer.Option("--pp", help="PP degrees to try")] = None,
         vs: Annotated[str | None, typer.Option("--virtual-stages", help="virtual stages to try")] = None,
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Simulate every valid layout of SPEC's job; rank those that fit in memory by step time."""
 

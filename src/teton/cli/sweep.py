@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, print_json
 from teton.progress import progress_bar
 
 GB = 1e9
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         parquet: Annotated[Path | None, typer.Option("--parquet", help="also export this sweep's rows")] = None,
         html: Annotated[Path | None, typer.Option("--html", help="also write an offline HTML page of the "
                                                   "sweep: best points, effect of each key, time vs memory")] = None,
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Simulate every point of a sweep (skipping points already in --out) and show the best."""
         import sys

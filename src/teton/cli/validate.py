@@ -7,14 +7,14 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
+from teton.cli._common import JsonFlag, print_json
 from teton.progress import progress_bar
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def validate(
-        json_: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+        json_: JsonFlag = False,
         case: Annotated[list[str] | None, typer.Option("--case", help="only these cases (repeatable)")] = None,
         calibration: Annotated[Path | None, typer.Option(
             "--calibration", help="measured efficiencies (JSON from calibrate_hopper.py or teton calibrate)")] = None,

@@ -2,7 +2,8 @@
 
 ``compare_policies`` places the job with each policy on the same cluster state (GPUs other jobs
 hold: ``occupancy_busy``), prices each placement with a step simulator (``simulate(spec,
-placement=...)``, e.g. ``teton.simulate``; without one, the cheap model of ``cost``), and
+placement=..., cost_model=...)``, e.g. ``teton.simulate``; ``cost_model`` None is the spec's
+own network; without a simulator, the cheap model of ``cost``), and
 compares it with the ideal: topology-aware placement on an empty cluster. The axis that pays is
 the ``<axis>_comm`` entry of the breakdown that grew most against the ideal.
 """
@@ -118,7 +119,7 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
     def price(p: Placement, cost_model=None) -> dict[str, Any]:
         if simulate is None:
             return _estimate_row(spec, p)
-        r = simulate(spec, placement=p, cost_model=cost_model) if cost_model is not None else simulate(spec, placement=p)
+        r = simulate(spec, placement=p, cost_model=cost_model)
         return {"step_time_s": float(r.step_time_s), "breakdown": {k: float(v) for k, v in r.breakdown.items()}}
 
     ideal = price(place(cluster, degrees, order, "topology-aware", seed), empty if neighbours else None)

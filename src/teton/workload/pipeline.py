@@ -83,6 +83,7 @@ def warmup_forwards(p: int, v: int, m: int, rank: int, n_round: int | None = Non
     return min((p - rank - 1) * 2 + (v - 1) * (n_round or p), m * v)
 
 
+@functools.lru_cache(maxsize=256)
 def chunk_orders(v: int, m: int, n_round: int) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) order of (chunk, micro-batch) pairs on every rank, (m*v, 2) each.
 
@@ -96,7 +97,10 @@ def chunk_orders(v: int, m: int, n_round: int) -> tuple[np.ndarray, np.ndarray]:
         mbs = range(start, min(start + n_round, m))
         fwd += [(c, mb) for c in range(v) for mb in mbs]
         bwd += [(c, mb) for c in reversed(range(v)) for mb in mbs]
-    return np.array(fwd, dtype=np.int64).reshape(-1, 2), np.array(bwd, dtype=np.int64).reshape(-1, 2)
+    out = np.array(fwd, dtype=np.int64).reshape(-1, 2), np.array(bwd, dtype=np.int64).reshape(-1, 2)
+    for a in out:
+        a.flags.writeable = False  # shared by every caller (memoised)
+    return out
 
 
 def in_flight_microbatches(p: int, v: int, m: int, rank: int, n_round: int | None = None) -> int:
