@@ -27,10 +27,14 @@ def from_validation(err, section: str, unknown_field=None, where=None) -> SpecEr
     name = ".".join([section, *(str(x) for x in loc)])
     cause = e.get("ctx", {}).get("error")
     if isinstance(cause, SpecError):
-        return SpecError(cause.field, cause.value, cause.allowed, where=where(()) if where else cause.where)
+        parts = tuple(cause.field.split("."))
+        cause_loc = parts[1:] if parts[0] == section else ()
+        return SpecError(cause.field, cause.value, cause.allowed, where=where(cause_loc) if where else cause.where)
     at = where(loc) if where else None
     if e["type"] == "extra_forbidden" and unknown_field is not None:
         return SpecError(name, e.get("input"), unknown_field(loc), where=at)
+    if e["type"] == "missing":  # pydantic's input is the whole enclosing mapping: not this field's value
+        return SpecError(name, None, "missing; this field is required", where=at)
     msg = e["msg"]
     return SpecError(name, e.get("input"), msg[0].lower() + msg[1:], where=at)
 

@@ -41,7 +41,7 @@ def test_sections_and_step_numbers(small_report, small_spec_path):
     r = teton.simulate(small_spec_path)
     assert info["step_time_s"] == pytest.approx(r.step_time_s)
     for text in (f"{r.step_time_s:.3f} s", f"{r.mfu * 100:.1f} %", f"{r.tflops_per_gpu:.0f}", f"{r.tokens_per_s:,.0f}",
-                 f"{r.memory_per_gpu_bytes / 1e9:.2f}", f"{r.hbm_bytes / 1e9:.2f}"):
+                 f"{r.memory_per_gpu_bytes / 2**30:.2f}", f"{r.hbm_bytes / 2**30:.2f}"):
         assert text in html, text
     for k, v in r.breakdown.items():
         assert f"<td>{k}</td>" in html and f"{v:.3f}" in html

@@ -57,3 +57,24 @@ def click_error_exit(err: Exception) -> NoReturn:
         print(f"error: {cmd}{show()}", file=sys.stderr)
         sys.exit(2 if getattr(err, "exit_code", 2) else 0)
     raise err
+
+
+PIPE_WIDTH = 200  # columns for tables written to a pipe or a file
+
+
+def console(*renderables):
+    """A rich Console for a verb's output. On a terminal it takes the terminal's width. Written to
+    a pipe or a file, where rich would assume 80 columns (or $COLUMNS) and cut cells to '5.4…', it
+    is at least ``PIPE_WIDTH`` wide (unless $COLUMNS says otherwise) and as wide as the widest of
+    ``renderables``, so every cell prints whole."""
+    import os
+
+    from rich.console import Console
+
+    c = Console()
+    if c.is_terminal:
+        return c
+    width = c.width if "COLUMNS" in os.environ else max(c.width, PIPE_WIDTH)
+    wide = c.options.update_width(10_000)
+    width = max([width, *(c.measure(r, options=wide).maximum for r in renderables)])
+    return Console(width=width)

@@ -92,8 +92,9 @@ def register(app: typer.Typer) -> None:
             print_json({"cluster": spec, "rows": rows, "provenance": provenance,
                         "out": str(out) if out is not None else None})
             return
-        from rich.console import Console
         from rich.table import Table
+
+        from teton.cli._common import console as output_console
 
         t = Table(title=f"{cluster} ({gpu.name}): measured vs catalog, fractions of peak")
         for col in ("key", "catalog", "measured", "change"):
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
             cat = r["catalog"]
             change = f"{r['measured'] / cat - 1:+.1%}" if cat else "new"
             t.add_row(r["key"], f"{cat:.3f}" if cat is not None else "-", f"{r['measured']:.3f}", change)
-        console = Console()
+        console = output_console()
         console.print(t)
         if out is not None:
             console.print(f"wrote {out}: use it as `cluster: {out}` or `--set cluster={out}`")

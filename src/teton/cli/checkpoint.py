@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import typer
@@ -48,6 +49,8 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
     _choice("--restore", restore, ("all_read", "broadcast", "shard_allgather"))
     if writers is not None and writers <= 0:
         raise SpecError("--writers", writers, "must be > 0")
+    if tokens_per_s is not None and not (math.isfinite(tokens_per_s) and tokens_per_s > 0):
+        raise SpecError("--tokens-per-s", tokens_per_s, "must be a positive number (the job's tokens/s)")
     spec = load_spec(spec_path, overrides)
     if measure_dir is not None:
         from teton.storage.measure import measure
@@ -55,12 +58,17 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
         result = {"measure": measure(spec, measure_dir, scale=scale, writers=writers or 4, max_files=files,
                                      progress=not as_json)}
         return result
+    if writers is not None and writers > spec.job.gpus:
+        raise SpecError("--writers", writers, f"at most the job's GPUs ({spec.job.gpus})")
     policy = _policy(spec, mode, writer_policy, writers, restore)
-    try:
-        tps = tokens_per_s if tokens_per_s is not None else job_tokens_per_s(spec)
-    except SpecError:  # no step model yet: data loading is reported as skipped
-        tps = None
-    dl = data_loading(spec, tokens_per_s=tps) if tps else None
+    tps, skip_data = tokens_per_s, False
+    dl_raw = (spec.storage or {}).get("data_loading") or {}
+    if tps is None and (not isinstance(dl_raw, dict) or dl_raw.get("tokens_per_s") is None):
+        try:
+            tps = job_tokens_per_s(spec)
+        except SpecError:  # no step model: data loading is reported as skipped
+            skip_data = True
+    dl = None if skip_data else data_loading(spec, tokens_per_s=tps)  # None: the spec's tokens_per_s
     res = simulate_checkpoint(spec, policy, data_bytes_s=dl.needed_bytes_s if dl else 0.0)
     out_d = res.summary()
     out_d["data_loading"] = dl.to_dict() if dl else None
@@ -83,10 +91,11 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
 
 
 def _print(d: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from teton.cli._common import console as output_console
+
+    con = output_console()
     if "measure" in d:
         m = d["measure"]
         t = Table(title=f"measured vs modelled ({m['storage']}): {m['files']} files, {m['writers']} writers, "
@@ -99,6 +108,11 @@ def _print(d: dict) -> None:
         con.print(t)
         con.print(f"files removed: {m['files_removed']}")
         cal = m["calibration"]
+        if not cal["bandwidth_bound"]:
+            con.print(f"no calibration: at {m['total_bytes'] / m['files'] / 1e3:,.1f} kB per file the model is "
+                      "metadata-bound, so these rates time file creation, not the drive; "
+                      "rerun with a larger --scale (e.g. 1e-2) to calibrate the local tier")
+            return
         con.print("calibrate the local tier: --set storage.preset=local-nvme --set storage.ssds_per_server=1 "
                   f"--set storage.ssd_write_gbytes_s={cal['ssd_write_gbytes_s']:.3g} "
                   f"--set storage.ssd_read_gbytes_s={cal['ssd_read_gbytes_s']:.3g}")

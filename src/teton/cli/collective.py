@@ -86,9 +86,34 @@ def sweep(cluster_name: str, op: str, gpus: int, placement: str = "topology-awar
     return rows
 
 
+PINNING_RACKS = 64  # racks of the pinning study's job (SIGCOMM'24 §5.1 scale) where the cluster has them
+
+
+def pinning_racks(cluster) -> int:
+    """Racks for the pinning study: 64, or as many whole first-layer switch domains as the cluster has."""
+    racks = min(PINNING_RACKS, cluster.gpus // cluster.layers[0].span_gpus)
+    if racks < 2:
+        raise SpecError("cluster", cluster.name, "the pinning study needs at least 2 racks (first-layer "
+                        f"switch domains of {cluster.layers[0].span_gpus} GPUs)")
+    return racks
+
+
+def check_plot_path(out: str) -> None:
+    """--out must be writable with an image suffix matplotlib knows, checked before the study runs."""
+    from pathlib import Path
+
+    path = Path(out)
+    suffixes = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "eps", "ps", "tif", "tiff")
+    if path.suffix.lower().lstrip(".") not in suffixes:
+        raise SpecError("--out", out, f"an image path ending in .{', .'.join(suffixes)}")
+    if path.is_dir() or not path.parent.is_dir():
+        raise SpecError("--out", out, "must be a file path in an existing directory")
+
+
 def _print_table(rows: list[dict], title: str) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from teton.cli._common import console as output_console
 
     table = Table(title=title)
     for col in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
@@ -96,7 +121,7 @@ def _print_table(rows: list[dict], title: str) -> None:
     for r in rows:
         table.add_row(f"{r['size_bytes']:,}", f"{r['time_s'] * 1e6:,.1f}", f"{r['algbw_gbps']:.2f}",
                       f"{r['busbw_gbps']:.2f}")
-    Console().print(table)
+    output_console().print(table)
 
 
 def register(app: typer.Typer) -> None:
@@ -125,10 +150,14 @@ def register(app: typer.Typer) -> None:
         out: Annotated[str | None, typer.Option(help="PNG path for --placement-study")] = None,
     ) -> None:
         """nccl-tests-style sweep: size, time, algbw and busbw of one collective on a cluster."""
+        if not placement_study and (out or neighbours):  # silently ignored before
+            flag = "--out" if out else "--neighbours"
+            raise SpecError(flag, out or True, "applies to --placement-study only")
         if pinning_study:
             from teton.report.network_plots import pinning_study as pin
 
-            res = pin(_cluster(cluster), seed=seed)
+            c = _cluster(cluster)
+            res = pin(c, racks=pinning_racks(c), seed=seed)
             if json_:
                 print_json(res)
             else:
@@ -141,9 +170,14 @@ def register(app: typer.Typer) -> None:
 
             if trials < 1:
                 raise SpecError("trials", trials, "must be at least 1")
+            if out:
+                check_plot_path(out)
             res = study(_cluster(cluster), trials=trials, seed=seed, neighbours=neighbours)
             if out:
-                plot_placement_study(res, out)
+                try:
+                    plot_placement_study(res, out)
+                except OSError as err:
+                    raise SpecError("--out", out, f"cannot write the plot ({err.strerror})") from None
                 print(f"wrote {out}", file=sys.stderr)
             if json_:
                 print_json(res)

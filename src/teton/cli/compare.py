@@ -30,12 +30,22 @@ def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, se
 
     if spec_b is None and not (set_a or set_b):
         raise SpecError("SPEC_B", "(none)", "give a second spec, or --a / --b overrides that make the variants differ")
+    from teton.cli.run import check_reliability
+
+    specs = {}
+    for name, path, sets in (("a", spec_a, set_a), ("b", spec_b or spec_a, set_b)):
+        try:  # both variants validated before either is simulated
+            specs[name] = load_spec(path, sets)
+            check_reliability(specs[name])
+        except SpecError as err:  # say which variant is bad: both may come from one file
+            at = err.where.replace("--set ", f"--{name} ", 1) if err.where else None
+            where = f"variant {name.upper()}" + (f" ({at})" if at else "")
+            raise SpecError(err.field, err.value, err.allowed, where=where) from None
     out = {}
     for name, path, sets in (("a", spec_a, set_a), ("b", spec_b or spec_a, set_b)):
-        spec = load_spec(path, sets)
-        r = simulate_step(spec)
+        r = simulate_step(specs[name])
         d = r.to_dict()
-        d.update(run_extras(spec, r))
+        d.update(run_extras(specs[name], r))
         d["label"] = str(path) + "".join(f" {s}" for s in (sets or []))
         out[name] = d
     a, b = out["a"], out["b"]
@@ -65,11 +75,12 @@ def register(app: typer.Typer) -> None:
         if json_:
             print_json(d)
             return
-        from rich.console import Console
         from rich.table import Table
 
+        from teton.cli._common import console as output_console
+
         a, b = d["a"], d["b"]
-        console = Console()
+        console = output_console()
         console.print(f"A: {a['label']}\nB: {b['label']}")
         t = Table(title="B against A")
         for col in ("", "A", "B", "change"):

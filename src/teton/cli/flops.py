@@ -25,10 +25,11 @@ def flops_spec(spec_path: Path, overrides: list[str] | None, attention_kernel: s
 
 
 def _print_table(d: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from teton.cli._common import console as output_console
+
+    console = output_console()
     title = (f"{d['model']} tp={d['tp']} cp={d['cp']} seq_len={d['seq_len']} micro_batch={d['micro_batch']} "
              f"kernel={d['attention_kernel']}: one GPU, one micro-batch")
     t = Table(title=title)

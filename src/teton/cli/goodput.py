@@ -32,23 +32,26 @@ def _progress_runner(enabled: bool):
 
 
 def _print_tables(out: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from teton.cli._common import console as output_console
+
+    con = output_console()
     t = Table(title=f"goodput: {out['gpus']} GPUs, {out['runs']} runs, seed {out['seed']}", show_header=True)
     t.add_column("quantity")
     t.add_column("value", justify="right")
     e = out["ettr_percentiles"]
+    none = "n/a (no unexpected interruptions)"  # MTBI and the Young / Daly optima are undefined
     rows = [
-        ("unexpected interruptions (expected)", f"{out['unexpected_interruptions']:.1f}"),
-        ("unexpected interruptions MC p5/p50/p95",
+        ("unexpected interruptions, rate x wall time", f"{out['unexpected_interruptions']:.1f}"),
+        ("unexpected interruptions MC (drawn while up) p5/p50/p95",
          "{p5:.0f} / {p50:.0f} / {p95:.0f}".format(**out["unexpected_interruptions_mc"])),
-        ("MTBI (unexpected)", f"{out['mtbi_h']:.2f} h"),
+        ("MTBI (unexpected)", none if out["mtbi_h"] is None else f"{out['mtbi_h']:.2f} h"),
         ("ETTR mean (p5/p50/p95)", f"{out['ettr']:.2%} ({e['p5']:.2%} / {e['p50']:.2%} / {e['p95']:.2%})"),
         ("goodput", f"{out['goodput']:.2%}"),
         ("checkpoint interval (used)", f"{out['checkpoint_interval_s']:.0f} s"),
-        ("Young / Daly interval", f"{out['young_interval_s']:.0f} s / {out['young_daly_interval_s']:.0f} s"),
+        ("Young / Daly interval", none if out["young_interval_s"] is None else
+         f"{out['young_interval_s']:.0f} s / {out['young_daly_interval_s']:.0f} s"),
     ]
     if "mc_optimal_interval_s" in out:
         rows.append(("Monte Carlo optimum", f"{out['mc_optimal_interval_s']:.0f} s (ETTR {out['mc_optimal_ettr']:.2%})"))
@@ -103,7 +106,7 @@ def register(app: typer.Typer) -> None:
         """Failures over a whole run: ETTR, time-to-train, checkpoint interval, energy and cost."""
         from teton.cli._common import print_json
         from teton.reliability import goodput, parse_reliability
-        from teton.reliability.config import parse_count
+        from teton.reliability.config import MAX_RUNS, parse_count
         from teton.spec import load_spec
 
         s = load_spec(spec, set_)
@@ -111,8 +114,8 @@ def register(app: typer.Typer) -> None:
         for name, v in (("--days", days), ("--step-time", step_time), ("--interval", interval)):
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise SpecError(name, v, "must be a positive number")
-        if runs is not None and runs <= 0:
-            raise SpecError("--runs", runs, "must be a positive integer")
+        if runs is not None and not 0 < runs <= MAX_RUNS:
+            raise SpecError("--runs", runs, f"must be a positive integer, at most {MAX_RUNS:,}")
         if seed is not None and seed < 0:
             raise SpecError("--seed", seed, "must be a non-negative integer")
         cfg = parse_reliability(s.reliability)

@@ -30,8 +30,9 @@ def register(app: typer.Typer) -> None:
         if json_:
             print_json({"rows": rows, "totals_s": totals})
             return
-        from rich.console import Console
         from rich.table import Table
+
+        from teton.cli._common import console as output_console
 
         j = spec.job
         t = Table(title=f"{spec.model.name}: one micro-batch on one GPU, tp={j.tp} cp={j.cp} "
@@ -49,7 +50,7 @@ def register(app: typer.Typer) -> None:
                 f"{r['fraction_of_peak'] * 100:.0f}" if r["fraction_of_peak"] else "",
                 f"{r['time_s'] * 1e3:.3f}", f"{r['exposed_s'] * 1e3:.3f}"]
             t.add_row(*cells)
-        console = Console()
+        console = output_console()
         console.print(t)
         console.print("%pk: achieved fraction of the dense peak; exp ms: exposed time (collectives run "
                       "alongside a GEMM with job.tp_overlap); gemm*: HBM-bound")

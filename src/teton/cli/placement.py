@@ -41,10 +41,11 @@ def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed
 
 
 def print_table(rows: list[dict]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from teton.cli._common import console as output_console
+
+    console = output_console()
     occ = rows[0]["occupancy"]
     layers = [k for k in rows[0]["span"] if k != "hosts"][:-1]  # the top layer always spans 1
     t = Table(title=f"placement policies; other jobs hold {occ * 100:.0f} % of the cluster; "
@@ -87,6 +88,8 @@ def register(app: typer.Typer) -> None:
         json_: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
     ) -> None:
         """Compare placement policies for the job of SPEC: step time and breakdown vs the ideal."""
+        if seed < 0:
+            raise SpecError("--seed", seed, "must be a non-negative integer")
         if spec is None and slurm_topology is None:
             raise SpecError("SPEC", None, "give a spec file to compare policies, or --slurm-topology FILE --cluster NAME")
         if slurm_topology is not None:
@@ -102,7 +105,10 @@ def register(app: typer.Typer) -> None:
             else:
                 raise SpecError("--cluster", None, "needed with --slurm-topology when no SPEC is given")
             text = export(cl, node_prefix)
-            slurm_topology.write_text(text)
+            try:
+                slurm_topology.write_text(text)
+            except OSError as err:
+                raise SpecError("--slurm-topology", str(slurm_topology), f"cannot write ({err.strerror})") from None
             lines = sum(1 for ln in text.splitlines() if ln.startswith("SwitchName="))
             print(f"wrote {slurm_topology}: {lines} switches for {cl.name}", file=sys.stderr)
             if spec is None:

@@ -24,7 +24,7 @@ def presets_dict() -> dict:
         models[name] = {"params": m.total_params(), "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
                         "kv_heads": m.n_kv_heads, "vocab": m.vocab}
     gpus = {n: {"bf16_tflops": g.peak_tflops["bf16"], "fp8_tflops": g.peak_tflops.get("fp8"),
-                "hbm_gb": g.hbm_bytes / 1e9, "hbm_tb_s": g.hbm_bw_bytes_s / 1e12, "tdp_w": g.tdp_w}
+                "hbm_gb": g.hbm_bytes / 1e9, "hbm_gib": g.hbm_bytes / 2**30, "hbm_tb_s": g.hbm_bw_bytes_s / 1e12, "tdp_w": g.tdp_w}
             for n, g in GPUS.items()}
     out = {"clusters": clusters, "models": models, "gpus": gpus,
            "hosts": {n: {"gpu": h.gpu, "gpus": h.gpus, "backend_nic": h.backend_nic} for n, h in HOSTS.items()},
@@ -43,10 +43,11 @@ def register(app: typer.Typer) -> None:
         if json_:
             print_json(d)
             return
-        from rich.console import Console
         from rich.table import Table
 
-        console = Console()
+        from teton.cli._common import console as output_console
+
+        console = output_console()
         t = Table(title="clusters")
         for col in ("name", "GPUs", "GPU", "topology", "NIC Gb/s", "description"):
             t.add_column(col)
@@ -61,10 +62,11 @@ def register(app: typer.Typer) -> None:
                       str(m["kv_heads"]), str(m["vocab"]))
         console.print(t)
         t = Table(title="GPUs")
-        for col in ("name", "bf16 TFLOPS", "fp8 TFLOPS", "HBM GB", "HBM TB/s", "TDP W"):
+        for col in ("name", "bf16 TFLOPS", "fp8 TFLOPS", "HBM GiB", "HBM TB/s", "TDP W"):
             t.add_column(col)
-        for n, g in d["gpus"].items():
-            t.add_row(n, f"{g['bf16_tflops']:.0f}", f"{g['fp8_tflops'] or 0:.0f}", f"{g['hbm_gb']:.0f}",
+        for n, g in d["gpus"].items():  # HBM in GiB, as teton run reports memory against it
+            fp8 = "-" if g["fp8_tflops"] is None else f"{g['fp8_tflops']:.0f}"
+            t.add_row(n, f"{g['bf16_tflops']:.0f}", fp8, f"{g['hbm_gib']:.1f}",
                       f"{g['hbm_tb_s']:.2f}", f"{g['tdp_w']:.0f}")
         console.print(t)
         console.print("hosts: " + ", ".join(d["hosts"]) + "   NICs: " + ", ".join(d["nics"]))

@@ -19,16 +19,16 @@ def register(app: typer.Typer) -> None:
         set_: SetOverrides = None,
         out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write")] = Path("report.html"),
         sections: Annotated[str | None, typer.Option(
-            "--sections", help="comma-separated: step,memory,timeline,placement,checkpoint,goodput,validation,"
-                               "search, or 'all' (default: all but search, which takes seconds)")] = None,
+            "--sections", help="comma-separated: step,memory,ops,timeline,placement,checkpoint,goodput,"
+                               "validation,search, or 'all' (default: all but search, which takes seconds)")] = None,
         png: Annotated[Path | None, typer.Option("--png", help="also write every chart as a PNG in this directory")] = None,
         runs: Annotated[int, typer.Option("--runs", min=1, help="Monte Carlo runs per checkpoint interval "
                                                                 "(goodput section)")] = GOODPUT_RUNS,
         occupancy: Annotated[float, typer.Option("--occupancy", help="fraction of the cluster other jobs hold "
                                                  "(placement section)")] = 0.0,
     ) -> None:
-        """Write one self-contained, offline HTML report of SPEC: step, memory, pipeline timeline,
-        placement, checkpoint, goodput, validation (and optionally layout search)."""
+        """Write one self-contained, offline HTML report of SPEC: step, memory, the ops of one layer,
+        pipeline timeline, placement, checkpoint, goodput, validation (and optionally layout search)."""
         from teton.errors import SpecError
         from teton.report.html import write_report
         from teton.report.sections import parse_sections

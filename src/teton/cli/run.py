@@ -10,6 +10,16 @@ import typer
 from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
 
 GIB = 2**30
+# The keys a spec's storage / reliability sections add, as the table shows them (JSON keeps the keys).
+EXTRA_ROWS = {
+    "checkpoint_save_s": ("checkpoint save", lambda v: f"{v:,.2f} s"),
+    "checkpoint_blocking_s": ("checkpoint blocks training", lambda v: f"{v:,.3f} s"),
+    "checkpoint_restore_s": ("checkpoint restore", lambda v: f"{v:,.2f} s"),
+    "ettr": ("ETTR", lambda v: f"{v * 100:.1f} %"),
+    "time_to_train_days": ("time to train", lambda v: f"{v:,.1f} days"),
+    "energy_mwh": ("energy", lambda v: f"{v:,.0f} MWh"),
+    "cost_usd": ("cost", lambda v: f"${v:,.0f}"),
+}
 
 
 def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = None) -> dict:
@@ -22,6 +32,7 @@ def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = 
     spec = load_spec(spec_path, overrides)
     if trace is not None:
         _check_writable(trace)
+    check_reliability(spec)
     result = simulate_step(spec, timeline=trace is not None)
     out = result.to_dict()
     if trace is not None:
@@ -29,13 +40,25 @@ def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = 
     from teton.whole_run import run_extras
 
     out.update(run_extras(spec, result))
+    if spec.reliability is not None and not any(k in spec.reliability for k in ("tokens", "days")):
+        out["notes"] = [*(out.get("notes") or []), "reliability: gives no run length (tokens or days), "
+                        "so no goodput, time-to-train or cost is computed"]
     return out
+
+
+def check_reliability(spec) -> None:
+    """Validate the spec's ``reliability:`` section up front: without a run length it is never
+    read, and a misspelt key (``token:``) would silently give no goodput."""
+    if spec.reliability is not None:
+        from teton.reliability.config import parse_reliability
+
+        parse_reliability(spec.reliability)
 
 
 def _check_writable(path: Path) -> None:
     from teton.errors import SpecError
 
-    if path.is_dir() or not path.parent.exists():
+    if path.is_dir() or not path.parent.is_dir():
         raise SpecError("--trace", str(path), "must be a file path in an existing directory")
 
 
@@ -51,14 +74,20 @@ def write_chrome_trace(events: list[dict], path: Path) -> None:
         trace.append({"name": f"{e['pass']} c{e['chunk']} mb{e['microbatch']}", "cat": e["pass"], "ph": "X",
                       "pid": 0, "tid": e["rank"], "ts": e["start_s"] * 1e6, "dur": (e["end_s"] - e["start_s"]) * 1e6,
                       "args": {"chunk": e["chunk"], "microbatch": e["microbatch"]}})
-    path.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
+    try:
+        path.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
+    except OSError as err:
+        from teton.errors import SpecError
+
+        raise SpecError("--trace", str(path), f"cannot write the trace ({err.strerror})") from None
 
 
 def print_table(d: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from teton.cli._common import console as output_console
+
+    console = output_console()
     lay = d["layout"]
     title = (f"{d['gpus']} GPUs  tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} "
              f"v={lay['virtual_stages']}  micro-batches/DP rank={d['micro_batches']}  "
@@ -73,10 +102,9 @@ def print_table(d: dict) -> None:
     t.add_row("tokens / s", f"{d['tokens_per_s']:,.0f}")
     fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"
     t.add_row("memory / GPU", f"{d['memory_per_gpu_bytes'] / GIB:.1f} GiB of {d['hbm_bytes'] / GIB:.1f} GiB  {fits}")
-    for key in ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s", "ettr",
-                "time_to_train_days", "energy_mwh", "cost_usd"):
+    for key, (label, fmt) in EXTRA_ROWS.items():
         if key in d:
-            t.add_row(key, f"{d[key]:,.3f}" if isinstance(d[key], float) else str(d[key]))
+            t.add_row(label, fmt(d[key]))
     console.print(t)
     b = Table(title="where the step time goes")
     b.add_column("category")

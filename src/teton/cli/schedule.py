@@ -16,13 +16,22 @@ MAX_WARNINGS = 20
 
 
 def resolve_cluster(name: str):
-    """A cluster preset name or a cluster file (YAML / TOML / JSON)."""
-    from teton.spec.load import _resolve_named
+    """A cluster preset name, a cluster file (YAML / TOML / JSON: a preset's fields, ``base:`` +
+    overrides) or a spec file (its ``cluster:`` section). Bad fields are one-line errors."""
+    from teton.spec.load import _build, _resolve_named, read_file
     from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
 
-    if name not in CLUSTER_PRESETS and not Path(name).exists():
-        raise SpecError("--cluster", name, closest(name, CLUSTER_PRESETS))
-    return ClusterSpec(**_resolve_named("cluster", name, CLUSTER_PRESETS, None))
+    if name in CLUSTER_PRESETS:
+        return ClusterSpec(**CLUSTER_PRESETS[name])
+    path = Path(name)
+    if not path.is_file():
+        raise SpecError("--cluster", name, closest(name, CLUSTER_PRESETS) + "; or a cluster / spec file")
+    raw = read_file(path)
+    if "cluster" in raw and ("job" in raw or "model" in raw):  # a whole spec: its cluster section
+        fields = _resolve_named("cluster", raw["cluster"], CLUSTER_PRESETS, path.parent)
+        return _build(ClusterSpec, "cluster", fields, path)
+    fields = _resolve_named("cluster", raw, CLUSTER_PRESETS, path.parent, (path.resolve(),))
+    return _build(ClusterSpec, "cluster", fields, None, where=lambda section, loc: str(path))
 
 
 def load_trace(trace: str, fmt: str, strict: bool, cluster, seed: int, load: float):
@@ -71,8 +80,9 @@ def _fmt_h(s: float) -> str:
 
 
 def print_table(results, trace) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from teton.cli._common import console as output_console
 
     t = Table(title=f"{trace.source} on {results[0].cluster}: {results[0].jobs} jobs")
     t.add_column("metric")
@@ -95,7 +105,7 @@ def print_table(results, trace) -> None:
     ]
     for name, fn in rows:
         t.add_row(name, *[fn(r) for r in results])
-    Console().print(t)
+    output_console().print(t)
 
 
 def register(app: typer.Typer) -> None:
@@ -119,15 +129,19 @@ def register(app: typer.Typer) -> None:
         for p in policies:
             if p not in SCHEDULER_POLICIES:
                 raise SpecError("--policy", p, "must be fifo, backfill, topology-aware or all")
+        if seed < 0:
+            raise SpecError("--seed", seed, "must be a non-negative integer")
         cl = resolve_cluster(cluster)
         tr = load_trace(trace, fmt, strict, cl, seed, load)
         warn_issues(tr)
         if not tr.jobs:
             raise SpecError("TRACE", trace, "has no valid jobs")
+        if all(j.gpus > cl.gpus for j in tr.jobs):
+            raise SpecError("TRACE", trace, f"no job fits the cluster: every job asks for more than "
+                            f"{cl.name}'s {cl.gpus} GPUs")
         results = run_policies(tr, cl, policies, fidelity)
-        for r in results:
-            for issue in r.skipped[len(tr.issues):]:
-                print(f"warning: {issue.message}; skipped", file=sys.stderr)
+        for issue in results[0].skipped[len(tr.issues):]:  # the same jobs for every policy: warn once
+            print(f"warning: {issue.message}; skipped", file=sys.stderr)
         if json_:
             rows = [r.to_dict(include_jobs=jobs_detail) for r in results]
             print_json(rows[0] if len(rows) == 1 else {"trace": tr.source, "results": rows})

@@ -10,7 +10,7 @@ import typer
 from teton.cli._common import JsonFlag, SetOverrides, print_json
 from teton.progress import progress_bar
 
-GB = 1e9
+GIB = 2**30  # as teton run and teton compare print memory
 
 
 def _ints(text: str | None, field: str, default: tuple[int, ...]) -> tuple[int, ...]:
@@ -57,17 +57,28 @@ def register(app: typer.Typer) -> None:
         with progress_bar(disable=json_) as bar:
             task = bar.add_task("simulating layouts", total=None)
             d = search_layouts(s, space, lambda i, n: bar.update(task, completed=i, total=n))
+        if not d["evaluated"]:
+            from teton.errors import SpecError
+
+            j = s.job
+            tried = " ".join(f"--{k} {','.join(map(str, v))}" for k, v in (
+                ("tp", space.tp), ("cp", space.cp), ("pp", space.pp), ("virtual-stages", space.virtual_stages)))
+            raise SpecError("search", tried,
+                            f"no layout passes the job rules for {j.gpus} GPUs, {j.tokens_per_step:,} tokens a step "
+                            f"of {j.seq_len}-token sequences and {s.model.name} ({s.model.heads} heads, "
+                            f"{s.model.n_kv_heads} KV heads, {s.model.layers} layers); widen --tp/--cp/--pp")
         if json_:
             print_json({**d, "rows": d["rows"][:top]})
             return
-        from rich.console import Console
         from rich.table import Table
 
+        from teton.cli._common import console as output_console
+
         t = Table(title=f"{d['evaluated']} layouts simulated, {d['fitting']} fit in memory (top {top})")
-        for col in ("tp", "cp", "pp", "dp", "v", "mb", "recompute", "zero", "step s", "MFU", "mem GB", "fits"):
+        for col in ("tp", "cp", "pp", "dp", "v", "mb", "recompute", "zero", "step s", "MFU", "mem GiB", "fits"):
             t.add_column(col, justify="right")
         for r in d["rows"][:top]:
             t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "dp", "virtual_stages", "micro_batch", "recompute", "zero")),
-                      f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %", f"{r['memory_per_gpu_bytes'] / GB:.1f}",
+                      f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %", f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       "yes" if r["fits_in_memory"] else "no")
-        Console().print(t)
+        output_console().print(t)

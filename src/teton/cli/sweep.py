@@ -10,7 +10,7 @@ import typer
 from teton.cli._common import JsonFlag, print_json
 from teton.progress import progress_bar
 
-GB = 1e9
+GIB = 2**30  # memory per GPU in GiB, as teton run prints it
 
 
 # whole-run columns (teton.whole_run) shown when the points have them: column -> heading
@@ -49,19 +49,19 @@ def register(app: typer.Typer) -> None:
         """Simulate every point of a sweep (skipping points already in --out) and show the best."""
         import sys
 
-        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
+        from teton.cli._common import console as output_console
         from teton.errors import SpecError
+        from teton.report.html import check_writable_file
         from teton.sweep.grid import parse_sweep
         from teton.sweep.run import check_executor, run_sweep
         from teton.sweep.store import ResultStore
 
         check_executor(executor, workers)
-        if html is not None:
-            from teton.report.html import check_writable_file
-
-            check_writable_file(html, "--html")
+        for name, path in (("--html", html), ("--parquet", parquet)):  # fail before the sweep, not after it
+            if path is not None:
+                check_writable_file(path, name)
         for name, value in (("--batch", batch), ("--top", top)):
             if value is not None and value < 1:
                 raise SpecError(name, value, "must be a positive integer")
@@ -94,7 +94,7 @@ def register(app: typer.Typer) -> None:
             if html is not None:
                 from teton.report.sweep_report import write_sweep_page
 
-                write_sweep_page(store.rows(only_ok=True), point_cols, str(sweep_file), html)
+                write_sweep_page(store.rows(), point_cols, str(sweep_file), html)
         if json_:
             print_json({"sweep": str(sweep_file), "out": str(out), **summary.to_dict(),
                         "errors": errors[:top], "top": best})
@@ -109,10 +109,10 @@ def register(app: typer.Typer) -> None:
             print(f"  {r['status']}: {r['error']}", file=sys.stderr)
         order = "time-to-train" if "time_to_train_days" in run_cols else "fastest"
         t = Table(title=f"top {len(best)} of {s.ok} (fitting first, then {order})")
-        for col in (*point_cols, "step s", "MFU", "TFLOP/s/GPU", "mem GB", "fits", *(RUN_COLUMNS[c] for c in run_cols)):
+        for col in (*point_cols, "step s", "MFU", "TFLOP/s/GPU", "mem GiB", "fits", *(RUN_COLUMNS[c] for c in run_cols)):
             t.add_column(col, justify="right")
         for r in best:
             t.add_row(*(_fmt(r[k]) for k in point_cols), f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %",
-                      f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GB:.1f}",
+                      f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       "yes" if r["fits_in_memory"] else "no", *(_fmt_run(c, r[c]) for c in run_cols))
-        Console().print(t)
+        output_console(t).print(t)

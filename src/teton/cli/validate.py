@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
             for c in case:
                 if c not in cases:
                     raise SpecError("--case", c, closest(c, cases))
-        from rich.console import Console
+        from teton.cli._common import console as output_console
 
         with progress_bar() as bar:
             task = bar.add_task("validating", total=None)
@@ -46,21 +46,27 @@ def register(app: typer.Typer) -> None:
             return
         from rich.table import Table
 
-        console = Console()
-        t = Table(title="teton validate: published vs predicted")
-        for col in ("case", "metric", "published", "predicted", "error", "band", "ok"):
-            t.add_column(col)
+        console = output_console()
+        by_case: dict[str, list[dict]] = {}
         for r in d["rows"]:
-            ok = "[green]yes[/green]" if r["within_tolerance"] else "[red]no[/red]"
-            band = {"lower_bound": "≥ published", "upper_bound": "≤ published",
-                    "check": f"±{r['tolerance'] * 100:.0f} % (check)"}.get(
-                r.get("kind", "value"), f"±{r['tolerance'] * 100:.0f} %")
-            t.add_row(r["case"], r["metric"], f"{r['published']:.4g}", f"{r['predicted']:.4g}",
-                      f"{r['error'] * 100:+.1f} %", band, ok)
-        console.print(t)
-        notes = {r["note"] for r in d["rows"] if r["note"]}
-        for n in sorted(notes):
-            console.print(f"note: {n}")
+            by_case.setdefault(r["case"], []).append(r)
+        for case_name, rows in by_case.items():
+            t = Table(title=case_name, title_justify="left", title_style="bold")
+            t.add_column("metric", overflow="fold")
+            for col in ("published", "predicted", "error"):
+                t.add_column(col, justify="right")
+            t.add_column("band")
+            t.add_column("ok")
+            for r in rows:
+                ok = "[green]yes[/green]" if r["within_tolerance"] else "[red]no[/red]"
+                band = {"lower_bound": "≥ published", "upper_bound": "≤ published",
+                        "check": f"±{r['tolerance'] * 100:.0f} % (check)"}.get(
+                    r.get("kind", "value"), f"±{r['tolerance'] * 100:.0f} %")
+                t.add_row(r["metric"], f"{r['published']:.4g}", f"{r['predicted']:.4g}",
+                          f"{r['error'] * 100:+.1f} %", band, ok)
+            console.print(t)
+            for n in dict.fromkeys(r["note"] for r in rows if r["note"]):
+                console.print(f"  note: {n}")
         console.print(f"mean absolute error of the point values {d['mean_abs_error'] * 100:.1f} %; "
                       f"{d['within_tolerance']}/{d['total']} rows within their band")
         ratios = d["diagnostics"].get("llama3-405b-table4.implied_sustained_ratio")

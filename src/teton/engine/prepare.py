@@ -91,7 +91,7 @@ def default_placement(spec: Spec) -> Placement:
 def _degrees(spec: Spec) -> dict[str, int]:
     j = spec.job
     d = {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
-    if j.ep > 1:
+    if j.ep > 1 or "ep" in j.parallel_order:  # an order may name ep with degree 1 (a dense model)
         d["ep"] = j.ep
     return d
 

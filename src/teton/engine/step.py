@@ -42,7 +42,7 @@ from teton.placement import Placement
 from teton.spec.schema import Spec
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
 from teton.workload.ops import ACT_BYTES, FP32
-from teton.workload.step_work import step_work
+from teton.workload.step_work import dp_shard, step_work
 
 __all__ = ["simulate_step", "model_flops_per_token", "slowest_gpu_factor", "BlockTimer", "default_placement",
            "make_cost_model"]
@@ -71,6 +71,30 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
 
     z = NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
     return 1.0 / max(1e-3, 1.0 - cv * z)
+
+
+def _dp_collective_s(cost, placement: Placement, job, work, op: str, bytes_per_param: float) -> np.ndarray:
+    """(p, v) seconds of one DP collective of each chunk's parameters (``bytes_per_param`` each).
+
+    Dense parameters go over the ranks that hold the same weights, DP x CP; with expert parallelism
+    the routed experts' over their expert-data-parallel group (dp / ep ranks that hold the same
+    experts, x CP), one after the other on the DP stream. Chunks with the same parameter counts
+    share one network query.
+    """
+    params = work.chunk_params
+    dp_groups = placement.groups("dp_cp")
+    if not (job.ep > 1 and "ep" in placement.order and work.expert_params.any()):
+        values, inverse = np.unique(params, return_inverse=True)
+        out = np.array([cost.collective_time(op, dp_groups, n * bytes_per_param) for n in values])
+        return out[inverse].reshape(params.shape)
+    expert = work.expert_params
+    edp_groups = placement.groups("edp_cp") if job.dp_degree // job.ep * job.cp > 1 else None  # None: nothing to reduce
+    values, inverse = np.unique(np.stack([(params - expert).ravel(), expert.ravel()], axis=1), axis=0,
+                                return_inverse=True)
+    out = np.array([cost.collective_time(op, dp_groups, d * bytes_per_param)
+                    + (cost.collective_time(op, edp_groups, e * bytes_per_param) if edp_groups is not None else 0.0)
+                    for d, e in values])
+    return out[np.asarray(inverse).ravel()].reshape(params.shape)
 
 
 def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None,
@@ -115,20 +139,17 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
 
     # data-parallel collectives per chunk (ZeRO semantics)
     dp = job.dp_degree
+    replicas = dp * job.cp  # ranks holding the same weights: gradients are reduced over them
     chunk_params = work.chunk_params
     grad_bytes = work.grad_reduce_bytes_per_param
     ag_s = np.zeros((p, v))
     rs_s = np.zeros((p, v))
     dp_mode = DP_NONE
-    if dp > 1:
-        dp_groups = placement.groups("dp")
+    if replicas > 1:
         rs_op = "all_reduce" if job.zero == 0 else "reduce_scatter"
-        values, inverse = np.unique(chunk_params, return_inverse=True)
-        rs_u = np.array([cost.collective_time(rs_op, dp_groups, n * grad_bytes) for n in values])
-        ag_u = np.array([cost.collective_time("all_gather", dp_groups, n * work.param_gather_bytes_per_param)
-                         if job.zero else 0.0 for n in values])
-        rs_s = rs_u[inverse].reshape(chunk_params.shape)
-        ag_s = ag_u[inverse].reshape(chunk_params.shape)
+        rs_s = _dp_collective_s(cost, placement, job, work, rs_op, grad_bytes)
+        if job.zero:
+            ag_s = _dp_collective_s(cost, placement, job, work, "all_gather", work.param_gather_bytes_per_param)
         if job.zero == 3:
             dp_mode = DP_FULL_SHARD
         elif job.grad_reduce_mode == "per_microbatch":
@@ -141,7 +162,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     p2p_finish, _, _ = (simulate_pipeline(fwd_s, bwd_s, m, p2p_s, n_round=n_round) if p > 1
                         else (ideal_finish, None, None))
     sm_contention_s = 0.0
-    if dp > 1:
+    if replicas > 1:
         per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
         dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
                     + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
@@ -152,7 +173,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
             # what ran under compute held SMs from it (one CTA per NCCL channel): first order, the
             # critical path slows by that fraction of the overlapped DP time
             overlapped = max(0.0, float(dp_total.max()) - (full - float(p2p_finish.max())))
-            sm_contention_s = sm_fraction(placement, "dp", cluster) * overlapped
+            sm_contention_s = sm_fraction(placement, "dp_cp", cluster) * overlapped
         else:  # every DP collective after the last backward, nothing overlapped
             full = float((p2p_finish + dp_total).max())
     else:
@@ -162,8 +183,11 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     full += sm_contention_s
 
     # optimizer: Adam over this GPU's shard (ZeRO >= 1 shards it over DP)
-    max_params = float(chunk_params.sum(axis=1).max())
-    opt_params = max_params / (dp if job.zero >= 1 else 1)
+    # (the routed experts' state is sharded over their dp / ep expert-data-parallel group)
+    rank_params = chunk_params.sum(axis=1)
+    if job.zero >= 1:
+        rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), dp, job.ep, job.cp)
+    opt_params = float(rank_params.max())
     optimizer_s = opt_params * OPTIMIZER_BYTES_PER_PARAM / (cluster.gpu_spec.hbm_bw_bytes_s * compute.eff.mem)
     step = full + optimizer_s
 
@@ -188,7 +212,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
     if p > 1:
         comm_times["send_recv.pp"] = float(p2p_s.max())
-    if dp > 1:
+    if replicas > 1:
         comm_times["dp.reduce_per_chunk_max"] = float(rs_s.max())
         comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())
     result = StepResult(

@@ -55,8 +55,12 @@ class Efficiency:
     # Tensor-core throughput under sustained load / in a burst microbenchmark. GEMM sweeps and
     # attention benchmarks time a few products on a cool GPU; a training job holds the board at
     # its power cap for hours, and DVFS lowers the clock as the die heats (Llama 3, Sec. 3.3.4,
-    # sees 1-2 % diurnal swings from it). No public sustained-load sweep was found, so the
-    # default is 1 (burst); benchmarks/device/calibrate_hopper.py measures it.
+    # sees 1-2 % diurnal swings from it). A burst on random data is already power-capped: the
+    # same 8192^3 product runs 13 % faster on zeros (894 vs 788 TFLOP/s on this workplace's
+    # H200, device notes 2026-10-28), which only a power-limited clock explains, so what a
+    # sustained run can add is the thermal part (leakage at a hot die). No public sustained-load
+    # sweep was found, so the default is 1 (burst); benchmarks/device/calibrate_hopper.py
+    # measures it.
     sustained_ratio: float = 1.0
 
     def attention(self, kernel: str, backward: bool) -> float:

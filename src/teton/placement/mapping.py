@@ -14,6 +14,10 @@ parallel"): EP is carved out of DP. When ``order`` names ``ep`` the DP coordinat
 only in ``ep`` and ``edp``), ``groups('ep')`` the all-to-all groups of the MoE layers and
 ``groups('edp')`` the gradient groups of the expert weights. Without ``ep`` in ``order`` EP is
 folded into DP, as before.
+
+Gradients are reduced over the ranks that hold the same weights: ``groups('dp_cp')`` (the DP and
+CP coordinates vary) for dense weights and ``groups('edp_cp')`` for expert weights; with CP 1
+they are the DP and EDP groups.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ from teton.topology.cluster import ClusterSpec
 
 POLICIES = ("topology-aware", "linear", "random", "fragmented")
 BASE_AXES = ("tp", "cp", "pp", "dp")
+# Gradient groups: the ranks holding the same weights. CP ranks hold the same weights as their DP
+# peers (CP splits the sequence, not the model), so gradients are reduced, and ZeRO shards, over
+# dp x cp (Megatron-Core's data-parallel group "with context parallel"; torchtitan's dp_shard_cp).
+GRADIENT_AXES = {"dp": ("dp",), "dp_cp": ("dp", "cp"), "edp_cp": ("edp", "cp")}
 
 
 @dataclass(frozen=True)
@@ -68,9 +76,10 @@ class Placement:
         (for the merged DP group of an EP job: by rank)."""
         if axis not in self._groups:
             axes, _ = self._grid_axes()
-            if axis == "dp" and "ep" in axes:
-                pair = sorted(("ep", "edp"), key=axes.index, reverse=True)  # outermost first
-                self._groups[axis] = self._axis_groups(tuple(pair))
+            if axis in GRADIENT_AXES:
+                members = [a for m in GRADIENT_AXES[axis] for a in self._dp_axes(m, axes)]
+                members = sorted((a for a in members if a in axes), key=axes.index, reverse=True)
+                self._groups[axis] = self._axis_groups(tuple(members))  # outermost first
             elif axis in axes:
                 self._groups[axis] = self._axis_groups((axis,))
             elif axis == "ep":  # EP folded into DP: no separate EP groups
@@ -78,6 +87,16 @@ class Placement:
             else:
                 raise SpecError("axis", axis, f"must be one of {', '.join(axes)}")
         return self._groups[axis]
+
+    @staticmethod
+    def _dp_axes(member: str, axes: list[str]) -> tuple[str, ...]:
+        """Grid axes of a gradient-group member: with EP in the order, ``dp`` is ``ep`` x ``edp``;
+        without it, ``edp`` is plain ``dp``."""
+        if member == "dp" and "ep" in axes:
+            return ("ep", "edp")
+        if member == "edp" and "edp" not in axes:
+            return ("dp",)
+        return (member,)
 
     def pp_neighbours(self) -> np.ndarray:
         """(n_pairs, 2) GPU ids of consecutive pipeline ranks (stage i -> i+1)."""

@@ -16,6 +16,7 @@ from teton.errors import SpecError, closest, from_validation
 from teton.reliability.rates import CAUSE_KEYS
 
 PRESETS = ("llama3-table5",)  # the defaults: Table 5 rates
+MAX_RUNS = 100_000  # Monte Carlo runs (memory and time grow linearly; see ``runs``)
 
 
 _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([KMBGT]?)\s*$")
@@ -55,7 +56,7 @@ class InfantMortality(BaseModel):
     settle as the server ages", facts §3.1). Reference age is an assumption (not published).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     weibull_shape: float = Field(default=0.7, gt=0, le=1)
     cluster_age_days: float = Field(default=30.0, gt=0)
@@ -68,7 +69,7 @@ class InfantMortality(BaseModel):
 
 
 class ReliabilityConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # inf / nan: a one-line error
 
     preset: Literal["llama3-table5"] | None = None
     # --- run length (one of) and the step it runs --------------------------------------------
@@ -125,7 +126,9 @@ class ReliabilityConfig(BaseModel):
     depreciation_years: float = Field(default=4.0, gt=0)
     usd_per_kwh: float = Field(default=0.08, ge=0)  # ~US industrial average (EIA 2024); capex mode only
     # --- Monte Carlo -------------------------------------------------------------------------------
-    runs: int = Field(default=1000, gt=0)
+    # At most 100,000 runs: each run keeps a ring of spare-host return times (up to 4,096 floats),
+    # so 1e6 runs would need tens of GB; 100,000 take ~20 s and ~1 GB.
+    runs: int = Field(default=1000, gt=0, le=MAX_RUNS)
 
     @field_validator("tokens", mode="before")
     @classmethod

@@ -10,8 +10,10 @@ time) or a fixed number of days (default 54, the Table 5 window). The optional d
 enter mean-field, as a longer effective step ``step / (1 - diurnal/2) * (1 + stragglers)``: they
 stretch time-to-train but not ETTR (slow steps are still useful training); ``goodput`` is ETTR
 divided by that stretch, i.e. achieved / failure-free-nominal token throughput.
-The checkpoint interval defaults to Daly's optimum for the modelled MTBI and blocking cost,
-rounded to whole steps and never shorter than one save.
+The checkpoint interval is ``--interval``, else ``reliability.checkpoint_interval_s``, else the
+storage policy's ``storage.checkpoint.interval_s`` (the one ``teton checkpoint`` checks for
+sustainability), else Daly's optimum for the modelled MTBI and blocking cost; it is rounded to
+whole steps and never shorter than one save.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ from teton.reliability.rates import (
 from teton.reliability.recovery import checkpoint_costs, fixed_downtime_s, pg_init_s
 from teton.topology.cluster import ClusterSpec
 
+# The Monte Carlo advances every run by one interruption per vector step (at most 200,000): a
+# run expected to see more than this many is refused up front rather than cut short.
+MAX_INTERRUPTIONS_PER_RUN = 100_000
 DEFAULT_DAYS = 54.0  # the Table 5 window, when the spec gives no run length
 HUMAN_INTERVALS_S = (600.0, 1800.0, 3600.0, 3 * 3600.0)  # intervals people pick, added to every sweep
 
@@ -114,6 +119,15 @@ def _step(spec: Any, cfg: ReliabilityConfig, step_time_s: float | None, tokens_p
     return float(st), float(tps), breakdown, source
 
 
+def _storage_interval_s(spec: Any) -> float | None:
+    """``storage.checkpoint.interval_s`` of the spec, when it has a storage section that sets one."""
+    if getattr(spec, "storage", None) is None:
+        return None
+    from teton.storage.checkpoint import checkpoint_policy
+
+    return checkpoint_policy(spec).interval_s
+
+
 def _pct(x: np.ndarray) -> dict[str, float]:
     p5, p50, p95 = np.percentile(x, [5, 50, 95])
     return {"p5": float(p5), "p50": float(p50), "p95": float(p95), "mean": float(np.mean(x))}
@@ -128,8 +142,10 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
     cfg = cfg or parse_reliability(spec.reliability)
     if days is not None and tokens is not None:
         raise SpecError("--tokens", tokens, "give either --days or --tokens, not both")
+    length_field = "--days" if days is not None else "--tokens"
     if days is None and tokens is None:
         days, tokens = cfg.days, cfg.tokens
+        length_field = "reliability.tokens" if tokens is not None else "reliability.days"
         if days is None and tokens is None:
             days = DEFAULT_DAYS
     for name, v in (("--days", days), ("--tokens", tokens)):
@@ -148,7 +164,7 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
     mtbi_s = fm.mtbi_h * 3600.0
     young = young_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
     daly = daly_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
-    chosen = interval_s or cfg.checkpoint_interval_s or daly
+    chosen = interval_s or cfg.checkpoint_interval_s or _storage_interval_s(spec) or daly
     if not math.isfinite(chosen):
         chosen = 1e12
     # Checkpoints fall on step boundaries, and a save must be durable before the next one starts.
@@ -174,6 +190,7 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
         work_s=steps * st_eff if steps is not None else None,
         horizon_s=days * 86400.0 if days is not None else None,
         spares=spares, repair_s=cfg.repair_h * 3600.0, infant=infant)
+    _check_interruptions(inp, length_field, days if steps is None else tokens)
     sweep_rows: list[dict] = []
     main_progress = progress if not interval_sweep or progress is None else (lambda f: progress(0.5 * f))
     res = simulate_runs(inp, runs, seed, main_progress)
@@ -259,6 +276,25 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
         if not math.isfinite(out[key]):
             out[key] = None
     return out
+
+
+def _check_interruptions(inp: MCInputs, field: str, value: float | None) -> None:
+    """Refuse a run the Monte Carlo cannot follow to its end (``MAX_INTERRUPTIONS_PER_RUN``).
+
+    Expected interruptions: a fixed-length run alternates up-time (mean 1 / rate) and outages
+    (mean downtime), ``horizon / (1/rate + downtime)``; a token budget needs at least its training
+    time of up-time, ``work x rate`` (a lower bound: re-done work and checkpoints add more).
+    """
+    rate = float(np.sum(inp.rates_per_s))
+    if rate <= 0:
+        return
+    if inp.work_s is not None:
+        n = inp.work_s * rate
+    else:
+        n = inp.horizon_s / (1.0 / rate + float(np.sum(inp.rates_per_s * inp.downtime_s)) / rate)
+    if n > MAX_INTERRUPTIONS_PER_RUN:
+        raise SpecError(field, value, f"about {n:.3g} interruptions per run, more than the Monte Carlo follows "
+                        f"({MAX_INTERRUPTIONS_PER_RUN:,}): shorten the run or lower the failure rates")
 
 
 def _assumptions(out: dict, cfg: ReliabilityConfig, pm) -> list[str]:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from teton.errors import SpecError
+
 
 @dataclass(frozen=True)
 class MCInputs:
@@ -201,9 +203,16 @@ def simulate_runs(inp: MCInputs, runs: int, seed: int, progress: Callable[[float
             jj = j[over]
             extra = seg_start[jj] - min(horizon, wall_cap)
             down[jj] -= extra
+            # the end of the run cuts the outage from its end: restart and restore first
+            # (counted with dt), then the wait for a spare
+            wait_total[jj] -= np.clip(extra - dt[over], 0.0, wait[over])
             wall[jj] = min(horizon, wall_cap)
             active[jj] = False
         if progress is not None:
             progress(1.0 - active.mean())
+    if active.any():
+        raise SpecError("reliability", f"{int(active.sum())} of {runs} runs",
+                        f"still running after {max_steps:,} Monte Carlo steps (one interruption each): "
+                        "shorten the run (--days / --tokens) or lower the failure rates")
     return MCResult(wall_s=wall, useful_s=useful, train_s=train, checkpoint_s=ckpt, down_s=down,
                     spare_wait_s=wait_total, counts=counts, finished=finished)

@@ -59,10 +59,12 @@ def _storage_summary(spec: Any) -> dict | None:
 def checkpoint_costs(spec: Any, cfg: ReliabilityConfig) -> CheckpointCosts:
     """Checkpoint save / blocking / restore seconds: explicit inputs > storage model > fallback.
 
-    Fallback: ``bytes = params x checkpoint_bytes_per_param``, written and read at
-    ``storage_bytes_s`` (Tectonic sustained 2 TB/s, LLAMA3 §3.3.1), synchronously.
+    Fallback, when neither the spec nor its cluster names a storage system (the DGX presets):
+    ``bytes = params x checkpoint_bytes_per_param``, written and read at ``storage_bytes_s``
+    (Tectonic sustained 2 TB/s, LLAMA3 §3.3.1), synchronously.
     """
-    summary = _storage_summary(spec) if spec is not None else None
+    has_storage = spec is not None and (spec.storage is not None or spec.cluster.storage is not None)
+    summary = _storage_summary(spec) if has_storage else None
     source = "storage model" if summary else "fallback: bytes / bandwidth"
     if summary:
         save = float(summary["checkpoint_save_s"])

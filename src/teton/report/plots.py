@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-GB = 1e9
+GIB = 2**30  # memory per GPU, as teton run prints it
 FWD_COLOR = "#4C78A8"
 BWD_COLOR = "#F58518"
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D")
@@ -39,19 +39,19 @@ def breakdown_bar(breakdown: dict[str, float], step_time_s: float) -> go.Figure:
 
 
 def memory_bar(memory_bytes: dict[str, float], hbm_bytes: float, label: str = "fullest GPU") -> go.Figure:
-    """Memory terms of the fullest GPU stacked against the HBM capacity (dashed line)."""
+    """Memory terms of the fullest GPU (GiB) stacked against the HBM capacity (dashed line)."""
     fig = go.Figure()
     for i, (term, b) in enumerate(memory_bytes.items()):
-        fig.add_trace(go.Bar(x=[b / GB], y=[label], orientation="h", name=term,
-                             marker_color=PALETTE[i % len(PALETTE)], text=[f"{b / GB:.1f}"], textposition="inside"))
+        fig.add_trace(go.Bar(x=[b / GIB], y=[label], orientation="h", name=term,
+                             marker_color=PALETTE[i % len(PALETTE)], text=[f"{b / GIB:.1f}"], textposition="inside"))
     total = sum(memory_bytes.values())
-    fig.add_shape(type="line", x0=hbm_bytes / GB, x1=hbm_bytes / GB, y0=0, y1=1, yref="paper",
+    fig.add_shape(type="line", x0=hbm_bytes / GIB, x1=hbm_bytes / GIB, y0=0, y1=1, yref="paper",
                   line=dict(color="black", dash="dash"))
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(range=[0, max(total, hbm_bytes) / GB * 1.08])
+    fig.update_xaxes(range=[0, max(total, hbm_bytes) / GIB * 1.08])
     fits = "fits" if total <= hbm_bytes else "DOES NOT FIT"
-    return _layout(fig, f"memory per GPU: {total / GB:.1f} GB of {hbm_bytes / GB:.0f} GB HBM (dashed): {fits}",
-                   "GB", "", height=240)
+    return _layout(fig, f"memory per GPU: {total / GIB:.1f} GiB of {hbm_bytes / GIB:.1f} GiB HBM (dashed): {fits}",
+                   "GiB", "", height=240)
 
 
 def timeline_gantt(events: Sequence[dict], label_limit: int = 20000) -> go.Figure:

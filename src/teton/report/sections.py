@@ -15,7 +15,8 @@ from typing import Any
 from teton.errors import SpecError
 from teton.report import plots
 
-GB = 1e9
+GB = 1e9  # data sizes (checkpoints), as storage vendors and teton checkpoint count them
+GIB = 2**30  # memory per GPU and HBM, as teton run prints them (an "80 GB" H100 holds 79.6 GiB)
 GOODPUT_RUNS = 32  # Monte Carlo runs per interval in the report (teton goodput uses the spec's, more)
 SEARCH_TOP = 10
 
@@ -69,14 +70,15 @@ def spec_section(ctx: Context) -> Section:
                                                                    if layer.oversubscription > 1 else "")
                        for layer in c.layers)
     cluster = _kv([("cluster", c.name), ("hosts x GPUs", f"{c.hosts:,} x {c.gpus_per_host} ({c.gpus:,} GPUs)"),
-                   ("GPU", f"{gpu.name}, {gpu.hbm_bytes / GB:.0f} GB HBM, {gpu.peak_flops(j.precision) / 1e12:.0f} "
+                   ("GPU", f"{gpu.name}, {gpu.hbm_bytes / GIB:.1f} GiB HBM, {gpu.peak_flops(j.precision) / 1e12:.0f} "
                            f"dense TFLOP/s {j.precision}"),
                    ("fabric", f"{c.topology}: {fabric}"), ("storage", c.storage or "-"),
                    ("network model", f"{spec.network.fidelity}, routing {spec.network.routing}")], "cluster")
     model = _kv([("model", m.name), ("parameters", f"{m.total_params() / 1e9:,.2f} B"),
                  ("layers x hidden", f"{m.layers} x {m.hidden} (FFN {m.ffn_hidden})"),
                  ("heads (KV heads)", f"{m.heads} ({m.n_kv_heads})"), ("vocabulary", f"{m.vocab:,}")], "model")
-    layout = _kv([("GPUs", f"{j.gpus:,}"), ("tp x cp x pp x dp", f"{j.tp} x {j.cp} x {j.pp} x {j.dp_degree}"),
+    layout = _kv([("GPUs", f"{j.gpus:,}"), ("tp x cp x pp x dp", f"{j.tp} x {j.cp} x {j.pp} x {j.dp_degree}"
+                                             + (f" (ep {j.ep})" if j.ep > 1 else "")),
                   ("schedule", f"{j.pp_schedule}, {j.virtual_stages} virtual stage(s)"),
                   ("sequence x micro-batch", f"{j.seq_len:,} x {j.micro_batch}"),
                   ("global batch", f"{j.sequences_per_step:,} sequences, {j.tokens_per_step:,} tokens"),
@@ -92,7 +94,8 @@ def step_section(ctx: Context) -> Section:
     rows = [("step time", fmt_s(r.step_time_s)), ("MFU", fmt_pct(r.mfu)),
             ("TFLOPs / GPU", f"{r.tflops_per_gpu:.0f}"), ("tokens / s", f"{r.tokens_per_s:,.0f}"),
             ("tokens / step", f"{r.tokens_per_step:,}"),
-            ("layout", f"tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} v={lay['virtual_stages']}"),
+            ("layout", f"tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']}"
+                       + (f" ep={lay['ep']}" if lay.get("ep", 1) > 1 else "") + f" v={lay['virtual_stages']}"),
             ("micro-batches / DP rank", str(r.micro_batches)),
             ("model", f"{r.fidelity} network, {r.placement} placement")]
     bd = Table(("category", "seconds", "share"),
@@ -106,10 +109,10 @@ def step_section(ctx: Context) -> Section:
 def memory_section(ctx: Context) -> Section:
     r = ctx.result
     fits = "fits" if r.fits_in_memory else f"DOES NOT FIT (largest term: {r.largest_memory_term})"
-    rows = tuple((k, f"{v / GB:.2f}") for k, v in r.memory_breakdown.items())
-    rows += (("total", f"{r.memory_per_gpu_bytes / GB:.2f}"), ("HBM capacity", f"{r.hbm_bytes / GB:.2f}"))
-    lead = f"Fullest GPU: {r.memory_per_gpu_bytes / GB:.1f} GB of {r.hbm_bytes / GB:.0f} GB: {fits}."
-    return Section("memory", "Memory per GPU", lead, (Table(("term", "GB"), rows, "memory of the fullest pipeline rank"),),
+    rows = tuple((k, f"{v / GIB:.2f}") for k, v in r.memory_breakdown.items())
+    rows += (("total", f"{r.memory_per_gpu_bytes / GIB:.2f}"), ("HBM capacity", f"{r.hbm_bytes / GIB:.2f}"))
+    lead = f"Fullest GPU: {r.memory_per_gpu_bytes / GIB:.1f} GiB of {r.hbm_bytes / GIB:.1f} GiB: {fits}."
+    return Section("memory", "Memory per GPU", lead, (Table(("term", "GiB"), rows, "memory of the fullest pipeline rank"),),
                    (("memory", plots.memory_bar(r.memory_breakdown, r.hbm_bytes)),),
                    data={"fits_in_memory": r.fits_in_memory})
 
@@ -138,7 +141,8 @@ def timeline_section(ctx: Context) -> Section:
     if not events:
         return Section("timeline", "Pipeline timeline", notes=("the step simulator returned no timeline",))
     end = max(e["end_s"] for e in events)
-    lead = (f"{len(events):,} forward / backward ops of one pipeline ({ctx.result.layout['pp']} ranks, "
+    ranks = ctx.result.layout["pp"]
+    lead = (f"{len(events):,} forward / backward ops of one pipeline ({ranks} rank{'s' if ranks != 1 else ''}, "
             f"{ctx.result.micro_batches} micro-batches); the last ends at {fmt_s(end)}. Every pipeline of "
             "the job runs the same schedule in this model; DP collectives and the optimizer step are not drawn.")
     return Section("timeline", "Pipeline timeline", lead, figures=(("timeline", plots.timeline_gantt(events)),),
@@ -258,7 +262,7 @@ def search_section(ctx: Context) -> Section:
     table = Table(("tp", "cp", "pp", "dp", "v", "micro-batch", "recompute", "zero", "step time", "MFU", "memory"),
                   tuple((str(r["tp"]), str(r["cp"]), str(r["pp"]), str(r["dp"]), str(r["virtual_stages"]),
                          str(r["micro_batch"]), r["recompute"], str(r["zero"]), fmt_s(r["step_time_s"]),
-                         fmt_pct(r["mfu"]), f"{r['memory_per_gpu_bytes'] / GB:.1f} GB") for r in top),
+                         fmt_pct(r["mfu"]), f"{r['memory_per_gpu_bytes'] / GIB:.1f} GiB") for r in top),
                   f"top {len(top)} layouts that fit")
     lead = f"{d['evaluated']:,} layouts simulated, {d['fitting']:,} distinct ones fit in memory."
     figs = (("top-layouts", plots.search_bars(top)),) if top else ()
@@ -288,6 +292,8 @@ def parse_sections(text: str | None) -> tuple[str, ...]:
     if text.strip() == "all":
         return tuple(SECTIONS)
     names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise SpecError("--sections", text, f"name at least one of {', '.join(SECTIONS)} (or all)")
     for n in names:
         if n not in SECTIONS:
             raise SpecError("--sections", n, closest(n, list(SECTIONS)))

@@ -2,7 +2,8 @@
 
 Sections: the best points (as the sweep's summary ranks them), the effect of each swept key
 (the ranking metric of the points that fit, one box per value of the key), and step time against
-memory per GPU for every point. The numbers are the stored rows; nothing is re-simulated.
+memory per GPU for every point. The numbers are the stored rows; nothing is re-simulated. Memory
+is in GiB (2**30 bytes), as ``teton run`` prints it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from teton.report.sections import Section, Table
 
-GB = 1e9
+GIB = 2**30
 
 
 def ranking_metric(rows: Sequence[dict[str, Any]]) -> tuple[str, str]:
@@ -27,20 +28,26 @@ def _value(v: Any) -> str:
 
 
 def sweep_sections(rows: Sequence[dict[str, Any]], keys: Sequence[str], top: int = 20) -> list[Section]:
-    """Sections of the page for the ``ok`` rows of a sweep (``keys``: the swept spec paths)."""
+    """Sections of the page for a sweep's stored rows (``keys``: the swept spec paths); the charts and
+    the table use the ``ok`` rows, the lead counts every status."""
     import plotly.graph_objects as go
 
     from teton.report.plots import PALETTE, _layout
 
     ok = [r for r in rows if r.get("status", "ok") == "ok"]
+    invalid = sum(r.get("status") == "invalid" for r in rows)
+    failed = sum(r.get("status") == "failed" for r in rows)
     col, label = ranking_metric(ok)
     fitting = [r for r in ok if r.get("fits_in_memory")]
     best = sorted(fitting, key=lambda r: (r[col] is None, r[col] if r[col] is not None else 0.0))[:top]
-    table = Table((*keys, "step s", "MFU", "mem GB", *(["days"] if col != "step_time_s" else [])), tuple(
+    table = Table((*keys, "step s", "MFU", "mem GiB", *(["days"] if col != "step_time_s" else [])), tuple(
         (*(_value(r[k]) for k in keys), f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %",
-         f"{r['memory_per_gpu_bytes'] / GB:.1f}", *([f"{r[col]:.1f}"] if col != "step_time_s" else []))
+         f"{r['memory_per_gpu_bytes'] / GIB:.1f}", *([f"{r[col]:.1f}"] if col != "step_time_s" else []))
         for r in best), f"the {len(best)} best of {len(fitting)} points that fit (by {label})")
-    out = [Section("best", "Best points", f"{len(ok):,} points simulated, {len(fitting):,} fit in memory.",
+    lead = (f"{len(rows):,} stored point{'s' if len(rows) != 1 else ''}: {len(ok):,} simulated, {invalid:,} invalid"
+            + (f", {failed:,} failed (retried on the next run)" if failed else "")
+            + f"; {len(fitting):,} fit in memory.")
+    out = [Section("best", "Best points", lead,
                    (table,), data={"ok": len(ok), "fitting": len(fitting)})]
 
     figures = []
@@ -61,12 +68,12 @@ def sweep_sections(rows: Sequence[dict[str, Any]], keys: Sequence[str], top: int
     fig = go.Figure()
     for fits, name, color in ((True, "fits", PALETTE[0]), (False, "does not fit", PALETTE[3])):
         sel = [r for r in ok if bool(r.get("fits_in_memory")) is fits]
-        fig.add_trace(go.Scatter(x=[r["memory_per_gpu_bytes"] / GB for r in sel], y=[r["step_time_s"] for r in sel],
+        fig.add_trace(go.Scatter(x=[r["memory_per_gpu_bytes"] / GIB for r in sel], y=[r["step_time_s"] for r in sel],
                                  mode="markers", name=name, marker=dict(color=color, size=6),
                                  text=[", ".join(f"{k}={_value(r[k])}" for k in keys) for r in sel]))
     out.append(Section("memory-vs-time", "Step time against memory",
                        "Each point of the sweep; hover for its keys.",
-                       figures=(("scatter", _layout(fig, "step time vs memory per GPU", "memory per GPU (GB)",
+                       figures=(("scatter", _layout(fig, "step time vs memory per GPU", "memory per GPU (GiB)",
                                                     "step time (s)")),)))
     return out
 
@@ -79,5 +86,5 @@ def write_sweep_page(rows: Sequence[dict[str, Any]], keys: Sequence[str], sweep_
 
     path = check_writable_file(Path(out), "--html")
     sections = sweep_sections(rows, keys)
-    path.write_text(render_page(sections, f"sweep {Path(sweep_file).name}", f"{len(rows):,} stored points",
+    path.write_text(render_page(sections, f"sweep {Path(sweep_file).name}", f"{len(rows):,} stored point{'s' if len(rows) != 1 else ''}",
                                 str(sweep_file)), encoding="utf-8")

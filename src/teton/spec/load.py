@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
         text = path.read_text()
     except OSError as err:
         raise SpecError("spec", str(path), f"cannot read file ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise SpecError("spec", str(path), "not a UTF-8 text file (YAML, TOML or JSON)") from None
     suffix = path.suffix.lower()
     try:
         if suffix == ".toml":
@@ -53,71 +56,134 @@ def read_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+# Exponent notation YAML 1.1 leaves a string ("1e3", "16e6", "1.5E+3"): read as a number.
+_EXPONENT_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
+
+
 def parse_value(text: str) -> Any:
-    """A --set value: YAML scalar rules (numbers, true/false, lists), else the string."""
+    """A --set value: YAML scalar rules (numbers, true/false, lists), else the string.
+
+    Exponent notation is a number (``16e6`` -> 16000000, an int when integral), as a user means it;
+    PyYAML's YAML 1.1 resolver would keep it a string."""
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+    if isinstance(value, str) and _EXPONENT_NUMBER.match(value.strip()):
+        number = float(value)
+        return int(number) if number.is_integer() and abs(number) < 2**63 else number
+    return value
 
 
 def set_path(data: dict[str, Any], parts: tuple[str, ...] | list[str], value: Any,
              field: str | None = None) -> dict[str, Any]:
-    """A copy of ``data`` with the nested key ``parts`` set to ``value``; only the dicts on the
-    path are copied. A preset name met on the way (``cluster: meta-roce-24k`` when setting
-    ``cluster.hosts``) becomes ``{"base": name}``."""
+    """A copy of ``data`` with the nested key ``parts`` set to ``value``; only the dicts and lists
+    on the path are copied. A preset name met on the way (``cluster: meta-roce-24k`` when setting
+    ``cluster.hosts``) becomes ``{"base": name}``; a key below it that only the preset holds
+    (``cluster.layers.1.oversubscription``) is copied from the preset first. A number indexes a
+    list (``layers.1``)."""
     parts = tuple(parts)
+    name = field or ".".join(parts)
     out = dict(data)
-    node = out
-    for i, part in enumerate(parts[:-1]):
-        nxt = node.get(part)
+    node: Any = out
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise SpecError(name, value, f"{'.'.join(parts[:i])} is a list of {len(node)}; "
+                                f"index it with 0..{len(node) - 1}")
+            key: Any = int(part)
+            nxt = node[key]
+        else:
+            key = part
+            nxt = node.get(part)
+            if nxt is None and i == 1 and not last:
+                nxt = _preset_field(parts[0], node, part)
+        if last:
+            node[key] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+            break
         if isinstance(nxt, str) and i == 0 and part in ("cluster", "model"):
             nxt = {"base": nxt}
         elif nxt is None:
             nxt = {}
-        elif isinstance(nxt, dict):
-            nxt = dict(nxt)
+        elif isinstance(nxt, (dict, list)):
+            nxt = type(nxt)(nxt)
         else:
-            raise SpecError(field or ".".join(parts), value, f"{'.'.join(parts[: i + 1])} is not a mapping")
-        node[part] = nxt
+            raise SpecError(name, value, f"{'.'.join(parts[: i + 1])} is not a mapping")
+        node[key] = nxt
         node = nxt
-    node[parts[-1]] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
     return out
+
+
+def _preset_field(section: str, node: dict[str, Any], key: str) -> Any:
+    """``key`` of the preset a ``cluster`` / ``model`` mapping names in ``base:`` (a copy), or None."""
+    presets = {"cluster": CLUSTER_PRESETS, "model": MODEL_PRESETS}.get(section)
+    base = node.get("base")
+    if presets is None or not isinstance(base, str) or base not in presets:
+        return None
+    return copy.deepcopy(presets[base].get(key))
+
+
+def _override_key(item: str) -> tuple[tuple[str, ...], str]:
+    """(key parts, raw value) of one ``a.b.c=value`` override; SpecError when malformed."""
+    if "=" not in item:
+        raise SpecError("--set", item, "expected key.path=value")
+    key, _, raw = item.partition("=")
+    parts = tuple(key.strip().split("."))
+    if not parts[0] or parts[0] not in SPEC_SECTIONS:
+        raise SpecError("--set", key, f"the first key must be one of {', '.join(sorted(SPEC_SECTIONS))}")
+    if not all(parts):
+        raise SpecError("--set", key, "expected key.path=value with no empty key between dots")
+    return parts, raw
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
     """Apply ``a.b.c=value`` overrides to a nested mapping (preset names expand first)."""
     for item in overrides or []:
-        if "=" not in item:
-            raise SpecError("--set", item, "expected key.path=value")
-        key, _, raw = item.partition("=")
-        parts = [p for p in key.strip().split(".") if p]
-        if not parts or parts[0] not in SPEC_SECTIONS:
-            raise SpecError("--set", key, f"the first key must be one of {', '.join(sorted(SPEC_SECTIONS))}")
-        data = set_path(data, parts, parse_value(raw), field="--set")
+        parts, raw = _override_key(item)
+        try:
+            data = set_path(data, parts, parse_value(raw))
+        except SpecError as err:
+            raise SpecError("--set", item, err.allowed) from None
     return data
 
 
-def _resolve_named(section: str, value: Any, presets: dict[str, dict], base_dir: Path | None) -> dict:
-    """A preset name, a file path, or a mapping with optional ``base:`` -> field mapping."""
+SPEC_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+# Keys that mark a Hugging Face config.json (every transformers config has model_type).
+HF_CONFIG_KEYS = ("num_hidden_layers", "model_type", "architectures")
+
+
+def _resolve_named(section: str, value: Any, presets: dict[str, dict], base_dir: Path | None,
+                   seen: tuple[Path, ...] = (), field: str | None = None) -> dict:
+    """A preset name, a file path, or a mapping with optional ``base:`` -> field mapping.
+
+    ``seen``: the files already on this chain of ``base:`` references (a cycle is an error);
+    ``field``: the name errors report (``model.base`` when the value came from ``base:``)."""
+    field = field or section
     if isinstance(value, str):
         path = Path(value) if base_dir is None else (base_dir / value)
         if value in presets:
             return copy.deepcopy(presets[value])
-        if value.endswith((".json", ".yaml", ".yml", ".toml")) and path.exists():
-            if section == "model" and path.name.endswith(".json"):
-                raw = json.loads(path.read_text()) if path.exists() else {}
-                if "num_hidden_layers" in raw:
-                    return model_from_hf_config(path)
-            return _resolve_named(section, read_file(path), presets, path.parent)
-        raise SpecError(section, value, closest(value, presets.keys()))
+        if value.endswith(SPEC_SUFFIXES) or "/" in value:
+            if not path.is_file():
+                raise SpecError(field, value, f"not a preset, and no such file ({path}); presets: "
+                                f"{', '.join(sorted(presets))}")
+            if path.resolve() in seen:
+                chain = " -> ".join(p.name for p in (*seen, path.resolve()))
+                raise SpecError(field, value, f"circular base reference ({chain})")
+            raw = read_file(path)
+            if section == "model" and any(k in raw for k in HF_CONFIG_KEYS):
+                return model_from_hf_config(path)
+            return _resolve_named(section, raw, presets, path.parent, (*seen, path.resolve()))
+        raise SpecError(field, value, closest(value, presets.keys()))
     if isinstance(value, dict):
         value = dict(value)
         base = value.pop("base", None)
-        out = _resolve_named(section, base, presets, base_dir) if base is not None else {}
+        out = (_resolve_named(section, base, presets, base_dir, seen, f"{section}.base")
+               if base is not None else {})
         out.update(value)
         return out
-    raise SpecError(section, value, "must be a preset name, a file path or a mapping")
+    raise SpecError(field, value, "must be a preset name, a file path or a mapping")
 
 
 def _loc_to_line(path: Path | None, section: str, loc: tuple) -> str | None:
@@ -144,18 +210,58 @@ def _loc_to_line(path: Path | None, section: str, loc: tuple) -> str | None:
         return str(path)
 
 
-def _build(cls, section: str, fields: dict, path: Path | None):
+def _locator(path: Path | None, overrides: list[str] | None):
+    """``where(section, loc)``: ``--set ITEM`` when an override set the field (or a mapping
+    around it), else the spec file's line of the field."""
+    keys = [(_override_key(item)[0], item) for item in overrides or []]
+
+    def where(section: str, loc: tuple) -> str | None:
+        full = (section, *(str(x) for x in loc))
+        for parts, item in reversed(keys):
+            n = min(len(parts), len(full))
+            if len(full) > 1 and parts[:n] == full[:n]:
+                return f"--set {item}"
+        return _loc_to_line(path, section, loc)
+
+    return where
+
+
+def _fields_at(cls, loc: tuple) -> dict:
+    """The fields of the (nested) pydantic model that holds ``loc``'s last key (``layers.0.foo``:
+    a fabric layer's fields, not the cluster's)."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    model = cls
+    for key in loc[:-1]:
+        if isinstance(key, int):
+            continue
+        field = model.model_fields.get(key)
+        inner = [] if field is None else [field.annotation, *get_args(field.annotation)]
+        nested = [t for t in inner if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not nested:
+            break
+        model = nested[0]
+    return model.model_fields
+
+
+def _build(cls, section: str, fields: dict, path: Path | None, where=None):
+    if not isinstance(fields, dict):
+        raise SpecError(section, fields, "must be a mapping", where=str(path) if path else None)
+    where = where or (lambda sec, loc: _loc_to_line(path, sec, loc))
     try:
         return cls(**fields)
     except SpecError as err:
-        if err.where is None and path is not None:
-            raise SpecError(err.field, err.value, err.allowed, where=str(path)) from None
+        if err.where is None:
+            loc = tuple(err.field.split("."))[1:] if err.field.startswith(f"{section}.") else ()
+            raise SpecError(err.field, err.value, err.allowed, where=where(section, loc)) from None
         raise
     except ValidationError as err:
         raise from_validation(
             err, section,
-            unknown_field=lambda loc: f"unknown field; allowed: {', '.join(sorted(cls.model_fields))}",
-            where=lambda loc: _loc_to_line(path, section, loc)) from None
+            unknown_field=lambda loc: f"unknown field; allowed: {', '.join(sorted(_fields_at(cls, loc)))}",
+            where=lambda loc: where(section, loc)) from None
 
 
 def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:
@@ -176,17 +282,17 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
         if required not in data:
             raise SpecError(required, None, "missing; a spec needs cluster, model and job",
                             where=str(path) if path else None)
-    cluster = _build(ClusterSpec, "cluster", _resolve_named("cluster", data["cluster"], CLUSTER_PRESETS, base_dir), path)
-    model = _build(ModelSpec, "model", _resolve_named("model", data["model"], MODEL_PRESETS, base_dir), path)
-    if not isinstance(data["job"], dict):
-        raise SpecError("job", data["job"], "must be a mapping", where=str(path) if path else None)
-    job = _build(JobSpec, "job", data["job"], path)
-    network = _build(NetworkSpec, "network", data.get("network") or {}, path)
+    where = _locator(path, overrides)
+    cluster = _build(ClusterSpec, "cluster", _resolve_named("cluster", data["cluster"], CLUSTER_PRESETS, base_dir),
+                     path, where)
+    model = _build(ModelSpec, "model", _resolve_named("model", data["model"], MODEL_PRESETS, base_dir), path, where)
+    job = _build(JobSpec, "job", data["job"], path, where)
+    network = _build(NetworkSpec, "network", {} if data.get("network") is None else data["network"], path, where)
     try:
         job = check_job(job, model, cluster)
     except SpecError as err:
         raise SpecError(err.field, err.value, err.allowed,
-                        where=_loc_to_line(path, "job", (err.field.split(".")[-1],))) from None
+                        where=where("job", (err.field.split(".")[-1],))) from None
     seed = data.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise SpecError("seed", seed, "must be a non-negative integer", where=str(path) if path else None)
@@ -198,4 +304,15 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
     return Spec(cluster=cluster, model=model, job=job, network=network,
                 storage={"preset": storage} if isinstance(storage, str) else storage,
                 reliability={"preset": reliability} if isinstance(reliability, str) else reliability,
-                seed=seed, notes=tuple(data.get("notes") or ()))
+                seed=seed, notes=_notes(data.get("notes"), path))
+
+
+def _notes(value: Any, path: Path | None) -> tuple[str, ...]:
+    """``notes:``: one string or a list of strings (a bare string is one note, not its letters)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return tuple(str(v) for v in value)
+    raise SpecError("notes", value, "must be a string or a list of strings", where=str(path) if path else None)

@@ -4,13 +4,27 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from teton.errors import SpecError
+from teton.hardware import GPUS
+from teton.hardware.efficiency import cluster_efficiency
 from teton.topology.cluster import ClusterSpec
 from teton.workload.model import ModelSpec
 
 AXES = ("tp", "cp", "pp", "dp", "ep")
+
+# Integer fields: pydantic's lax mode reads true/false as 1/0, which hides a misplaced flag
+# (`--set job.tp=true` ran TP 1). These reject booleans.
+_INT_FIELDS = ("gpus", "tp", "cp", "pp", "dp", "ep", "seq_len", "micro_batch", "global_batch",
+               "global_batch_tokens", "virtual_stages", "pp_round", "zero")
+
+
+def _no_bool(value: Any, info) -> Any:
+    if isinstance(value, bool):
+        raise SpecError(f"{info.config.get('title', '').removesuffix('Spec').lower()}.{info.field_name}", value,
+                        "must be an integer, not a boolean")
+    return value
 
 
 class JobSpec(BaseModel):
@@ -33,6 +47,8 @@ class JobSpec(BaseModel):
     sequence_parallel: bool = True
     flash_attention: bool = True
     attention_kernel: Literal["fa2", "fa3"] = "fa2"  # FlashAttention-2, or -3 (Hopper only)
+    # elementwise kernels: fused (Megatron/TE/torch.compile) or eager PyTorch (HF reference code)
+    kernel_fusion: Literal["fused", "eager"] = "fused"
     pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
     virtual_stages: int = Field(default=1, gt=0)
     # Interleaved schedule: micro-batches a rank runs through one chunk before the next (Llama 3's
@@ -69,6 +85,8 @@ class JobSpec(BaseModel):
     grad_reduce: Literal["per_step", "per_microbatch"] | None = None
     placement: Literal["topology-aware", "linear", "random", "fragmented"] = "topology-aware"
     parallel_order: tuple[str, ...] = ("tp", "cp", "pp", "dp")  # innermost first (Llama 3)
+
+    _ints_not_bools = field_validator(*_INT_FIELDS, mode="before")(_no_bool)
 
     @model_validator(mode="after")
     def _check(self) -> JobSpec:
@@ -124,6 +142,8 @@ class NetworkSpec(BaseModel):
     qps_per_connection: int = Field(default=16, gt=0)
     nvls: bool = True  # use NVLink SHARP for intra-host all-reduce where the GPU has it
 
+    _ints_not_bools = field_validator("qps_per_connection", mode="before")(_no_bool)
+
 
 class Spec(BaseModel):
     """A resolved spec: every preset expanded, every cross-field rule checked."""
@@ -159,6 +179,14 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         raise SpecError("job.tp", job.tp, f"must divide model.kv_heads ({model.n_kv_heads})")
     if model.ffn_hidden % job.tp:
         raise SpecError("job.tp", job.tp, f"must divide model.ffn_hidden ({model.ffn_hidden})")
+    gpu = cluster.gpu_spec
+    if job.precision != "bf16" and job.precision not in gpu.peak_tflops:
+        raise SpecError("job.precision", job.precision,
+                        f"{gpu.name} has no {job.precision} tensor cores; use bf16 or a GPU that has "
+                        f"({', '.join(n for n, g in GPUS.items() if job.precision in g.peak_tflops)})")
+    if job.attention_kernel == "fa3" and cluster_efficiency(gpu, cluster.efficiency).attn_fa3_fwd is None:
+        raise SpecError("job.attention_kernel", job.attention_kernel,
+                        f"FlashAttention-3 needs a Hopper GPU, and {gpu.name} has no fa3 efficiency; use fa2")
     if job.tp > cluster.gpus_per_host and job.tp % cluster.gpus_per_host:
         raise SpecError("job.tp", job.tp, f"must divide or be a multiple of GPUs per host ({cluster.gpus_per_host})")
     chunks = job.pp * job.virtual_stages
@@ -176,6 +204,9 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         raise SpecError("job.ep", job.ep, "expert parallelism needs a MoE model (model.experts > 1)")
     if job.ep > 1 and job.dp_degree % job.ep:
         raise SpecError("job.ep", job.ep, f"must divide dp ({job.dp_degree}): experts are spread over DP ranks")
+    if job.global_batch_tokens and job.global_batch_tokens % job.seq_len:
+        raise SpecError("job.global_batch_tokens", job.global_batch_tokens,
+                        f"must be a whole number of sequences: a multiple of job.seq_len ({job.seq_len})")
     seqs = job.sequences_per_step
     per = job.dp_degree * job.micro_batch
     if seqs <= 0 or seqs % per:

@@ -55,7 +55,7 @@ OPTIMIZER_BYTES = 12  # fp32 master + Adam m + v
 class CheckpointPolicy(BaseModel):
     """The ``storage.checkpoint`` part of a spec."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     mode: Literal["sync", "async"] = "async"
     writers: Literal["spread", "one_replica", "every_rank"] = "spread"
@@ -87,11 +87,11 @@ class RankState:
 
     written_bytes: np.ndarray  # what each rank writes under the policy
     held_bytes: np.ndarray  # what each rank must hold after a restore
-    replicated_bytes: np.ndarray  # the part of held_bytes identical across its DP replicas
+    replicated_bytes: np.ndarray  # the part of held_bytes identical across its DP x CP replicas
     gpu_of_rank: np.ndarray
     unique_bytes: float  # one copy of the model state
     read_once_bytes: np.ndarray  # restore by broadcast: replica 0 reads the replicated state, others their shards
-    read_shard_bytes: np.ndarray  # restore by all-gather: each DP rank reads 1/dp of the replicated state
+    read_shard_bytes: np.ndarray  # restore by all-gather: each replica reads 1/(dp cp) of the replicated state
 
     @property
     def total_bytes(self) -> float:
@@ -113,7 +113,8 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     """Bytes each rank writes and holds, from the model's exact parameter counts.
 
     Dense weights are replicated over the dp*cp ranks of a stage; MoE expert weights (sharded
-    over ep, which is folded into dp) over (dp/ep)*cp ranks. ZeRO shards over those replicas.
+    over ep, which is folded into dp) over (dp/ep)*cp ranks. ZeRO shards over those replicas, as
+    the step model does (CP ranks hold the same weights as their DP peers).
     """
     policy = policy or checkpoint_policy(spec)
     job, model = spec.job, spec.model
@@ -129,10 +130,10 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     written, held, replicated = np.zeros(n), np.zeros(n), np.zeros(n)
     read_once, read_shard = np.zeros(n), np.zeros(n)
     unique = 0.0
-    # (params per TP rank by stage, replicas over DP, replica index, distinct shards across DP)
-    parts = [(p_stage - e_stage, dp, c["dp"], 1)]
+    # (params per TP rank by stage, replicas over DP x CP, replica index, distinct shards across DP)
+    parts = [(p_stage - e_stage, dp * cp, c["dp"] * cp + c["cp"], 1)]
     if model.experts > 1:
-        parts.append((e_stage, dp // ep, c["dp"] // ep, ep))
+        parts.append((e_stage, dp // ep * cp, c["dp"] // ep * cp + c["cp"], ep))
     for stage, reps, ridx, distinct in parts:
         p = stage[c["pp"]]
         w, o = wb * p, OPTIMIZER_BYTES * p
@@ -140,18 +141,17 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
         o_sh = reps if job.zero >= 1 else 1
         h = w / w_sh + o / o_sh
         rep = (w if w_sh == 1 else 0) + (o if o_sh == 1 else 0)
-        lead = (ridx == 0) & (c["cp"] == 0)
-        first_cp = c["cp"] == 0
+        lead = ridx == 0
         if policy.writers == "spread":
-            written += (w + o) / (reps * cp)
+            written += (w + o) / reps
         elif policy.writers == "one_replica":
-            written += np.where(lead, h, np.where(first_cp, h - rep, 0.0))
+            written += np.where(lead, h, h - rep)
         else:
             written += h
         held += h
         replicated += rep
-        read_once += np.where(lead, h, np.where(first_cp, h - rep, 0.0))
-        read_shard += np.where(first_cp, h - rep + rep / reps, 0.0)
+        read_once += np.where(lead, h, h - rep)
+        read_shard += h - rep + rep / reps
         unique += float((wb + OPTIMIZER_BYTES) * stage.sum() * job.tp * distinct)
     return RankState(written, held, replicated, _placement(spec).gpu_of_rank, unique, read_once, read_shard)
 
@@ -278,6 +278,9 @@ def simulate_checkpoint(spec, policy: CheckpointPolicy | None = None, system: St
     g = cluster.gpus_per_host
     d2h_bw = d2h_bytes_s_per_gpu(cluster.host)
     w_bytes, w_host = st.written_bytes, st.gpu_of_rank // g
+    if policy.writer_ranks and policy.writer_ranks > spec.job.gpus:
+        raise SpecError("storage.checkpoint.writer_ranks", policy.writer_ranks,
+                        f"at most the job's GPUs ({spec.job.gpus})")
     if policy.writer_ranks:
         w_bytes, w_host = _spread_over(st.written_bytes, st.gpu_of_rank, policy.writer_ranks, g)
     d2h_s = float(w_bytes.max()) / d2h_bw
@@ -304,19 +307,13 @@ def _placement(spec):
 
 
 def _rebuild_s(spec, st: RankState, op: str) -> float:
-    """``op`` (broadcast / all_gather) of the replicated state over the DP groups, then a broadcast
-    of everything over the CP groups."""
+    """``op`` (broadcast / all_gather) of the replicated state over the ranks that hold the same
+    weights (the DP x CP groups); each has read its own ZeRO shards."""
     job = spec.job
-    if float(st.replicated_bytes.max()) == 0 and job.cp == 1:
+    if float(st.replicated_bytes.max()) == 0 or job.dp_degree * job.cp == 1:
         return 0.0
     pl = _placement(spec)
-    model = AnalyticalCostModel(spec.cluster)
-    t = 0.0
-    if job.dp_degree > 1:
-        t += model.collective_time(op, pl.groups("dp"), float(st.replicated_bytes.max()))
-    if job.cp > 1:
-        t += model.collective_time("broadcast", pl.groups("cp"), float(st.held_bytes.max()))
-    return t
+    return AnalyticalCostModel(spec.cluster).collective_time(op, pl.groups("dp_cp"), float(st.replicated_bytes.max()))
 
 
 def _broadcast_s(spec, st: RankState) -> float:

@@ -21,11 +21,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from teton.errors import SpecError
+from teton.errors import SpecError, closest
 from teton.storage.system import StorageSystem, spec_storage
 from teton.storage.transfer import transfer
 
 TOKEN_BYTES = 4  # int32 token ids (vocab 128,256 > 65,536)
+DATA_LOADING_KEYS = ("tokens_per_s", "bytes_per_token")  # the ``storage.data_loading`` fields
 
 
 @dataclass(frozen=True)
@@ -66,14 +67,26 @@ def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float
     """Does reading the training data keep up with the job?"""
     system = system or spec_storage(spec)
     raw = (spec.storage or {}).get("data_loading") or {}
+    if not isinstance(raw, dict):
+        raise SpecError("storage.data_loading", raw, "must be a mapping")
+    for key in raw:
+        if key not in DATA_LOADING_KEYS:
+            raise SpecError(f"storage.data_loading.{key}", raw[key], closest(str(key), DATA_LOADING_KEYS))
     if bytes_per_token is None:
         bytes_per_token = float(raw.get("bytes_per_token", TOKEN_BYTES))
     if bytes_per_token <= 0:
         raise SpecError("storage.data_loading.bytes_per_token", bytes_per_token, "must be > 0")
-    if tokens_per_s is None:
-        tokens_per_s = raw.get("tokens_per_s") or job_tokens_per_s(spec)
-    if tokens_per_s <= 0:
-        raise SpecError("tokens_per_s", tokens_per_s, "must be > 0")
+    field = "tokens_per_s"
+    if tokens_per_s is None:  # the spec's figure (0 is a bad value, not "absent"), else the step model
+        given = raw.get("tokens_per_s")
+        field = "storage.data_loading.tokens_per_s" if given is not None else field
+        tokens_per_s = given if given is not None else job_tokens_per_s(spec)
+    try:
+        tokens_per_s = float(tokens_per_s)
+    except (TypeError, ValueError):
+        raise SpecError(field, tokens_per_s, "must be a number (tokens/s)") from None
+    if not (math.isfinite(tokens_per_s) and tokens_per_s > 0):
+        raise SpecError(field, tokens_per_s, "must be a positive, finite number (tokens/s)")
     job = spec.job
     g = spec.cluster.gpus_per_host
     hosts = np.arange(math.ceil(job.gpus / g))

@@ -163,8 +163,10 @@ def measure(spec, directory: str | Path, scale: float = 1e-4, writers: int = 4, 
                      "modelled_bw_bytes_s": model.delivered_bw_bytes_s, "modelled_s": model.time_s,
                      "modelled_bottleneck": model.bottleneck, "measured_over_modelled": measured / model.delivered_bw_bytes_s})
     # one-drive figures that would make the local tier reproduce this measurement
+    # (only meaningful when the model is bandwidth-bound: tiny files time metadata, not the drive)
     calibration = {"ssds_per_server": 1, "ssd_write_gbytes_s": rows[0]["measured_bw_bytes_s"] / 1e9,
-                   "ssd_read_gbytes_s": rows[1]["measured_bw_bytes_s"] / 1e9}
+                   "ssd_read_gbytes_s": rows[1]["measured_bw_bytes_s"] / 1e9,
+                   "bandwidth_bound": all(r["modelled_bottleneck"] != "metadata" for r in rows)}
     return {"directory": str(directory), "storage": system.name, "calibration": calibration, "files": int(sizes.size), "writers": writers,
             "scale": scale, "total_bytes": total, "file_bytes_min": int(sizes.min()), "file_bytes_max": int(sizes.max()),
             "rows": rows, "files_removed": not run_dir.exists()}

@@ -33,7 +33,7 @@ from teton.storage import hardware as hw
 class StorageSystem(BaseModel):
     """A storage tier that checkpoints and training data live on."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # inf would reach --json
 
     name: str = "custom"
     kind: Literal["distributed", "parallel-nfs", "local"] = "distributed"

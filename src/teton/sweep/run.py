@@ -251,6 +251,8 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
     ``progress(done, total)`` after each stored batch (``done`` counts points stored by earlier
     runs too); ``on_batch(n)`` after the n-th batch of this run is committed (an exception raised
     there - e.g. KeyboardInterrupt - stops the sweep with everything committed so far kept).
+    Filters that leave no point are a SpecError; points already stored (by any sweep) get this
+    sweep's swept-key values in their columns (:meth:`ResultStore.fill_points`).
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise SpecError("--batch", batch, "must be a positive integer")
@@ -258,12 +260,17 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
         check_executor(executor, workers)
     t0 = time.perf_counter()
     points, filtered = sweep.points()
+    if not points:
+        raise SpecError("filter", " and ".join(f.text for f in sweep.filters),
+                        f"drops every one of the grid's {sweep.size} points; nothing to simulate")
     store.scope([p.key for p in points])
     store.discard_failed()
     done = store.done_keys()
     todo = [p for p in points if p.key not in done]
     already = len(points) - len(todo)
     types = point_types(sweep)
+    # rows stored by another sweep file may lack this sweep's key columns: give them this sweep's values
+    store.fill_points({p.key: p.values for p in points if p.key in done}, types)
     batches = [todo[i:i + batch] for i in range(0, len(todo), batch)]
     if progress is not None:
         progress(already, len(points))

@@ -57,6 +57,8 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
         update = dict(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, recompute=rc, zero=z,
                       pp_schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
                       global_batch=seqs, global_batch_tokens=None,
+                      # Llama 3's round size N is the job's only for its own pipeline; others use pp
+                      pp_round=job.pp_round if (pp, v) == (job.pp, job.virtual_stages) else None,
                       pp_embedding_slots=job.pp_embedding_slots and pp > 1)
         try:
             candidate = check_job(job.model_copy(update=update), spec.model, spec.cluster)

@@ -110,6 +110,11 @@ class ResultStore:
                 why = f"cannot open or write it ({msg})"
             raise SpecError("--out", str(path), why) from None
         self._columns = self._read_columns()
+        missing = [n for n, _ in FIXED_COLUMNS if n not in self._columns]
+        if missing:  # a DuckDB file of someone else's with a table of the same name
+            self.con.close()
+            raise SpecError("--out", str(path), f"its {TABLE!r} table is not a teton sweep's (it lacks "
+                            f"{', '.join(missing)}); use another --out")
         self._scope: tuple[str, ...] | None = None
 
     # -------------------------------------------------------------- schema
@@ -217,6 +222,45 @@ class ResultStore:
                             f"cannot store this sweep's rows ({str(err).splitlines()[0]}); use another --out") from None
         finally:
             self.con.unregister("_batch")
+
+    def fill_points(self, values: dict[str, dict[str, Any]], types: dict[str, str]) -> None:
+        """Give stored rows this sweep's swept-key values where their columns are empty.
+
+        A point's key hashes its merged spec, not the keys that produced it, so a row stored by
+        another sweep (or an earlier version of this sweep file) can be this sweep's point while
+        its column for a key only this sweep varies is NULL or absent. ``values``: key -> the
+        point's ``{dotted key: value}``; ``types``: the column type of every swept key. The
+        columns are created if missing, so reading this sweep's rows never names an absent column.
+        Nothing is written when ``values`` is empty (no stored row to fill).
+        """
+        import duckdb
+
+        cols = list(types)
+        if not values:
+            return
+        with _sigint_deferred():
+            try:
+                self._execute("BEGIN TRANSACTION")
+                self._ensure({c: types[c] for c in cols if c not in self._columns})
+                if cols:
+                    rows = [{"key": k, **v} for k, v in values.items()]
+                    arrays = self._arrays(rows, ["key", *cols], {"key": "VARCHAR", **self._columns})
+                    self.con.register("_fill", arrays)
+                    sets = ", ".join(f"{_quote(c)} = COALESCE({TABLE}.{_quote(c)}, "
+                                     f"CAST(_fill.c{i + 1} AS {self._columns[c].split()[0]}))"
+                                     for i, c in enumerate(cols))
+                    self._execute(f"UPDATE {TABLE} SET {sets} FROM _fill WHERE {TABLE}.key = _fill.c0")
+                self._execute("COMMIT")
+            except (duckdb.Error, ValueError, TypeError) as err:  # e.g. a value that does not fit another sweep's column
+                self._execute("ROLLBACK")
+                self._columns = self._read_columns()
+                raise SpecError("--out", str(self.path), f"cannot store this sweep's rows ({str(err).splitlines()[0]}); "
+                                "use another --out") from None
+            finally:
+                try:
+                    self.con.unregister("_fill")
+                except Exception:  # noqa: BLE001 - never registered
+                    pass
 
     # -------------------------------------------------------------- reads
 

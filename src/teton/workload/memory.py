@@ -3,7 +3,9 @@
 Model state (mixed-precision Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3): bf16 weights (2 B),
 gradients (fp32 accumulation 4 B, or bf16 2 B), fp32 master weights + Adam m + v (12 B) per
 parameter. ZeRO-1 shards the optimizer state over DP, ZeRO-2 also the gradients, ZeRO-3 also
-the weights (plus the gathered parameters of the layers being computed).
+the weights (plus the gathered parameters of the layers being computed). A MoE layer's routed
+experts are sharded over their expert-data-parallel group (the dp / ep ranks holding the same
+experts; Megatron-Core, DeepSpeed-MoE), the rest over all of DP.
 
 Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation", Sec. 4): the tensors
 each layer saves for its backward, counted op by op. For a GPT layer with dropout, no flash
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from teton.spec.schema import JobSpec
+from teton.workload.elementwise import eager_saved_bytes
 from teton.workload.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
@@ -90,7 +93,9 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     if not job.flash_attention and job.recompute == "none":
         # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout
         scores = (a + drop * (1 + a)) * b * (model.heads / t) * (s / c) * s
-    return hidden_saved + mlp_saved + stats + scores
+    eager = (eager_saved_bytes(model, tok, tok_e, t, model.top_k if model.experts > 1 else 1)
+             if job.kernel_fusion == "eager" else 0.0)
+    return hidden_saved + mlp_saved + stats + scores + eager
 
 
 def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
@@ -115,7 +120,10 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
             counts[r] = np.bincount(fwd[:held, 0], minlength=v)
         out = (counts * per_chunk).sum(axis=1).astype(float)
     if job.recompute == "full":
-        out += layer_activation_bytes(model, job)  # one layer's activations while recomputing it
+        # one layer's activations while recomputing it (with its scores when they are materialised),
+        # on ranks that hold a layer; its input is one of them and already held as its checkpoint
+        recomputed = layer_activation_bytes(model, job.model_copy(update={"recompute": "none"})) - per_layer
+        out += np.where(split.layers_on_rank() > 0, recomputed, 0.0)
     return out
 
 
@@ -129,24 +137,26 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
 @functools.lru_cache(maxsize=512)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
-    from teton.workload.step_work import step_work
+    from teton.workload.step_work import dp_shard, step_work
 
     work = step_work(model, job)  # memoised: the split and chunk parameters the step uses too
     split = work.split
-    dp = job.dp_degree
     params = work.chunk_params.sum(axis=1)
+    # ZeRO shards over DP x CP; the routed experts' parameters over their dp / ep (x CP) expert-DP group
+    shard = dp_shard(params, work.expert_params.sum(axis=1), job.dp_degree, job.ep, job.cp)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
-    weights = params * ACT_BYTES / (dp if job.zero >= 3 else 1)
+    weights = (shard if job.zero >= 3 else params) * ACT_BYTES
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
     # buffer lives through the step whenever there is more than one micro-batch.
     sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or job.micro_batches == 1)
-    grads = params * grad_bytes / (dp if sharded_grads else 1)
-    optim = params * ADAM_STATE_BYTES / (dp if job.zero >= 1 else 1)
+    grads = (shard if sharded_grads else params) * grad_bytes
+    optim = (shard if job.zero >= 1 else params) * ADAM_STATE_BYTES
     acts = activation_bytes_per_rank(model, job, split)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), logits (last).
     tok = job.micro_batch * job.seq_len // job.cp
-    layer_params = (model.attention_params() + model.mlp_params()) / job.tp
+    local_experts = model.experts // job.ep if model.experts > 1 else 1  # a MoE layer gathers all its experts
+    layer_params = (model.attention_params() + local_experts * model.mlp_params()) / job.tp
     working = np.full(job.pp, RUNTIME_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / job.tp))
     if sharded_grads:
         working += layer_params * grad_bytes

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from teton.spec.schema import JobSpec
+from teton.workload.elementwise import eager_copies, elementwise_bytes
 from teton.workload.model import ModelSpec
 
 ACT_BYTES = 2  # bf16 activations
@@ -237,10 +238,16 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         if job.cp_regather_kv:  # only the local chunk was kept: gather K and V again for backward
             cp_regather = [Collective("cp.kv_regather", "all_gather", "cp", kv_bytes)]
     drop = 1 if model.dropout else 0  # one byte mask written per dropout
-    norm_bytes = 2 * a * tok_e * h
+    fusion = job.kernel_fusion
+    norm_bytes, norm_bwd_bytes = elementwise_bytes(model.norm, fusion, tok_e * h)
     resid_bytes = (3 * a + drop) * tok_e * h
-    rope_bytes = 2 * a * tok * (q + kv) / t if model.position_embedding == "rope" else 0.0
-    act_bytes = (3 if model.mlp == "swiglu" else 2) * a * tok * k_route * f / t
+    rope_bytes, rope_bwd_bytes = (elementwise_bytes("rope", fusion, tok * (q + kv) / t)
+                                  if model.position_embedding == "rope" else (0.0, 0.0))
+    act_bytes, act_bwd_bytes = elementwise_bytes(model.mlp, fusion, tok * k_route * f / t)
+    copies = eager_copies(model, tok, t) if fusion == "eager" else {}
+
+    def copy(name: str, backward: bool = False) -> list[Item]:
+        return [_mem(name + (".bwd" if backward else ""), copies[name][backward], backward)] if name in copies else []
     moe_fwd: list[Item] = []
     moe_bwd: list[Item] = []
     moe_combine: list[Item] = []
@@ -258,7 +265,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
 
     cast = [fp8_casts(job, g) for g in (qkv, out, up, down)]
     fwd: list[Item] = [
-        _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_bytes),
+        _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_bytes), *copy("repeat_kv"),
         *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), *cast[1][0], out[0], *scatter("tp.rs_attn"),
         _mem("attn_residual", resid_bytes),
         _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), *moe_fwd, *cast[2][0], up[0], _mem("mlp_act", act_bytes),
@@ -277,13 +284,13 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
 
     bwd: list[Item] = [
         _mem("mlp_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_mlp_grad"), *moe_combine_bwd,
-        *cast[3][1], down[1], down[2], _mem("mlp_act.bwd", 2 * act_bytes, True), *gather("tp.ag_mlp_input"),
-        *cast[2][1], up[1], up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", 2 * norm_bytes, True),
+        *cast[3][1], down[1], down[2], _mem("mlp_act.bwd", act_bwd_bytes, True), *gather("tp.ag_mlp_input"),
+        *cast[2][1], up[1], *copy("mlp_input_grad_sum", True), up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", norm_bwd_bytes, True),
         _mem("attn_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_attn_grad"),
-        *cast[1][1], out[1], out[2], _mem("attn_scores.bwd", 2 * score_bytes, True), *cp_regather, attn_bwd,
-        *cp_bwd,
-        _mem("rope.bwd", rope_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1], qkv[1], qkv[2],
-        *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", 2 * norm_bytes, True),
+        *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True), _mem("attn_scores.bwd", 2 * score_bytes, True),
+        *cp_regather, attn_bwd, *copy("repeat_kv", True), *cp_bwd,
+        _mem("rope.bwd", rope_bwd_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1], qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
+        *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", norm_bwd_bytes, True),
         *grad_accumulate(job, layer_params_per_gpu(model, job)),
     ]
     if sp and job.tp_overlap != "none":
@@ -385,20 +392,21 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
     # output_layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8 autocast).
     logits = _gemm("lm_head", tok, -(-v // t), h, _accum_bytes(job), fp8=False)
     # cross-entropy over this rank's vocab shard: cast to fp32, max, exp-sum, loss, gradient
-    ce_bytes = (ACT_BYTES + 4 * FP32) * tok * v / t
+    ce_bytes, ce_bwd_bytes = elementwise_bytes("cross_entropy", job.kernel_fusion, tok * v / t)
+    norm_bytes, norm_bwd_bytes = elementwise_bytes(model.norm, job.kernel_fusion, tok_e * h)
     small = FP32 * tok
     tp = t > 1
     fwd: list[Item] = [
-        _mem("final_norm", 2 * ACT_BYTES * tok_e * h),
+        _mem("final_norm", norm_bytes),
         *([Collective("tp.ag_head", "all_gather", "tp", act_in)] if sp else []),
         logits[0], _mem("cross_entropy", ce_bytes),
         *([Collective("tp.ce_max", "all_reduce", "tp", small), Collective("tp.ce_sum", "all_reduce", "tp", small)]
           if tp else []),
     ]
     bwd: list[Item] = [
-        _mem("cross_entropy.bwd", (FP32 + 2 * ACT_BYTES) * tok * v / t, True), logits[1], logits[2],
+        _mem("cross_entropy.bwd", ce_bwd_bytes, True), logits[1], logits[2],
         *([Collective("tp.rs_head_grad", "reduce_scatter" if sp else "all_reduce", "tp", act_in)] if tp else []),
-        _mem("final_norm.bwd", 4 * ACT_BYTES * tok_e * h, True),
+        _mem("final_norm.bwd", norm_bwd_bytes, True),
         *grad_accumulate(job, v * h / t + model.norm_params()),
     ]
     return Block("head", tuple(fwd), tuple(bwd))

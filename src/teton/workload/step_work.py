@@ -39,6 +39,14 @@ class StepWork:
     chunk_params: np.ndarray  # (p, v) parameters per GPU of each chunk (TP-sharded)
     grad_reduce_bytes_per_param: int  # gradients reduced over DP in this width
     param_gather_bytes_per_param: int = ACT_BYTES
+    # (p, v) the routed experts' share of ``chunk_params`` (TP- and EP-sharded; zeros for a dense
+    # model): replicated over the expert-data-parallel group of dp / ep ranks, not over all of DP
+    chunk_expert_params: np.ndarray | None = None
+
+    @property
+    def expert_params(self) -> np.ndarray:
+        """(p, v) routed-expert parameters per GPU of each chunk (zeros for a dense model)."""
+        return np.zeros_like(self.chunk_params) if self.chunk_expert_params is None else self.chunk_expert_params
 
 
 def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
@@ -52,6 +60,25 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
     out[0, 0] += model.vocab * model.hidden / t + positions
     out[-1, -1] += (model.head_params() - model.norm_params()) / t + model.norm_params()
     return out
+
+
+def chunk_expert_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
+    """The routed experts' parameters one GPU holds for each (rank, chunk): its layers' experts
+    (``experts / ep`` of them, TP-sharded); zeros for a dense model."""
+    if model.experts <= 1:
+        return np.zeros(split.layers.shape)
+    return split.layers * (model.experts * model.mlp_params() / (job.tp * job.ep))
+
+
+def dp_shard(params: np.ndarray, expert_params: np.ndarray, dp: int, ep: int, cp: int = 1) -> np.ndarray:
+    """Parameters per GPU after sharding over data parallelism (ZeRO): dense parameters over all
+    ``dp x cp`` ranks that hold them, the routed experts' over their expert-data-parallel group of
+    ``dp / ep x cp`` ranks (EP is carved out of DP: the ``ep`` ranks of a DP group hold different
+    experts; Megatron-Core's and DeepSpeed-MoE's expert-data-parallel groups shard the expert
+    weights' optimizer state). CP ranks hold the same weights as their DP peers, and Megatron-Core's
+    distributed optimizer (data-parallel group with CP) and torchtitan's FSDP (``dp_shard_cp``
+    mesh) shard over them too."""
+    return (params - expert_params) / (dp * cp) + expert_params / (dp // ep * cp)
 
 
 @functools.lru_cache(maxsize=512)
@@ -93,4 +120,5 @@ def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
         p2p_bytes=pipeline_p2p_bytes(model, job),
         chunk_params=chunk_params(model, job, split),
         grad_reduce_bytes_per_param=FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES,
+        chunk_expert_params=chunk_expert_params(model, job, split),
     )

@@ -112,8 +112,10 @@ def _modules():
             self.eps = eps
             self.weight = nn.Parameter(torch.ones(dim, **kw))
 
-        def forward(self, x):
-            return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        def forward(self, x):  # HF LlamaRMSNorm: normalised in fp32, scaled in the input dtype
+            h = x.to(torch.float32)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+            return self.weight * h.to(x.dtype)
 
     class RowParallelLinear(nn.Module):
         """Megatron's RowParallelLinear on one rank: input rows sharded, bias added after the all-reduce."""
@@ -241,6 +243,68 @@ def _count(torch, run_forward) -> dict:
     (fm, fa, fo), (bm, ba, bo) = split(fwd), split(bwd)
     return {"fwd_matmul_flops": fm, "bwd_matmul_flops": bm, "fwd_attention_flops": fa, "bwd_attention_flops": ba,
             "other_flops": fo + bo, "fwd_by_op": fwd, "bwd_by_op": bwd}
+
+
+# aten ops that move no data (views, metadata, allocation without a write)
+VIEW_OPS = frozenset({
+    "aten.view", "aten._unsafe_view", "aten.transpose", "aten.t", "aten.expand", "aten.slice",
+    "aten.alias", "aten.detach", "aten.as_strided", "aten.unsqueeze", "aten.squeeze", "aten.permute",
+    "aten.split", "aten.split_with_sizes", "aten.chunk", "aten.select", "aten._reshape_alias",
+    "aten.unbind", "aten.empty", "aten.empty_like", "aten.new_empty", "aten.new_empty_strided",
+})
+
+
+def count_elementwise_bytes(run_forward, inputs) -> tuple[int, int]:
+    """(forward, backward) HBM bytes of the data-moving aten ops other than matmuls and attention
+    that ``run_forward()`` and its autograd backward (taken with respect to ``inputs``) issue: each
+    op reads its tensor inputs and writes its outputs once (what one eager kernel does)."""
+    torch = require_torch()
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    def nbytes(tree) -> int:
+        return sum(x.numel() * x.element_size() for x in tree_leaves(tree) if isinstance(x, torch.Tensor))
+
+    class ByteCounter(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = str(func.overloadpacket)
+            if name not in VIEW_OPS and name not in MATMUL_OPS and name not in ATTENTION_OPS:
+                self.total += nbytes(args) + nbytes(kwargs or {}) + nbytes(out)
+            return out
+
+    counter = ByteCounter()
+    with counter:
+        out = run_forward()
+        fwd = counter.total
+        torch.autograd.grad(out, inputs, torch.empty_like(out))
+    return fwd, counter.total - fwd
+
+
+def torch_layer_eager_traffic(model: ModelSpec, seq_len: int, micro_batch: int, tp: int) -> dict:
+    """What the eager reference decoder layer (flash attention, no sequence parallelism) moves and
+    keeps on one TP rank for one micro-batch: ``fwd_bytes`` / ``bwd_bytes`` of its elementwise
+    ops (:func:`count_elementwise_bytes`; the backward taken for the layer's input only, so no
+    weight gradient) and ``saved_bytes``, the tensors autograd saves for backward (distinct
+    storages, the layer's input and parameters excluded)."""
+    _check_shards(model, seq_len, micro_batch, tp, 1)
+    torch, DecoderLayer, _ = _modules()
+    layer = DecoderLayer(model, tp, seq_len, "flash")
+    x = torch.empty(micro_batch, seq_len, model.hidden, device="meta", dtype=torch.bfloat16, requires_grad=True)
+    fwd, bwd = count_elementwise_bytes(lambda: layer(x), [x])
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        saved[storage._cdata] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        layer(x)
+    skip = {p.untyped_storage()._cdata for p in layer.parameters()} | {x.untyped_storage()._cdata}
+    return {"fwd_bytes": fwd, "bwd_bytes": bwd, "saved_bytes": sum(n for k, n in saved.items() if k not in skip)}
 
 
 def torch_layer_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int, cp: int = 1,

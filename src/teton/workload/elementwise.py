@@ -1,0 +1,99 @@
+"""HBM bytes of a layer's elementwise (memory-bound) kernels, fused or eager (``job.kernel_fusion``).
+
+An elementwise op's time is its HBM traffic over the achievable bandwidth, so what matters is how
+many times each element crosses HBM: once per kernel that reads or writes it.
+
+``fused`` (the default): one kernel per op, reading its inputs once and writing its output once.
+That is what Megatron-LM / Transformer Engine (fused RMSNorm / LayerNorm, fused rotary, fused
+SwiGLU), Apex and ``torch.compile`` run.
+
+``eager``: the reference PyTorch code run op by op, as in HF transformers' Llama (``LlamaRMSNorm``,
+``rotate_half`` rotary, ``act_fn(gate_proj(x)) * up_proj(x)``, cross-entropy on ``logits.float()``).
+Each aten op is one kernel with its own round trip through HBM, and autograd's backward adds its
+own. LayerNorm and GELU are single aten kernels (``native_layer_norm``, ``gelu``), so eager and
+fused coincide for them.
+
+The figures are bytes per element of the op's activation (bf16 activations, fp32 where the code
+upcasts), forward and backward. A fused kernel reads each input once and writes each output once
+(a norm's backward reads x and dy and writes dx; its weight gradient's reduction rides along).
+The eager ones were counted by running the reference code (:mod:`teton.workload.torch_reference`)
+on the meta device under a byte-counting ``TorchDispatchMode`` (every aten op that moves data:
+inputs read plus outputs written; views move nothing), which the tests repeat:
+
+* RMSNorm (HF): ``x.to(fp32)`` 2+4, ``pow(2)`` 4+4, ``mean`` 4, ``* rsqrt`` 4+4, ``.to(bf16)``
+  4+2, ``weight *`` 2+2 = 36 forward; its autograd backward 88.
+* rotary, ``q * cos + rotate_half(q) * sin`` in bf16: two ``mul`` 2+2 each, ``neg`` of a half
+  1+1, ``cat`` 2+2, ``add`` 4+2 = 20 per q/k element (cos and sin are (s, d) tables, read per
+  head: negligible); backward the same 20.
+* SwiGLU ``silu(g) * u``: ``silu`` 2+2, ``mul`` 4+2 = 10; backward (``mul``'s two products,
+  ``silu_backward``) 18.
+* cross-entropy on fp32 logits: ``to(fp32)`` 2+4, ``log_softmax`` 4+4, ``nll_loss`` 4 = 18, as
+  teton's fused figure (Megatron's vocab-parallel cross-entropy is itself several passes);
+  backward (``to(bf16)``, ``nll_loss_backward``, ``log_softmax_backward``) 26.
+"""
+
+from __future__ import annotations
+
+FUSIONS = ("fused", "eager")
+
+# op -> fusion -> (forward, backward) bytes per element
+BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
+    "rmsnorm": {"fused": (4.0, 6.0), "eager": (36.0, 88.0)},
+    "layernorm": {"fused": (4.0, 6.0), "eager": (4.0, 6.0)},
+    "rope": {"fused": (4.0, 4.0), "eager": (20.0, 20.0)},
+    "swiglu": {"fused": (6.0, 10.0), "eager": (10.0, 18.0)},
+    "gelu": {"fused": (4.0, 6.0), "eager": (4.0, 6.0)},
+    # per logit of this rank's vocab shard
+    "cross_entropy": {"fused": (18.0, 8.0), "eager": (18.0, 26.0)},
+}
+
+
+def elementwise_bytes(op: str, fusion: str, elements: float) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of elementwise ``op`` over ``elements`` activation elements."""
+    fwd, bwd = BYTES_PER_ELEMENT[op][fusion]
+    return fwd * elements, bwd * elements
+
+
+def eager_copies(model, tokens: int, tp: int) -> dict[str, tuple[float, float]]:
+    """(forward, backward) bytes of the copies and sums eager reference code adds to a layer, on
+    one TP rank for ``tokens`` tokens (counted like the table above):
+
+    * ``qkv_input_grad_sum``, ``mlp_input_grad_sum``: separate ``q_proj``/``k_proj``/``v_proj`` (and ``gate_proj``/
+      ``up_proj``) Linears each return a gradient of their shared input, which autograd sums: one
+      ``add`` (4+2 per hidden element) per extra projection. A fused QKV / gate-up GEMM returns one.
+    * ``repeat_kv``: grouped-query attention through ``repeat_kv`` materialises K and V at the
+      query heads' count (``clone`` 2+2 per element; with one local KV head the expansion is a
+      view); backward ``sum``s them back (2 read per query-width element, 2 written per
+      KV-width element, each of K and V).
+    * ``attn_out_grad_copy``: the attention output's ``transpose(1, 2).reshape`` makes its
+      gradient non-contiguous, and the flash backward takes a contiguous copy (2+2 per element).
+    """
+    q, kv, h = model.q_width / tp, model.kv_width / tp, model.hidden
+    out = {"qkv_input_grad_sum": (0.0, 6.0 * 2 * tokens * h),
+           "mlp_input_grad_sum": (0.0, 6.0 * (model.mlp == "swiglu") * tokens * h),
+           "attn_out_grad_copy": (0.0, 4.0 * tokens * q)}
+    if model.heads > model.n_kv_heads:  # one local KV head expands as a view: no forward copy
+        copy = 2 * 4.0 * tokens * q if model.n_kv_heads // tp > 1 else 0.0
+        out["repeat_kv"] = (copy, 2 * (2.0 * tokens * q + 2.0 * tokens * kv))
+    return out
+
+
+def eager_saved_bytes(model, tokens: int, norm_tokens: float, tp: int, experts_per_token: int = 1) -> float:
+    """Activation bytes eager reference code saves for backward beyond what fused kernels save, per
+    layer and micro-batch on one TP rank (counted with ``torch.autograd.graph.saved_tensors_hooks``
+    on the reference layer):
+
+    * each RMSNorm keeps its fp32 upcast (4 B) and the normalised bf16 tensor (2 B) where a fused
+      norm keeps its bf16 input (2 B): +4 B per element, twice;
+    * ``repeat_kv``'s copies make the attention kernel save K and V at the query heads' width;
+    * ``silu(g) * u`` keeps ``silu(g)`` and the product besides ``g`` and ``u``, where a fused
+      SwiGLU keeps ``g`` and ``u`` and recomputes the rest: +2 x 2 B per FFN element.
+    LayerNorm and GELU are single kernels that save what their fused forms save.
+    """
+    q, kv, f = model.q_width / tp, model.kv_width / tp, model.ffn_hidden / tp
+    saved = 2 * 4.0 * norm_tokens * model.hidden if model.norm == "rmsnorm" else 0.0
+    if model.heads > model.n_kv_heads and model.n_kv_heads // tp > 1:
+        saved += 2 * 2.0 * tokens * (q - kv)
+    if model.mlp == "swiglu":
+        saved += 2 * 2.0 * tokens * experts_per_token * f
+    return saved

@@ -1,0 +1,84 @@
+"""``job.kernel_fusion``: fused elementwise kernels vs the eager reference PyTorch code.
+
+teton's eager byte counts (teton/workload/elementwise.py) are checked against the reference layer
+of teton/workload/torch_reference.py, run on the meta device: the HBM bytes of its elementwise
+aten ops (a byte-counting dispatch mode) and the tensors autograd saves for backward.
+"""
+
+import pytest
+
+import teton
+from teton.spec import load_spec
+from teton.workload.elementwise import BYTES_PER_ELEMENT
+from teton.workload.memory import layer_activation_bytes
+from teton.workload.ops import layer_block
+
+
+def _job(model: str, tp: int, seq_len: int, fusion: str):
+    return load_spec({"cluster": "meta-roce-24k", "model": model,
+                      "job": {"gpus": tp, "tp": tp, "seq_len": seq_len, "global_batch": 1,
+                              "sequence_parallel": False, "kernel_fusion": fusion}})
+
+
+def _layer_memory_bytes(spec) -> tuple[float, float]:
+    """Forward and backward bytes of the layer's memory-bound items, weight-gradient accumulation
+    aside (the reference's backward is taken for the input only)."""
+    block = layer_block(spec.model, spec.job)
+
+    def total(items):
+        return sum(i.bytes for i in items if getattr(i, "kind", "") == "memory" and i.name != "grad_accumulate")
+
+    return total(block.fwd), total(block.bwd)
+
+
+# Llama layouts: plain MHA (Llama 2 7B), GQA with several local KV heads (Llama 3 8B, TP 1 and 2),
+# GQA with one local KV head (Llama 3 405B at TP 8: repeat_kv's expansion is a view)
+LAYOUTS = [("llama2-7b", 1, 1024), ("llama3-8b", 1, 1024), ("llama3-8b", 2, 1024), ("llama3-405b", 8, 512)]
+
+
+@pytest.mark.parametrize("model,tp,seq", LAYOUTS)
+def test_eager_elementwise_bytes_equal_the_reference_layer(model, tp, seq):
+    pytest.importorskip("torch")
+    from teton.workload.torch_reference import torch_layer_eager_traffic
+
+    spec = _job(model, tp, seq, "eager")
+    ref = torch_layer_eager_traffic(spec.model, seq, 1, tp)
+    fwd, bwd = _layer_memory_bytes(spec)
+    assert fwd == pytest.approx(ref["fwd_bytes"], rel=0.01)
+    assert bwd == pytest.approx(ref["bwd_bytes"], rel=0.02)  # layout copies around the attention kernel: ~1 %
+
+
+@pytest.mark.parametrize("model,tp,seq", LAYOUTS)
+def test_eager_saved_activations_equal_the_reference_layer(model, tp, seq):
+    pytest.importorskip("torch")
+    from teton.workload.torch_reference import torch_layer_eager_traffic
+
+    spec = _job(model, tp, seq, "eager")
+    ref = torch_layer_eager_traffic(spec.model, seq, 1, tp)
+    # an eager RMSNorm keeps its fp32 upcast, not its input: the layer's input is not saved
+    assert layer_activation_bytes(spec.model, spec.job) == pytest.approx(ref["saved_bytes"], rel=0.02)
+
+
+def test_single_kernel_ops_are_the_same_eager_or_fused():
+    for op in ("layernorm", "gelu"):
+        assert BYTES_PER_ELEMENT[op]["eager"] == BYTES_PER_ELEMENT[op]["fused"]
+    for op, by_fusion in BYTES_PER_ELEMENT.items():
+        assert all(e >= f for e, f in zip(by_fusion["eager"], by_fusion["fused"], strict=True)), op
+
+
+def test_eager_is_slower_and_keeps_more_activations():
+    base = {"cluster": "meta-roce-24k", "model": "llama3-8b",
+            "job": {"gpus": 8, "tp": 1, "dp": 8, "seq_len": 8192, "global_batch": 8}}
+    fused = teton.simulate(base)
+    eager = teton.simulate(base, ["job.kernel_fusion=eager"])
+    assert eager.step_time_s > fused.step_time_s * 1.05  # elementwise traffic is ~1/h of a GEMM's work
+    assert eager.memory_breakdown["activations"] > fused.memory_breakdown["activations"]
+    assert eager.model_flops_per_step == fused.model_flops_per_step
+
+
+def test_gpt3_eager_matches_fused_where_its_ops_are_single_kernels():
+    """LayerNorm and GELU are one aten kernel each: only the separate q/k/v projections' input
+    gradients and the attention output's gradient copy separate eager GPT-3 from fused."""
+    fused, eager = _job("gpt3-175b", 8, 2048, "fused"), _job("gpt3-175b", 8, 2048, "eager")
+    assert _layer_memory_bytes(eager)[0] == _layer_memory_bytes(fused)[0]
+    assert layer_activation_bytes(eager.model, eager.job) == layer_activation_bytes(fused.model, fused.job)
