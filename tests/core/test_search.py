@@ -40,3 +40,23 @@ def test_search_cli_json(cli, tmp_path):
     assert code == 0 and len(d["rows"]) == 3 and d["evaluated"] >= 3
     code, _, err = cli("search", path, "--tp", "two")
     assert code == 2 and "--tp" in err
+
+
+def test_a_jobs_pp_round_does_not_hide_other_pipelines():
+    """Llama 3's round size N belongs to the job's own (pp, v): layouts with another pp search
+    with rounds of their pp instead of being dropped as invalid."""
+    spec = load_spec({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+                      "job": {"gpus": 64, "tp": 8, "pp": 4, "dp": 2, "seq_len": 8192, "global_batch": 32,
+                              "pp_schedule": "interleaved", "virtual_stages": 2, "pp_round": 8}})
+    space = SearchSpace(tp=(8,), cp=(1,), pp=(2, 4), virtual_stages=(1, 2))
+    layouts = {(c.job.pp, c.job.virtual_stages): c.job.pp_round for c in candidate_jobs(spec, space)}
+    assert layouts == {(2, 1): None, (2, 2): None, (4, 1): None, (4, 2): 8}
+
+
+def test_global_batch_tokens_must_be_whole_sequences(cli, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+                                "job": {"gpus": 8, "tp": 8, "seq_len": 8192, "global_batch_tokens": 8192 * 4 + 1}}))
+    code, out, err = cli("run", path)
+    assert code == 2 and "job.global_batch_tokens" in err and "multiple of job.seq_len (8192)" in err
+    assert len(err.strip().splitlines()) == 1
