@@ -10,7 +10,11 @@ teton's dependencies. Measures what ``teton/hardware/efficiency.py`` takes from 
   (power-capped) throughput is measured, not assumed;
 * fp8 GEMM (torch._scaled_mm) at 8192^3;
 * causal flash attention (SDPA, bf16, head dim 128) forward and backward at 8K / 32K / 128K keys;
-* HBM copy bandwidth.
+* HBM copy bandwidth;
+* one Llama decoder layer on one TP rank, forward and backward, as eager reference PyTorch code
+  runs it, burst and sustained: ``teton calibrate`` sets it against teton's prediction for the
+  same layer, which checks the whole per-layer compute model (GEMMs, attention, elementwise
+  traffic) on the chip, not just its constants.
 
 Run (device machine):  python3 benchmarks/device/calibrate_hopper.py --out $OUT/calibration.json
 Check it here first:   python benchmarks/device/calibrate_hopper.py --smoke --out /tmp/c.json
@@ -176,6 +180,76 @@ def attention(seq: int, heads: int = 16, d: int = 128, tokens: int = 16384) -> d
     return {"seq": seq, "fwd_tflops": fwd_flops / t_fwd / 1e12, "bwd_tflops": 2.5 * fwd_flops / t_bwd / 1e12}
 
 
+def llama_layer(tokens: int, hidden: int, ffn: int, heads: int, kv_heads: int, tp: int):
+    """One Llama decoder layer on one TP rank, as the eager reference code runs it (HF transformers'
+    Llama: RMSNorm in fp32, ``rotate_half`` rotary, ``repeat_kv``, flash SDPA, SwiGLU), forward and
+    backward, with no collectives (TP's all-gathers / reduce-scatters are communication, priced
+    apart). The same layer as teton's ``job.kernel_fusion: eager`` with sequence parallelism off.
+    Returns a function running one forward + backward, and the layer's shape."""
+    d = hidden // heads
+    hq, hkv, f = heads // tp, max(1, kv_heads // tp), ffn // tp
+
+    def weight(n_in: int, n_out: int):
+        return (torch.randn(n_in, n_out, device=DEVICE, dtype=torch.bfloat16) / n_in**0.5).requires_grad_()
+
+    wq, wk, wv, wo = weight(hidden, hq * d), weight(hidden, hkv * d), weight(hidden, hkv * d), weight(hq * d, hidden)
+    w1, w3, w2 = weight(hidden, f), weight(hidden, f), weight(f, hidden)
+    g1, g2 = (torch.ones(hidden, device=DEVICE, dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
+    params = [wq, wk, wv, wo, w1, w3, w2, g1, g2]
+    cos = torch.randn(tokens, d, device=DEVICE, dtype=torch.bfloat16)
+    sin = torch.randn(tokens, d, device=DEVICE, dtype=torch.bfloat16)
+    x = torch.randn(1, tokens, hidden, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn_like(x)
+
+    def rms(h, g):
+        h32 = h.to(torch.float32)
+        return g * (h32 * torch.rsqrt(h32.pow(2).mean(-1, keepdim=True) + 1e-5)).to(h.dtype)
+
+    def rotate_half(t):
+        t1, t2 = t.chunk(2, dim=-1)
+        return torch.cat((-t2, t1), dim=-1)
+
+    def step() -> None:
+        n = rms(x, g1)
+        q = (n @ wq).view(1, tokens, hq, d).transpose(1, 2)
+        k = (n @ wk).view(1, tokens, hkv, d).transpose(1, 2)
+        v = (n @ wv).view(1, tokens, hkv, d).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        rep = hq // hkv
+        if rep > 1:
+            k = k[:, :, None].expand(1, hkv, rep, tokens, d).reshape(1, hq, tokens, d)
+            v = v[:, :, None].expand(1, hkv, rep, tokens, d).reshape(1, hq, tokens, d)
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = x + o.transpose(1, 2).reshape(1, tokens, hq * d) @ wo
+        m = rms(h, g2)
+        y = h + (F.silu(m @ w1) * (m @ w3)) @ w2
+        y.backward(grad)
+        for p in (x, *params):  # fresh gradients each time: no accumulation pass
+            p.grad = None
+
+    shape = {"tokens": tokens, "hidden": hidden, "ffn": ffn, "heads": heads, "kv_heads": kv_heads, "tp": tp}
+    return step, shape
+
+
+def layer_timing(tokens: int, hidden: int, ffn: int, heads: int, kv_heads: int, tp: int, sustain_s: float) -> dict:
+    """Seconds of one eager layer forward + backward: a burst (10 after 3 warm-ups) and sustained
+    for ``sustain_s`` (second half averaged, SM clock and power sampled)."""
+    step, shape = llama_layer(tokens, hidden, ffn, heads, kv_heads, tp)
+    for _ in range(3):
+        step()
+    burst = time_fn(step, 10)
+    times = []
+    with Sampler() as smp:
+        t0 = time.time()
+        while time.time() - t0 < sustain_s:
+            times.append(time_fn(step, max(1, int(SLICE_S / burst))))
+    tail = times[len(times) // 2:]
+    clock, power = smp.mean()
+    return {**shape, "kernel_fusion": "eager", "burst_s": burst, "sustained_s": sum(tail) / len(tail),
+            "sm_clock_mhz": clock, "power_w": power}
+
+
 def hbm_copy(nbytes: int = 2**31) -> dict:
     x = torch.empty(nbytes, device=DEVICE, dtype=torch.uint8)
     y = torch.empty_like(x)
@@ -226,6 +300,11 @@ def main() -> None:
     res["hbm_copy"] = hbm_copy(copy_bytes)
     print(f"HBM copy {res['hbm_copy']['bytes_s'] / 1e12:.2f} TB/s", flush=True)
     # the sustained runs last: the benchmarks above are the burst kind the catalog cites
+    res["layer"] = layer_timing(args.tokens, args.hidden, args.ffn, args.heads, args.kv_heads, args.tp,
+                                args.sustain_s)
+    save()
+    print(f"llama layer fwd+bwd (eager, one TP rank) burst {res['layer']['burst_s'] * 1e3:.2f} ms, sustained "
+          f"{res['layer']['sustained_s'] * 1e3:.2f} ms", flush=True)
     for label, (m, n, k) in shapes.items():
         g = res["gemm"][label]
         g.update(gemm_sustained(m, n, k, args.sustain_s))

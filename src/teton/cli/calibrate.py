@@ -63,6 +63,39 @@ def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
     return {"base": cluster, "efficiency": merged}
 
 
+def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] | None = None) -> float:
+    """teton's compute seconds for the layer ``calibrate_hopper.py`` timed: one Llama decoder layer
+    on one TP rank, forward and backward, its elementwise kernels as ``layer['kernel_fusion']``
+    says, no sequence parallelism and no collectives (the script runs none), fresh gradients (no
+    accumulation pass), with the catalog's efficiencies or ``efficiency`` overrides."""
+    from teton.engine.compute import ComputeModel
+    from teton.hardware import cluster_efficiency
+    from teton.hardware.gpus import GPUS
+    from teton.spec.schema import JobSpec
+    from teton.workload.model import ModelSpec
+    from teton.workload.ops import ComputeOp, layer_block
+
+    try:
+        model = ModelSpec(name="calibration-layer", layers=1, hidden=layer["hidden"], ffn_hidden=layer["ffn"],
+                          heads=layer["heads"], kv_heads=layer["kv_heads"], vocab=32000)
+        job = JobSpec(gpus=layer["tp"], tp=layer["tp"], dp=1, seq_len=layer["tokens"], global_batch=1,
+                      sequence_parallel=False, kernel_fusion=layer.get("kernel_fusion", "eager"))
+    except (KeyError, TypeError, ValueError) as err:
+        raise SpecError("calibration.layer", layer, f"a layer shape as calibrate_hopper.py writes it ({err})") from None
+    gpu = GPUS[gpu_name]
+    cluster_efficiency(gpu, efficiency)  # a bad override is a one-line error
+    compute = ComputeModel.for_gpu(gpu, "bf16", job.seq_len, efficiency, job.attention_kernel)
+    block = layer_block(model, job)
+    return sum(compute.time_s(op) for op in (*block.fwd, *block.bwd)
+               if isinstance(op, ComputeOp) and op.name != "grad_accumulate")
+
+
+def device_gpu(provenance: dict, default: str) -> str:
+    """The catalog GPU a calibration ran on, from the device name torch reported."""
+    name = str(provenance.get("device", "")).upper()
+    return "h200" if "H200" in name else "h100-sxm" if "H100" in name else default
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def calibrate(
@@ -83,13 +116,22 @@ def register(app: typer.Typer) -> None:
         catalog = cluster_efficiency(gpu)
         rows = [{"key": k, "catalog": catalog_value(catalog, k), "measured": float(v)}
                 for k, v in sorted(overrides.items())]
+        layer = json.loads(calibration.read_text()).get("layer")
+        layer_row = None
+        if isinstance(layer, dict):
+            on = device_gpu(provenance, gpu.name)
+            layer_row = {"gpu": on, "measured_burst_s": layer.get("burst_s"),
+                         "measured_sustained_s": layer.get("sustained_s"),
+                         "predicted_catalog_s": predicted_layer_s(layer, on),
+                         "predicted_calibrated_s": predicted_layer_s(
+                             layer, on, {k: v for k, v in overrides.items() if k != "sustained_ratio"})}
         if out is not None:
             header = f"# {cluster} calibrated from {calibration.name}"
             if provenance:
                 header += " (" + ", ".join(f"{k} {v}" for k, v in provenance.items()) + ")"
             out.write_text(header + "\n" + yaml.safe_dump(spec, sort_keys=False))
         if json_:
-            print_json({"cluster": spec, "rows": rows, "provenance": provenance,
+            print_json({"cluster": spec, "rows": rows, "provenance": provenance, "layer": layer_row,
                         "out": str(out) if out is not None else None})
             return
         from rich.table import Table
@@ -105,5 +147,15 @@ def register(app: typer.Typer) -> None:
             t.add_row(r["key"], f"{cat:.3f}" if cat is not None else "-", f"{r['measured']:.3f}", change)
         console = output_console()
         console.print(t)
+        if layer_row is not None:
+            shape = ", ".join(f"{k} {layer[k]}" for k in ("tokens", "hidden", "ffn", "heads", "kv_heads", "tp"))
+            lt = Table(title=f"one Llama layer fwd+bwd on one TP rank ({shape}; "
+                             f"{layer.get('kernel_fusion', 'eager')} elementwise kernels), ms")
+            for col in ("measured burst", "measured sustained", "teton, catalog", "teton, measured kernels"):
+                lt.add_column(col, justify="right")
+            lt.add_row(*(f"{layer_row[k] * 1e3:.2f}" if isinstance(layer_row[k], (int, float)) else "-"
+                         for k in ("measured_burst_s", "measured_sustained_s", "predicted_catalog_s",
+                                   "predicted_calibrated_s")))
+            console.print(lt)
         if out is not None:
             console.print(f"wrote {out}: use it as `cluster: {out}` or `--set cluster={out}`")
