@@ -33,7 +33,8 @@ def _layer_memory_bytes(spec) -> tuple[float, float]:
 
 # Llama layouts: plain MHA (Llama 2 7B), GQA with several local KV heads (Llama 3 8B, TP 1 and 2),
 # GQA with one local KV head (Llama 3 405B at TP 8: repeat_kv's expansion is a view)
-LAYOUTS = [("llama2-7b", 1, 1024), ("llama3-8b", 1, 1024), ("llama3-8b", 2, 1024), ("llama3-405b", 8, 512)]
+LAYOUTS = [("llama2-7b", 1, 1024), ("llama3-8b", 1, 1024), ("llama3-8b", 2, 1024), ("llama3-405b", 8, 512),
+           ("gpt3-175b", 8, 1024)]  # GPT: LayerNorm, GELU, biases, dropout
 
 
 @pytest.mark.parametrize("model,tp,seq", LAYOUTS)
@@ -76,9 +77,9 @@ def test_eager_is_slower_and_keeps_more_activations():
     assert eager.model_flops_per_step == fused.model_flops_per_step
 
 
-def test_gpt3_eager_matches_fused_where_its_ops_are_single_kernels():
-    """LayerNorm and GELU are one aten kernel each: only the separate q/k/v projections' input
-    gradients and the attention output's gradient copy separate eager GPT-3 from fused."""
+def test_gpt3_eager_keeps_what_fused_kernels_keep():
+    """LayerNorm, GELU and dropout save the same tensors eager or fused; eager GPT-3 pays in
+    traffic (the unfused bias-dropout-add) only."""
     fused, eager = _job("gpt3-175b", 8, 2048, "fused"), _job("gpt3-175b", 8, 2048, "eager")
-    assert _layer_memory_bytes(eager)[0] == _layer_memory_bytes(fused)[0]
+    assert _layer_memory_bytes(eager)[0] > _layer_memory_bytes(fused)[0]
     assert layer_activation_bytes(eager.model, eager.job) == layer_activation_bytes(fused.model, fused.job)

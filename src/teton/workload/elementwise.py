@@ -18,7 +18,9 @@ upcasts), forward and backward. A fused kernel reads each input once and writes 
 (a norm's backward reads x and dy and writes dx; its weight gradient's reduction rides along).
 The eager ones were counted by running the reference code (:mod:`teton.workload.torch_reference`)
 on the meta device under a byte-counting ``TorchDispatchMode`` (every aten op that moves data:
-inputs read plus outputs written; views move nothing), which the tests repeat:
+inputs read plus outputs written; views move nothing), which the tests repeat. Backward counts
+are for the activations' gradients: the weight and bias gradients' reductions (a read of each
+element) are left out of both columns alike.
 
 * RMSNorm (HF): ``x.to(fp32)`` 2+4, ``pow(2)`` 4+4, ``mean`` 4, ``* rsqrt`` 4+4, ``.to(bf16)``
   4+2, ``weight *`` 2+2 = 36 forward; its autograd backward 88.
@@ -27,6 +29,9 @@ inputs read plus outputs written; views move nothing), which the tests repeat:
   head: negligible); backward the same 20.
 * SwiGLU ``silu(g) * u``: ``silu`` 2+2, ``mul`` 4+2 = 10; backward (``mul``'s two products,
   ``silu_backward``) 18.
+* bias, dropout and residual, ``x + dropout(y + b)``: ``add`` 2+2, the mask's ``bernoulli_``
+  and scaling ``div_`` 4+4, ``mul`` 4+2, ``add`` 4+2 = 24; backward (the masked gradient's
+  ``mul`` 6, the residual fork's ``add`` 6) 12.
 * cross-entropy on fp32 logits: ``to(fp32)`` 2+4, ``log_softmax`` 4+4, ``nll_loss`` 4 = 18, as
   teton's fused figure (Megatron's vocab-parallel cross-entropy is itself several passes);
   backward (``to(bf16)``, ``nll_loss_backward``, ``log_softmax_backward``) 26.
@@ -43,6 +48,12 @@ BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
     "rope": {"fused": (4.0, 4.0), "eager": (20.0, 20.0)},
     "swiglu": {"fused": (6.0, 10.0), "eager": (10.0, 18.0)},
     "gelu": {"fused": (4.0, 6.0), "eager": (4.0, 6.0)},
+    # the residual add; backward: the gradient summed where the residual forks (read 2, write 1)
+    "residual": {"fused": (6.0, 6.0), "eager": (6.0, 6.0)},
+    # GPT-style: the row-parallel output's bias, dropout (a 1-byte mask) and the residual add.
+    # Fused (Megatron's bias_dropout_add_fused): read y and the residual, write out and the mask
+    # = 7; backward: the masked gradient (read 2 + 1, write 2) and the residual fork's add (6).
+    "bias_dropout_add": {"fused": (7.0, 11.0), "eager": (24.0, 12.0)},
     # per logit of this rank's vocab shard
     "cross_entropy": {"fused": (18.0, 8.0), "eager": (18.0, 26.0)},
 }

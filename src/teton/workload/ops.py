@@ -240,7 +240,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     drop = 1 if model.dropout else 0  # one byte mask written per dropout
     fusion = job.kernel_fusion
     norm_bytes, norm_bwd_bytes = elementwise_bytes(model.norm, fusion, tok_e * h)
-    resid_bytes = (3 * a + drop) * tok_e * h
+    resid_bytes, resid_bwd_bytes = elementwise_bytes("bias_dropout_add" if drop else "residual", fusion, tok_e * h)
     rope_bytes, rope_bwd_bytes = (elementwise_bytes("rope", fusion, tok * (q + kv) / t)
                                   if model.position_embedding == "rope" else (0.0, 0.0))
     act_bytes, act_bwd_bytes = elementwise_bytes(model.mlp, fusion, tok * k_route * f / t)
@@ -283,10 +283,10 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         return [Collective(name, "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
 
     bwd: list[Item] = [
-        _mem("mlp_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_mlp_grad"), *moe_combine_bwd,
+        _mem("mlp_residual.bwd", resid_bwd_bytes, True), *bwd_gather("tp.ag_mlp_grad"), *moe_combine_bwd,
         *cast[3][1], down[1], down[2], _mem("mlp_act.bwd", act_bwd_bytes, True), *gather("tp.ag_mlp_input"),
         *cast[2][1], up[1], *copy("mlp_input_grad_sum", True), up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", norm_bwd_bytes, True),
-        _mem("attn_residual.bwd", a * tok_e * h * 3, True), *bwd_gather("tp.ag_attn_grad"),
+        _mem("attn_residual.bwd", resid_bwd_bytes, True), *bwd_gather("tp.ag_attn_grad"),
         *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True), _mem("attn_scores.bwd", 2 * score_bytes, True),
         *cp_regather, attn_bwd, *copy("repeat_kv", True), *cp_bwd,
         _mem("rope.bwd", rope_bwd_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1], qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
