@@ -267,3 +267,11 @@ def test_compare_validates_both_variants_before_simulating(cli, example_spec, mo
     monkeypatch.setattr(teton.engine.step, "simulate_step", never)
     code, _, err = cli("compare", example_spec, "--b", "job.precision=fp4")
     _one_line_error(code, err, "variant B (--b job.precision=fp4)")
+
+
+def test_a_key_given_twice_is_an_error_with_its_line(tmp_path, cli):
+    """YAML keys are unique; PyYAML would let the second `tp` silently win."""
+    path = _spec(tmp_path, "cluster: meta-roce-24k\nmodel: llama3-8b\njob:\n  gpus: 8\n  tp: 8\n"
+                           "  seq_len: 8192\n  global_batch: 8\n  tp: 4\n")
+    code, out, err = cli("run", path)
+    _one_line_error(code, err, ":8: tp = 'given twice'")

@@ -24,6 +24,26 @@ from teton.workload.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
 SPEC_SECTIONS = {"cluster", "model", "job", "network", "storage", "reliability", "seed", "notes", "run"}
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing a key given twice in one mapping (which it would let the
+    second silently win)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a YAML / TOML / JSON file into a mapping, with line numbers on syntax errors."""
     path = Path(path)
@@ -40,7 +60,10 @@ def read_file(path: str | Path) -> dict[str, Any]:
         elif suffix == ".json":
             data = json.loads(text)
         else:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as err:
+        raise SpecError(err.key, "given twice", "each key once per mapping (YAML keys are unique; "
+                        "the second would silently win)", where=f"{path}:{err.line}") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         line = f"{path}:{mark.line + 1}" if mark else str(path)
