@@ -477,3 +477,12 @@ def test_every_verb_reports_the_same_step_time(cli, tmp_path):
     assert rank_s(busiest, "compute") == pytest.approx(api.breakdown["compute"], rel=1e-12)
     assert rank_s(busiest, "tp") == pytest.approx(api.breakdown["tp_comm"], rel=1e-12)
     assert math.isclose(api.tokens_per_s * api.step_time_s, 64 * 4096)
+
+
+def test_interleaved_with_one_virtual_stage_takes_any_microbatch_count():
+    """v = 1 is plain 1F1B: no divisibility of the micro-batches by pp is needed, and the step
+    equals 1F1B's."""
+    job = {"gpus": 4, "pp": 4, "seq_len": 2048, "global_batch": 6}
+    one = teton.simulate(_spec("llama3-8b", {**job, "pp_schedule": "1f1b"}))
+    inter = teton.simulate(_spec("llama3-8b", {**job, "pp_schedule": "interleaved", "virtual_stages": 1}))
+    assert inter.step_time_s == one.step_time_s and inter.micro_batches == 6

@@ -87,3 +87,12 @@ def test_missing_base_and_bad_base(small_sweep):
         parse_sweep({"grid": small_sweep["grid"]})
     with pytest.raises(SpecError, match="no such spec file"):
         parse_sweep({"base": "missing.yaml", "grid": small_sweep["grid"]})
+
+
+def test_a_huge_power_in_a_filter_is_an_error_not_a_hang(small_sweep):
+    small_sweep["filter"] = ["job.tp < 10 ** 10 ** 10"]
+    with pytest.raises(SpecError, match="exponent 10000000000 is too large"):
+        parse_sweep(small_sweep).points()
+    small_sweep["filter"] = ["job.tp ** 2 <= 16"]
+    points, filtered = parse_sweep(small_sweep).points()
+    assert filtered == 4 and len(points) == 8

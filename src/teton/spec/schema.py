@@ -218,7 +218,8 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     if job.pp_round is not None and (job.pp_round < job.pp or job.micro_batches % job.pp_round):
         raise SpecError("job.pp_round", job.pp_round, f"must be at least pp ({job.pp}) and divide the "
                         f"micro-batches per DP rank ({job.micro_batches}); {job.micro_batches} itself always works")
-    if job.pp_schedule == "interleaved" and job.pp > 1 and job.pp_round is None and job.micro_batches % job.pp:
+    if (job.pp_schedule == "interleaved" and job.pp > 1 and job.virtual_stages > 1 and job.pp_round is None
+            and job.micro_batches % job.pp):  # with v = 1 it is plain 1F1B, which takes any m
         raise SpecError("job.global_batch", seqs,
                         f"the interleaved schedule needs micro-batches per DP rank ({job.micro_batches}) "
                         f"divisible by pp ({job.pp}), or job.pp_round (Llama 3's N) dividing them")

@@ -99,7 +99,15 @@ def point_key(merged_spec: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- filter expressions
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: lambda a, b: _power(a, b)}
+
+
+def _power(base, exponent):
+    """``base ** exponent`` with the exponent bounded: ``10 ** 10 ** 10`` would build a number of
+    ten billion digits and hang the sweep."""
+    if isinstance(exponent, (int, float)) and abs(exponent) > 1024:
+        raise ValueError(f"exponent {exponent} is too large (at most 1024)")
+    return operator.pow(base, exponent)
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
 _FUNCS = {"min": min, "max": max, "abs": abs}
