@@ -275,3 +275,14 @@ def test_a_key_given_twice_is_an_error_with_its_line(tmp_path, cli):
                            "  seq_len: 8192\n  global_batch: 8\n  tp: 4\n")
     code, out, err = cli("run", path)
     _one_line_error(code, err, ":8: tp = 'given twice'")
+
+
+@pytest.mark.parametrize("name,text,needle", [
+    ("spec.toml", 'cluster = "meta-roce-24k"\nmodel = "llama3-8b"\n\n[job]\ngpus = 8\ntp = 8\nzero = 9\n'
+                  "seq_len = 8192\nglobal_batch = 8\n", "spec.toml:7: job.zero = 9"),
+    ("spec.json", '{\n "cluster": "meta-roce-24k",\n "model": "llama3-8b",\n "job": {\n  "gpus": 8,\n'
+                  '  "zero": 9,\n  "seq_len": 8192,\n  "global_batch": 8\n }\n}\n', "spec.json:6: job.zero = 9"),
+])
+def test_field_errors_in_toml_and_json_carry_the_line(tmp_path, cli, name, text, needle):
+    code, out, err = cli("run", _spec(tmp_path, text, name))
+    _one_line_error(code, err, needle)
