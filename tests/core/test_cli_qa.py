@@ -286,3 +286,13 @@ def test_a_key_given_twice_is_an_error_with_its_line(tmp_path, cli):
 def test_field_errors_in_toml_and_json_carry_the_line(tmp_path, cli, name, text, needle):
     code, out, err = cli("run", _spec(tmp_path, text, name))
     _one_line_error(code, err, needle)
+
+
+def test_exponent_notation_in_a_yaml_file_is_a_number(tmp_path, cli):
+    """`tokens: 15e12` in a spec file means a number, as with --set (PyYAML's YAML 1.1 would keep
+    the string and the field would refuse it)."""
+    path = _spec(tmp_path, "cluster: meta-roce-24k\nmodel: llama3-8b\n"
+                           "job: {gpus: 8, tp: 8, seq_len: 8192, global_batch_tokens: 65536e0}\n")
+    code, out, err = cli("run", path, "--json")
+    assert code == 0, err
+    assert json.loads(out)["tokens_per_step"] == 65536

@@ -186,3 +186,22 @@ def test_runs_are_capped_with_a_one_line_error(cli, example_spec):
     assert "--runs" in _one_line_error(code, err)
     with pytest.raises(SpecError, match="reliability.runs"):
         parse_reliability({"runs": 10_000_000})
+
+
+def test_daly_interval_is_held_to_what_the_storage_sustains(cli, example_spec):
+    """On 60 Tectonic-like servers a checkpoint every Daly ~100 s would outrun the flash's
+    sustained write rate: the interval is raised to bytes / sustained rate (whole steps), and
+    says why; a given interval is taken as is."""
+    import json
+
+    code, out, err = cli("goodput", example_spec, "--tokens", "1T", "--set", "storage.servers=60", "--runs", "50",
+                         "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["checkpoint_interval_source"] == "storage sustained write rate"
+    assert d["storage_min_interval_s"] <= d["checkpoint_interval_s"] < d["storage_min_interval_s"] + 10
+    assert d["checkpoint_interval_s"] > d["young_daly_interval_s"]
+    code, out, err = cli("goodput", example_spec, "--tokens", "1T", "--set", "storage.servers=60", "--runs", "50",
+                         "--interval", "120", "--json")
+    assert code == 0, err
+    assert json.loads(out)["checkpoint_interval_source"] == "given"

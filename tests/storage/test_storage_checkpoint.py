@@ -140,7 +140,7 @@ def test_restore_with_and_without_broadcast(spec16k):
 def test_restore_policy_and_summary_keys(make_spec):
     spec = make_spec(storage={"checkpoint": {"restore": "broadcast", "mode": "sync"}})
     s = checkpoint_summary(spec)
-    assert set(s) == {"checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s"}
+    assert set(s) == {"checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s", "min_checkpoint_interval_s"}
     full = simulate_checkpoint(spec).summary()
     assert s["checkpoint_restore_s"] == full["checkpoint_restore_broadcast_s"]
     assert s["checkpoint_blocking_s"] == s["checkpoint_save_s"] == full["sync_save_s"]

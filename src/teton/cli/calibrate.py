@@ -158,4 +158,5 @@ def register(app: typer.Typer) -> None:
                                    "predicted_calibrated_s")))
             console.print(lt)
         if out is not None:
-            console.print(f"wrote {out}: use it as `cluster: {out}` or `--set cluster={out}`")
+            where = out.resolve()  # a spec's relative paths are read next to the spec, so give the full one
+            console.print(f"wrote {out}: use it as `cluster: {where}` or `--set cluster={where}`")

@@ -18,7 +18,7 @@ import typer
 from teton.cli._common import JsonFlag, print_json
 
 GIB = 2**30
-METRICS = ("step_time_s", "mfu", "hfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes")
+METRICS = ("step_time_s", "mfu", "mfu_bf16", "hfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes")
 
 
 def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, set_b: list[str] | None) -> dict:
@@ -92,7 +92,11 @@ def register(app: typer.Typer) -> None:
                "checkpoint_save_s": ("checkpoint save", lambda v: f"{v:.2f} s"), "ettr": ("ETTR", lambda v: f"{v * 100:.1f} %"),
                "time_to_train_days": ("time to train", lambda v: f"{v:.1f} days"),
                "cost_usd": ("cost", lambda v: f"${v:,.0f}")}
+        fmt["mfu_bf16"] = ("MFU (bf16 peak)", fmt["mfu"][1])
+        same_peak = a["mfu_bf16"] == a["mfu"] and b["mfu_bf16"] == b["mfu"]
         for k, change in d["change"].items():
+            if k == "mfu_bf16" and same_peak:  # only an fp8 variant has a second MFU
+                continue
             label, f = fmt[k]
             t.add_row(label, f(a[k]), f(b[k]), "-" if change is None else f"{change * 100:+.1f} %")
         t.add_row("fits in memory", "yes" if a["fits_in_memory"] else "no", "yes" if b["fits_in_memory"] else "no", "")

@@ -107,6 +107,8 @@ def register(app: typer.Typer) -> None:
               f"{s.ok} ok, {s.invalid} invalid, {s.failed} failed, {s.fitting} fit in memory", file=sys.stderr)
         for r in errors[:3]:
             print(f"  {r['status']}: {r['error']}", file=sys.stderr)
+        if len(errors) > 3:
+            print(f"  ... and {len(errors) - 3} more (every one is in the store, with its error)", file=sys.stderr)
         order = "time-to-train" if "time_to_train_days" in run_cols else "fastest"
         t = Table(title=f"top {len(best)} of {s.ok} (fitting first, then {order})")
         for col in (*point_cols, "step s", "MFU", "TFLOP/s/GPU", "mem GiB", "fits", *(RUN_COLUMNS[c] for c in run_cols)):

@@ -36,6 +36,9 @@ class StepResult:
     # (recompute included, causal attention as executed) over the same peak as ``mfu``
     hfu: float = 0.0
     hardware_flops_per_step: float = 0.0
+    # MFU against the dense bf16 peak whatever the precision: ``mfu`` of an fp8 job is against
+    # the fp8 peak (twice bf16's on Hopper), so this is the figure to compare fp8 and bf16 runs by
+    mfu_bf16: float = 0.0
     notes: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -65,7 +65,7 @@ def schedule_orders(p: int, v: int, m: int, n_round: int | None = None) -> np.nd
 
 
 @njit(cache=True)
-def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag):
+def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag, units):
     n_ops = 2 * m * v
     fwd_done = np.full((p, v, m), -1.0)
     bwd_done = np.full((p, v, m), -1.0)
@@ -131,11 +131,24 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
                     if is_bwd == 0 and mb == 0:
                         start = max(start, ag_ready[r, c])
                 elif dp_mode == DP_FULL_SHARD:
-                    # FSDP: gather this op's parameters, prefetched once the previous op started
+                    # FSDP: the op's parameters are gathered unit by unit (a unit is a layer),
+                    # prefetched once the previous op started; the op starts on its first unit
                     ag_start = max(dp_free[r], last_start[r])
-                    dp_free[r] = ag_start + ag_s[r, c]
-                    start = max(start, dp_free[r])
+                    start = max(start, ag_start + ag_s[r, c] / units[r, c])
                 end = start + dur
+                if dp_mode == DP_FULL_SHARD:
+                    # each unit computes once gathered, so the last one after the whole gather;
+                    # in backward each unit's gradients are reduce-scattered after its compute,
+                    # interleaved with the gathers on the DP stream
+                    n_units = units[r, c]
+                    ag_end = ag_start + ag_s[r, c]
+                    if is_bwd == 0:
+                        end = max(end, ag_end + dur / n_units)
+                        dp_free[r] = ag_end
+                    else:
+                        rs = rs_s[r, c]
+                        end = max(end, ag_end + rs * (n_units - 1) / n_units + dur / n_units)
+                        dp_free[r] = max(ag_end + rs, end + rs / n_units)
                 starts[r, ptr[r]] = start
                 last_start[r] = start
                 rank_free[r] = end
@@ -144,7 +157,7 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
                     fwd_done[r, c, mb] = end
                 else:
                     bwd_done[r, c, mb] = end
-                    if dp_mode >= DP_PER_MICROBATCH or (dp_mode == DP_ONCE and mb == m - 1):
+                    if dp_mode == DP_PER_MICROBATCH or (dp_mode == DP_ONCE and mb == m - 1):
                         rs_start = max(dp_free[r], end)
                         dp_free[r] = rs_start + rs_s[r, c]
                     elif dp_mode == DP_NONE and rs_s[r, c] > 0 and mb == m - 1:
@@ -158,7 +171,7 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
     return rank_free, busy, dp_free, starts, orders, True
 
 
-def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_round=None):
+def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_round=None, units=None):
     """Normalise the inputs and run the compiled schedule; returns all of its outputs."""
     fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
     bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
@@ -168,7 +181,8 @@ def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_ro
                     np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64), int(dp_mode),
                     zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
                     zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64),
-                    bool(overlap_param_gather))
+                    bool(overlap_param_gather),
+                    np.ones((p, v)) if units is None else np.maximum(1.0, np.asarray(units, dtype=np.float64)))
     if not out[-1]:  # pragma: no cover - the job checks only admit orders that cannot deadlock
         raise RuntimeError("pipeline schedule deadlocked")
     return fwd_s, bwd_s, out
@@ -176,8 +190,8 @@ def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_ro
 
 def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
-                      overlap_param_gather: bool = True,
-                      n_round: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      overlap_param_gather: bool = True, n_round: int | None = None,
+                      units: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the schedule; returns per-rank (compute finish time, busy time, DP-stream finish time).
 
     ``fwd_s``/``bwd_s``: (p, v) seconds per micro-batch for chunk c on rank r (exposed TP/CP
@@ -186,20 +200,24 @@ def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
     ``dp_mode``: DP_NONE (no DP comm, or an all-reduce of ``rs_s`` after each chunk's last
     backward), DP_ONCE (reduce-scatter once per step per chunk; parameter all-gather ``ag_s``
     chained at step start), DP_PER_MICROBATCH (reduce-scatter after every backward),
-    DP_FULL_SHARD (ZeRO-3: all-gather before every op, reduce-scatter after every backward).
+    DP_FULL_SHARD (ZeRO-3 / FSDP: every op gathers its chunk's parameters and every backward
+    reduce-scatters its gradients, ``units`` (p, v) at a time, the FSDP units (layers) of the
+    chunk: a unit computes once gathered and the next unit's gather overlaps it, so an op waits
+    for one unit's gather, and for the rest only where communication outlasts compute).
     ``n_round``: the interleaved schedule's consecutive micro-batches per chunk (default p).
     """
     _, _, (finish, busy, dp_free, _starts, _orders, _ok) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                                overlap_param_gather, n_round)
+                                                                overlap_param_gather, n_round, units)
     return finish, busy, dp_free
 
 
 def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
-                      overlap_param_gather: bool = True, n_round: int | None = None) -> list[dict]:
+                      overlap_param_gather: bool = True, n_round: int | None = None,
+                      units: np.ndarray | None = None) -> list[dict]:
     """The schedule as events: one dict per op with rank, pass, chunk, micro-batch, start and end."""
     fwd_s, bwd_s, (_, _, _, starts, orders, _) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                      overlap_param_gather, n_round)
+                                                      overlap_param_gather, n_round, units)
     events = []
     for r in range(fwd_s.shape[0]):
         for i in range(orders.shape[1]):

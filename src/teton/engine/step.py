@@ -158,6 +158,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
             dp_mode = DP_ONCE if job.zero else DP_NONE
 
     n_round = job.pp_round_size
+    fsdp_units = np.maximum(1, split.layers)  # FSDP wraps each transformer layer as a unit
     ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m, n_round=n_round)
     p2p_finish, _, _ = (simulate_pipeline(fwd_s, bwd_s, m, p2p_s, n_round=n_round) if p > 1
                         else (ideal_finish, None, None))
@@ -168,7 +169,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
                     + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
         if job.overlap_dp_comm:
             finish, _, dp_free = simulate_pipeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                   job.overlap_param_gather, n_round)
+                                                   job.overlap_param_gather, n_round, fsdp_units)
             full = float(np.maximum(finish, dp_free).max())
             # what ran under compute held SMs from it (one CTA per NCCL channel): first order, the
             # critical path slows by that fraction of the overlapped DP time
@@ -236,9 +237,11 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         comm_times_s=comm_times,
         notes=spec.notes,
         hfu=hw_flops / (step * job.gpus * gpu.peak_flops(job.precision)),
+        mfu_bf16=flops / (step * job.gpus * gpu.peak_flops("bf16")),
         hardware_flops_per_step=hw_flops,
     )
     if timeline:
-        events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, n_round)
+        events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, n_round,
+                                   fsdp_units)
         result = result.with_extra(timeline=events)
     return result

@@ -164,7 +164,9 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
     mtbi_s = fm.mtbi_h * 3600.0
     young = young_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
     daly = daly_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
-    chosen = interval_s or cfg.checkpoint_interval_s or _storage_interval_s(spec) or daly
+    given = interval_s or cfg.checkpoint_interval_s or _storage_interval_s(spec)
+    # Daly's optimum, but no more often than the storage sustains (a given interval is taken as is)
+    chosen = given or max(daly, ck.min_interval_s)
     if not math.isfinite(chosen):
         chosen = 1e12
     # Checkpoints fall on step boundaries, and a save must be durable before the next one starts.
@@ -174,6 +176,8 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
         return max(round(x / st_eff), min_steps) * st_eff
 
     chosen = on_steps(chosen)
+    if not given and ck.min_interval_s > 0:  # whole steps, at least the sustainable interval
+        chosen = max(chosen, math.ceil(ck.min_interval_s / st_eff - 1e-9) * st_eff)
 
     spares = cfg.spare_hosts if cfg.spare_hosts is not None else max(cluster.hosts - fm.counts.hosts, 0)
     infant = None
@@ -259,6 +263,9 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
         "checkpoint_interval_s": chosen, "young_interval_s": young, "young_daly_interval_s": daly,
         "checkpoint_save_s": ck.save_s, "checkpoint_blocking_s": ck.blocking_s,
         "checkpoint_restore_s": ck.restore_s, "checkpoint_source": ck.source,
+        "storage_min_interval_s": ck.min_interval_s or None,
+        "checkpoint_interval_source": ("given" if given else "storage sustained write rate"
+                                       if ck.min_interval_s > daly else "Young/Daly"),
         "downtime_s_by_cause": down, "pg_init_s": pg_init_s(cfg, gpus), "pg_init": cfg.pg_init,
         "spare_hosts": spares,
         "energy_mwh": float(np.mean(e)), "energy_mwh_percentiles": _pct(e),

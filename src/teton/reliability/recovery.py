@@ -47,6 +47,9 @@ class CheckpointCosts:
     blocking_s: float  # training paused per checkpoint
     restore_s: float
     source: str  # "storage model" | "reliability section" | "fallback: bytes / bandwidth"
+    # shortest interval the storage sustains: checkpoint bytes / sustained write rate (flash
+    # endurance; Tectonic: 2 TB/s sustained against 7 TB/s peak, LLAMA3 §3.3.1); 0 when unknown
+    min_interval_s: float = 0.0
 
 
 def _storage_summary(spec: Any) -> dict | None:
@@ -66,7 +69,9 @@ def checkpoint_costs(spec: Any, cfg: ReliabilityConfig) -> CheckpointCosts:
     has_storage = spec is not None and (spec.storage is not None or spec.cluster.storage is not None)
     summary = _storage_summary(spec) if has_storage else None
     source = "storage model" if summary else "fallback: bytes / bandwidth"
+    min_interval = 0.0
     if summary:
+        min_interval = float(summary.get("min_checkpoint_interval_s", 0.0))
         save = float(summary["checkpoint_save_s"])
         block = float(summary.get("checkpoint_blocking_s", save))
         restore = float(summary["checkpoint_restore_s"])
@@ -80,7 +85,8 @@ def checkpoint_costs(spec: Any, cfg: ReliabilityConfig) -> CheckpointCosts:
         save = cfg.checkpoint_save_s if cfg.checkpoint_save_s is not None else save
         block = cfg.checkpoint_blocking_s if cfg.checkpoint_blocking_s is not None else min(block, save)
         restore = cfg.checkpoint_restore_s if cfg.checkpoint_restore_s is not None else restore
-    return CheckpointCosts(save_s=max(save, block), blocking_s=block, restore_s=restore, source=source)
+    return CheckpointCosts(save_s=max(save, block), blocking_s=block, restore_s=restore, source=source,
+                           min_interval_s=min_interval)
 
 
 def fixed_downtime_s(cfg: ReliabilityConfig, ranks: int, restore_s: float) -> dict[str, float]:

@@ -89,12 +89,13 @@ def llama3_table4(efficiency: dict[str, float] | None = None) -> list[Validation
     text = resources.files("teton.data").joinpath("llama3-405b-table4.csv").read_text()
     for i, row in enumerate(csv.DictReader(text.splitlines()), start=1):
         spec, note = _table4_spec(row, efficiency)
+        inconsistent = bool(note)
         if efficiency:
             note = "; ".join(filter(None, [note, "efficiencies measured: " + ", ".join(
                 f"{k}={v:.3g}" for k, v in sorted(efficiency.items()))]))
         r = simulate(spec)
         case = f"Llama 3 405B Table 4 row {i}: {int(row['gpus']) // 1024}K GPUs, CP {row['cp']}, {int(row['seq_len']) // 1024}K seq"
-        tol = 0.10 if note else 0.05
+        tol = 0.10 if inconsistent else 0.05  # the bands: rows 1-2 +-5 %, row 3 (as printed inconsistent) +-10 %
         src = "Llama 3 herd paper, arXiv 2407.21783, Table 4"
         rows.append(ValidationRow(case, "tflops_per_gpu", float(row["tflops_per_gpu"]), r.tflops_per_gpu, tol, src, note))
         rows.append(ValidationRow(case, "bf16_mfu", float(row["bf16_mfu"]), r.mfu, tol, src, note))

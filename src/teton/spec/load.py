@@ -32,7 +32,8 @@ class _DuplicateKey(Exception):
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's SafeLoader, refusing a key given twice in one mapping (which it would let the
-    second silently win)."""
+    second silently win), and reading exponent notation without a dot (``16e6``) as a number, as
+    YAML 1.2 and ``--set`` do (YAML 1.1 leaves it a string)."""
 
     def construct_mapping(self, node, deep=False):
         seen: set = set()
@@ -42,6 +43,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"),
+                                       list("-+0123456789"))
 
 
 def read_file(path: str | Path) -> dict[str, Any]:

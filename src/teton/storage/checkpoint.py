@@ -325,9 +325,11 @@ def _allgather_s(spec, st: RankState) -> float:
 
 
 def checkpoint_summary(spec) -> dict:
-    """The checkpoint keys ``teton run`` adds to its result: save (durable), blocking, restore (s).
+    """The checkpoint keys ``teton run`` adds to its result: save (durable), blocking, restore (s),
+    and the shortest interval the storage sustains (bytes / sustained write rate, s).
 
     Uses the spec's ``storage`` section (or the cluster's storage) and ``storage.checkpoint``.
     """
     out = simulate_checkpoint(spec).summary()
-    return {k: out[k] for k in ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s")}
+    return {k: out[k] for k in ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s",
+                                "min_checkpoint_interval_s")}

@@ -207,10 +207,18 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         down = tuple(_scaled_rows(g, rows, per_expert, i)
                      for i, g in enumerate(_gemm("expert_down", tok, h, f // t, acc)))
 
-    attn_flops = 4.0 * tok * (s / 2) * (q // t)
-    attn_fwd = ComputeOp("attention", "attention", attn_flops, a * tok * (2 * q + 2 * kv) / t)
-    attn_bwd = ComputeOp("attention.bwd", "attention", 2.5 * attn_flops, 2 * a * tok * (2 * q + 2 * kv) / t,
-                         backward=True)
+    qkvo_bytes = a * tok * (2 * q + 2 * kv) / t
+    if job.flash_attention:  # causal: the kernel skips the masked blocks; backward recomputes P
+        attn_flops = 4.0 * tok * (s / 2) * (q // t)
+        attn_fwd = ComputeOp("attention", "attention", attn_flops, qkvo_bytes)
+        attn_bwd = ComputeOp("attention.bwd", "attention", 2.5 * attn_flops, 2 * qkvo_bytes, backward=True)
+    else:  # Megatron's unfused path: batched GEMMs over every (query, key) pair, the mask applied
+        # after; backward is four batched GEMMs (2x forward). m: query rows of all local heads,
+        # n: keys, k: head dim (Q K^T; P V is the same with n and k swapped)
+        attn_flops = 4.0 * tok * s * (q // t)
+        bmm = dict(m=tok * (model.heads // t), n=s, k=model.d_head)
+        attn_fwd = ComputeOp("attention", "attention", attn_flops, qkvo_bytes, **bmm)
+        attn_bwd = ComputeOp("attention.bwd", "attention", 2.0 * attn_flops, 2 * qkvo_bytes, **bmm, backward=True)
     if job.flash_attention:
         score_bytes = 0.0
     else:  # materialised scores: write QK^T, softmax read+write, PV read (bf16)
