@@ -60,3 +60,16 @@ def test_global_batch_tokens_must_be_whole_sequences(cli, tmp_path):
     code, out, err = cli("run", path)
     assert code == 2 and "job.global_batch_tokens" in err and "multiple of job.seq_len (8192)" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_zero2_is_searched_both_ways():
+    """ZeRO-2 reduced once per step keeps the unsharded FP32 accumulation buffer (as ZeRO-1 does);
+    reduced every micro-batch it shards the gradients. On Llama 3 8B over 8 GPUs only the latter
+    (and ZeRO-3) fit, and the search finds it."""
+    spec = load_spec({"cluster": "meta-ib-24k", "model": "llama3-8b",
+                      "job": {"gpus": 8, "dp": 8, "seq_len": 8192, "global_batch": 512}})
+    d = search_layouts(spec, SearchSpace(tp=(1,), cp=(1,), pp=(1,), virtual_stages=(1,), micro_batch=(1,),
+                                         recompute=("none",), zero=(1, 2, 3)))
+    fitting = [(r["zero"], r["grad_reduce"]) for r in d["rows"] if r["fits_in_memory"]]
+    assert fitting[0] == (2, "per_microbatch") and (3, "per_microbatch") in fitting
+    assert (1, "per_step") not in fitting

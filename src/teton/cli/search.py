@@ -78,7 +78,8 @@ def register(app: typer.Typer) -> None:
         for col in ("tp", "cp", "pp", "dp", "v", "mb", "recompute", "zero", "step s", "MFU", "mem GiB", "fits"):
             t.add_column(col, justify="right")
         for r in d["rows"][:top]:
-            t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "dp", "virtual_stages", "micro_batch", "recompute", "zero")),
+            zero = f"{r['zero']} (per mb)" if r["zero"] == 2 and r["grad_reduce"] == "per_microbatch" else str(r["zero"])
+            t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "dp", "virtual_stages", "micro_batch", "recompute")), zero,
                       f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %", f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       "yes" if r["fits_in_memory"] else "no")
         output_console().print(t)

@@ -41,8 +41,11 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
     """Every layout in ``space`` that passes the job rules, as a full Spec."""
     job = spec.job
     tokens = job.tokens_per_step
-    for tp, cp, pp, v, mb, rc, z in itertools.product(space.tp, space.cp, space.pp, space.virtual_stages,
-                                                        space.micro_batch, space.recompute, space.zero):
+    # ZeRO-2 both ways: gradients reduced once per step (Llama 3's FSDP; the unsharded accumulation
+    # buffer stays) or after every micro-batch (DeepSpeed; sharded gradients, more traffic)
+    zeros = [(z, gr) for z in space.zero for gr in ((None, "per_microbatch") if z == 2 else (None,))]
+    for tp, cp, pp, v, mb, rc, (z, gr) in itertools.product(space.tp, space.cp, space.pp, space.virtual_stages,
+                                                              space.micro_batch, space.recompute, zeros):
         model_par = tp * cp * pp
         if job.gpus % model_par:
             continue
@@ -54,7 +57,7 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
         seqs = tokens // job.seq_len
         if seqs % (dp * mb):
             continue
-        update = dict(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, recompute=rc, zero=z,
+        update = dict(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, recompute=rc, zero=z, grad_reduce=gr,
                       pp_schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
                       global_batch=seqs, global_batch_tokens=None,
                       # Llama 3's round size N is the job's only for its own pipeline; others use pp
@@ -78,6 +81,7 @@ def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
         rows.append({
             "tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree, "virtual_stages": j.virtual_stages,
             "micro_batch": j.micro_batch, "recompute": j.recompute, "zero": j.zero,
+            "grad_reduce": j.grad_reduce_mode,
             "step_time_s": r.step_time_s, "mfu": r.mfu, "tflops_per_gpu": r.tflops_per_gpu,
             "tokens_per_s": r.tokens_per_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
             "fits_in_memory": r.fits_in_memory, "breakdown": r.breakdown,
