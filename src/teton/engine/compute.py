@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from teton.hardware import GPU, Efficiency, cluster_efficiency
-from teton.hardware.efficiency import ATTN_S_HALF
+from teton.hardware.efficiency import ATTN_REF_SEQ, ATTN_S_HALF
 from teton.workload.ops import ComputeOp
 
 
@@ -46,7 +46,7 @@ class ComputeModel:
             return sum(op.flops / 2 / (peak * e * sr) for e in halves)
         e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.sustained_ratio
         s = float(self.seq_len)
-        e *= (s / (s + ATTN_S_HALF)) / (16384.0 / (16384.0 + ATTN_S_HALF))
+        e *= (s / (s + ATTN_S_HALF)) / (ATTN_REF_SEQ / (ATTN_REF_SEQ + ATTN_S_HALF))
         return op.flops / (self.gpu.peak_flops("bf16") * e)
 
     def memory_s(self, op: ComputeOp) -> float:

@@ -47,7 +47,9 @@ from teton.workload.step_work import dp_shard, step_work
 __all__ = ["simulate_step", "model_flops_per_token", "slowest_gpu_factor", "BlockTimer", "default_placement",
            "make_cost_model"]
 
-OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES  # read+write state, read grad, write bf16
+# Adam over the shard: read and write the 12-byte fp32 state (master, m, v), read the fp32 gradient
+# and clear it for the next step's accumulation, write the bf16 weights
+OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES
 
 
 def model_flops_per_token(spec: Spec) -> float:

@@ -31,6 +31,8 @@ TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 G
 TILE_N = 256
 K_HALF = 128.0  # main-loop prologue + epilogue ~ two 64-deep k-blocks per output tile (CUTLASS docs)
 ATTN_S_HALF = 256.0  # flash-attention per-tile start-up: efficiency halves at ~2 k-blocks of 128 keys
+# the key length the attention figures below were read at (the FlashAttention papers' 8-16K points)
+ATTN_REF_SEQ = 16384.0
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,10 @@ EFFICIENCY: dict[str, Efficiency] = {
     # H100 SXM: MAMF 794.5 of 989 TFLOPS bf16 at 2048x2048x13312 (S. Bekman, "ml-engineering",
     # MAMF table); corroborated on this workplace's H200 (same tensor cores): 8192^3 bf16 at
     # 769-798 TFLOP/s on random data, 894 on zeros (10 products after 3 warm-ups; device notes,
-    # 2026-10/11). benchmarks/device/calibrate_hopper.py measures burst vs sustained throughput; fp8 cuBLASLt GEMMs reach ~ 70 % of the fp8 dense peak (DeepGEMM README reports
-    # up to 1,550 TFLOPS on H800, ~78 %). FlashAttention-3 paper (Shah et al. 2024, Figs. 5-6)
+    # 2026-10/11). benchmarks/device/calibrate_hopper.py measures burst vs sustained throughput.
+    # fp8: ASSUMPTION 0.70 of the fp8 dense peak for cuBLASLt (no sweep read here; DeepGEMM's
+    # README reports up to 1,550 TFLOPS on H800, ~78 %, for its own kernels). tf32 (A100 0.80,
+    # Hopper 0.78): ASSUMPTION, no sweep read here. FlashAttention-3 paper (Shah et al. 2024, Figs. 5-6)
     # reports FlashAttention-2 on H100 at ~ 350 TFLOPS forward and ~ 300 backward (causal,
     # hdim 128, 8-16K). BabelStream triad ~ 3.0 of 3.35 TB/s. nccl-tests on 8x H100 (NVLink 4):
     # all-gather / reduce-scatter busbw ~ 360 GB/s of 450; NVLS all-reduce ~ 480 GB/s; 400G
@@ -115,6 +119,8 @@ EFFICIENCY: dict[str, Efficiency] = {
                          0.35, 0.30, 0.90, 0.80, 1.07, 0.92, attn_fa3_fwd=0.63, attn_fa3_bwd=0.47),
     # B200: no public MAMF sweep read here; NVIDIA's B200 cuBLAS figures (~ 1.5-1.7 PF bf16
     # of 2.25) give ~ 0.72. Attention: FlashAttention for Blackwell (cuDNN) ~ 1.2 PF fwd bf16.
+    # ASSUMPTION (no benchmark read here): fp8 0.70, tf32 0.70, attention backward 0.42, and HBM /
+    # NCCL fractions taken over from Hopper; measure them (benchmarks/device) before trusting B200.
     "blackwell": Efficiency({"bf16": 0.72, "fp8": 0.70, "tf32": 0.70}, (4096, 4096, 8192), 0.53,
                             0.42, 0.90, 0.80, 1.07, 0.92),
 }
