@@ -42,8 +42,8 @@ class Host:
 HOSTS: dict[str, Host] = {
     # Grand Teton (OCP 2022; Meta GenAI blog 2024; Lockwood "Meta's H100 clusters"): 8 x H100
     # SXM 700 W on NVLink, 4 PCIe Gen5 switches each with 2 x 400G backend NICs (one per GPU),
-    # 2 CPUs each with one 400G frontend NIC. Non-GPU power: ~ 4 kW (DGX H100-class chassis,
-    # 10.2 kW max with 8 x 700 W GPUs).
+    # 2 CPUs each with one 400G frontend NIC. Non-GPU power: 10.2 kW max (DGX H100-class
+    # chassis) minus 8 x 700 W GPUs = 4.6 kW.
     "grand-teton": Host("grand-teton", "h100-sxm", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
     # NVIDIA DGX A100 user guide: 8 x A100 80GB, 8 x ConnectX-6 200G (HDR) compute + 2 storage,
     # 6.5 kW max system power.
