@@ -96,3 +96,18 @@ def test_validation_case_rows():
     assert rows["peak_write_bytes_s"]["published"] == 7e12 and rows["sustained_write_bytes_s"]["published"] == 2e12
     assert rows["sustained_write_bytes_s"]["error"] == pytest.approx(
         storage_system("tectonic-llama3").sustained_write_bytes_s() / 2e12 - 1)
+
+
+def test_pcie_links_come_from_the_host_catalog():
+    """DGX A100 hosts are PCIe Gen4 (31.5 GB/s per x16 link), Hopper hosts Gen5 (63 GB/s): the
+    checkpoint's device->host copies and the fabric graph's GPU-NIC links both read the host."""
+    from teton.hardware.hosts import HOSTS, PCIE_GEN4_X16_BYTES_S
+    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+    from teton.topology.graph import build_fabric
+
+    assert HOSTS["dgx-a100"].pcie_x16_bytes_s == PCIE_GEN4_X16_BYTES_S == pytest.approx(31.5e9, rel=1e-3)
+    assert d2h_bytes_s_per_gpu("dgx-a100") == pytest.approx(d2h_bytes_s_per_gpu("grand-teton") / 2)
+    fabric = build_fabric(ClusterSpec(**CLUSTER_PRESETS["dgx-a100-superpod"]))
+    from teton.topology.graph import PCIE
+
+    assert set(fabric.link_capacity_bytes_s[fabric.link_layer == PCIE].tolist()) == {PCIE_GEN4_X16_BYTES_S}

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from teton.hardware.hosts import HOSTS, PCIE_GEN5_X16_BYTES_S
+
 GB = 1e9
 TB = 1e12
 MIB = 2**20
@@ -54,31 +56,17 @@ def tcp_goodput_fraction(mtu_bytes: int = 1500, ipv6: bool = True) -> float:
     return payload / wire
 
 
-# PCIe Gen5 x16, one direction: 32 GT/s x 16 lanes x 128b/130b / 8 = 63.0 GB/s (PCI-SIG PCIe 5.0
-# base specification). Pinned-memory cudaMemcpy device->host reaches ~ 55 GB/s of it on H100
-# SXM hosts (NVIDIA nvbandwidth "device_to_host_memcpy_ce" results reported for HGX H100), i.e.
-# an efficiency of ~ 0.87 (TLP headers and flow-control credits).
-PCIE_GEN5_X16_BYTES_S = 32e9 * 16 * 128 / 130 / 8
+# Pinned-memory cudaMemcpy device->host reaches ~ 55 GB/s of a PCIe Gen5 x16 link's 63 GB/s on
+# H100 SXM hosts (NVIDIA nvbandwidth "device_to_host_memcpy_ce" results reported for HGX H100), an
+# efficiency of ~ 0.87 (TLP headers and flow-control credits); taken to hold for Gen4 too.
 PCIE_D2H_EFFICIENCY = 55e9 / PCIE_GEN5_X16_BYTES_S
-# PCIe Gen4 x16 (A100 hosts): 16 GT/s, same encoding: 31.5 GB/s.
-PCIE_GEN4_X16_BYTES_S = 16e9 * 16 * 128 / 130 / 8
-
-# GPUs sharing one x16 link to host memory, and the link generation, by host. Grand Teton: 4 PCIe
-# Gen5 switches, each with 2 GPUs and one x16 link towards a CPU (Lockwood, "Meta's H100
-# clusters"; OCP Grand Teton design). DGX H100 / HGX H200 / DGX B200: 4 PCIe switches with 2 GPUs
-# each (DGX H100 user guide block diagram). DGX A100: 4 PCIe Gen4 switches, 2 GPUs each.
-HOST_PCIE: dict[str, tuple[float, int]] = {
-    "grand-teton": (PCIE_GEN5_X16_BYTES_S, 2),
-    "dgx-h100": (PCIE_GEN5_X16_BYTES_S, 2),
-    "hgx-h200": (PCIE_GEN5_X16_BYTES_S, 2),
-    "dgx-b200": (PCIE_GEN5_X16_BYTES_S, 2),
-    "dgx-a100": (PCIE_GEN4_X16_BYTES_S, 2),
-}
 
 
 def d2h_bytes_s_per_gpu(host: str) -> float:
-    """Device->host copy rate of one GPU when every GPU of the host snapshots at once."""
-    link, gpus_per_link = HOST_PCIE.get(host, (PCIE_GEN5_X16_BYTES_S, 1))
+    """Device->host copy rate of one GPU when every GPU of the host snapshots at once: its PCIe
+    link (``hardware.hosts``) shared by the GPUs behind one switch."""
+    spec = HOSTS.get(host)
+    link, gpus_per_link = (spec.pcie_x16_bytes_s, spec.gpus_per_pcie_link) if spec else (PCIE_GEN5_X16_BYTES_S, 1)
     return link * PCIE_D2H_EFFICIENCY / gpus_per_link
 
 

@@ -34,9 +34,6 @@ GPU_NODE, NIC_NODE, NVSWITCH_NODE, SWITCH = 0, 1, 2, 3
 # Link layers (link_layer); fabric uplink tier i -> i+1 has layer FABRIC + i (both directions).
 NVLINK, PCIE, NIC_LINK, FABRIC = 0, 1, 2, 3
 
-# PCIe Gen5 x16 between a GPU and its NIC: 32 GT/s x 16 lanes, 128b/130b -> ~63 GB/s per
-# direction (PCI-SIG PCIe 5.0 base specification).
-PCIE_GEN5_X16_BYTES_S = 32e9 * 16 * (128 / 130) / 8
 # Leaf/NIC cables (DAC / short optics) add ~ 5 ns/m; negligible next to switch hops, so a link's
 # latency is the port-to-port latency of the switch it enters (the cluster layer's hop latency).
 NVLINK_HOP_LATENCY_S = 0.5e-6  # NVSwitch port-to-port ~ 0.5 us (NVIDIA NVLink Switch brief, order)
@@ -174,6 +171,7 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
     leaf = (sw_base[0] + (((gids // spans[0]) * g + gids % g) if rail else gids // spans[0])).astype(np.int32)
     hop = tuple(layer.hop_latency_us * 1e-6 for layer in layers)
     nic_lat = cluster.nic.latency_us * 1e-6
+    pcie_bw = cluster.host_spec.pcie_x16_bytes_s
 
     src, dst, cap, lat, lay = [], [], [], [], []
 
@@ -189,8 +187,8 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
     for key, s, d, c, la, layer in (
         ("nvl_up", gids, nvsw, gpu.nvlink_bw_bytes_s, NVLINK_HOP_LATENCY_S, NVLINK),
         ("nvl_down", nvsw, gids, gpu.nvlink_bw_bytes_s, 0.0, NVLINK),
-        ("pcie_up", gids, nic, PCIE_GEN5_X16_BYTES_S, 0.0, PCIE),
-        ("pcie_down", nic, gids, PCIE_GEN5_X16_BYTES_S, nic_lat, PCIE),
+        ("pcie_up", gids, nic, pcie_bw, 0.0, PCIE),  # the host's GPU-NIC PCIe link (hardware.hosts)
+        ("pcie_down", nic, gids, pcie_bw, nic_lat, PCIE),
         ("nic_up", nic, leaf, nic_bw, hop[0], NIC_LINK),
         ("nic_down", leaf, nic, nic_bw, 0.0, NIC_LINK),
     ):
