@@ -38,7 +38,7 @@ def hardware_flops_per_step(work, job) -> float:
 def sm_fraction(placement: Placement, axis: str, cluster) -> float:
     """Fraction of the SMs NCCL's kernel holds for a collective on ``axis`` (one CTA per channel),
     memoised per placement and axis."""
-    if placement.degrees.get(axis, 1) <= 1 and (axis in placement.degrees or placement.groups(axis).shape[1] <= 1):
+    if placement.groups(axis).shape[1] <= 1:  # a group of one rank runs no collective
         return 0.0
     return _SM_FRACTION.get((placement, cluster), (axis,), lambda: min(1.0, nccl_channels(
         placement.groups(axis), cluster.gpus_per_host, cluster.host_spec.backend_nics) / cluster.gpu_spec.sm_count))

@@ -39,11 +39,15 @@ class ComputeModel:
         return max(op.flops / (peak * e), op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem))
 
     def attention_s(self, op: ComputeOp) -> float:
-        if op.k:  # unfused attention: batched GEMMs, half shaped like Q K^T, half like P V
-            peak = self.gpu.peak_flops("bf16")
-            sr = self.eff.sustained_ratio
-            halves = (self.eff.gemm("bf16", self.gpu, op.m, op.n, op.k), self.eff.gemm("bf16", self.gpu, op.m, op.k, op.n))
-            return sum(op.flops / 2 / (peak * e * sr) for e in halves)
+        """Flash attention: ``flops / (peak * e_attn(pass) * s/(s + S_HALF) / norm)``, the kernel
+        benchmark's efficiency at the job's key length. Unfused attention (``op.k`` = head dim):
+        batched GEMMs on the GEMM curve, half shaped like Q K^T (m, n = keys, k = head dim) and half
+        like P V (m, n = head dim, k = keys)."""
+        if op.k:
+            peak = self.gpu.peak_flops("bf16") * self.eff.sustained_ratio
+            halves = (self.eff.gemm("bf16", self.gpu, op.m, op.n, op.k),
+                      self.eff.gemm("bf16", self.gpu, op.m, op.k, op.n))
+            return sum(op.flops / 2 / (peak * e) for e in halves)
         e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.sustained_ratio
         s = float(self.seq_len)
         e *= (s / (s + ATTN_S_HALF)) / (ATTN_REF_SEQ / (ATTN_REF_SEQ + ATTN_S_HALF))

@@ -39,7 +39,7 @@ element) are left out of both columns alike.
 
 from __future__ import annotations
 
-FUSIONS = ("fused", "eager")
+from teton.workload.model import ModelSpec
 
 # op -> fusion -> (forward, backward) bytes per element
 BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
@@ -65,13 +65,14 @@ def elementwise_bytes(op: str, fusion: str, elements: float) -> tuple[float, flo
     return fwd * elements, bwd * elements
 
 
-def eager_copies(model, tokens: int, tp: int) -> dict[str, tuple[float, float]]:
+def eager_copy_bytes(model: ModelSpec, tokens: int, tp: int) -> dict[str, tuple[float, float]]:
     """(forward, backward) bytes of the copies and sums eager reference code adds to a layer, on
     one TP rank for ``tokens`` tokens (counted like the table above):
 
-    * ``qkv_input_grad_sum``, ``mlp_input_grad_sum``: separate ``q_proj``/``k_proj``/``v_proj`` (and ``gate_proj``/
-      ``up_proj``) Linears each return a gradient of their shared input, which autograd sums: one
-      ``add`` (4+2 per hidden element) per extra projection. A fused QKV / gate-up GEMM returns one.
+    * ``qkv_input_grad_sum``, ``mlp_input_grad_sum``: separate ``q_proj`` / ``k_proj`` /
+      ``v_proj`` (and ``gate_proj`` / ``up_proj``) Linears each return a gradient of their shared
+      input, which autograd sums: one ``add`` (4+2 per hidden element) per extra projection. A
+      fused QKV / gate-up GEMM returns one.
     * ``repeat_kv``: grouped-query attention through ``repeat_kv`` materialises K and V at the
       query heads' count (``clone`` 2+2 per element; with one local KV head the expansion is a
       view); backward ``sum``s them back (2 read per query-width element, 2 written per
@@ -89,7 +90,7 @@ def eager_copies(model, tokens: int, tp: int) -> dict[str, tuple[float, float]]:
     return out
 
 
-def eager_saved_bytes(model, tokens: int, norm_tokens: float, tp: int, experts_per_token: int = 1) -> float:
+def eager_saved_bytes(model: ModelSpec, tokens: int, norm_tokens: float, tp: int, experts_per_token: int = 1) -> float:
     """Activation bytes eager reference code saves for backward beyond what fused kernels save, per
     layer and micro-batch on one TP rank (counted with ``torch.autograd.graph.saved_tensors_hooks``
     on the reference layer):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from teton.spec.schema import JobSpec
-from teton.workload.elementwise import eager_copies, elementwise_bytes
+from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes
 from teton.workload.model import ModelSpec
 
 ACT_BYTES = 2  # bf16 activations
@@ -252,10 +252,13 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     rope_bytes, rope_bwd_bytes = (elementwise_bytes("rope", fusion, tok * (q + kv) / t)
                                   if model.position_embedding == "rope" else (0.0, 0.0))
     act_bytes, act_bwd_bytes = elementwise_bytes(model.mlp, fusion, tok * k_route * f / t)
-    copies = eager_copies(model, tok, t) if fusion == "eager" else {}
+    copies = eager_copy_bytes(model, tok, t) if fusion == "eager" else {}
 
     def copy(name: str, backward: bool = False) -> list[Item]:
-        return [_mem(name + (".bwd" if backward else ""), copies[name][backward], backward)] if name in copies else []
+        """The eager code's copy or gradient sum ``name`` as a memory-bound item (none when fused)."""
+        if name not in copies:
+            return []
+        return [_mem(name + (".bwd" if backward else ""), copies[name][backward], backward)]
     moe_fwd: list[Item] = []
     moe_bwd: list[Item] = []
     moe_combine: list[Item] = []
@@ -273,8 +276,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
 
     cast = [fp8_casts(job, g) for g in (qkv, out, up, down)]
     fwd: list[Item] = [
-        _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_bytes), *copy("repeat_kv"),
-        *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), *cast[1][0], out[0], *scatter("tp.rs_attn"),
+        _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_bytes),
+        *copy("repeat_kv"), *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), *cast[1][0], out[0], *scatter("tp.rs_attn"),
         _mem("attn_residual", resid_bytes),
         _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), *moe_fwd, *cast[2][0], up[0], _mem("mlp_act", act_bytes),
         *cast[3][0], down[0], *moe_combine, *scatter("tp.rs_mlp"), _mem("mlp_residual", resid_bytes),
@@ -293,11 +296,13 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     bwd: list[Item] = [
         _mem("mlp_residual.bwd", resid_bwd_bytes, True), *bwd_gather("tp.ag_mlp_grad"), *moe_combine_bwd,
         *cast[3][1], down[1], down[2], _mem("mlp_act.bwd", act_bwd_bytes, True), *gather("tp.ag_mlp_input"),
-        *cast[2][1], up[1], *copy("mlp_input_grad_sum", True), up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"), _mem("mlp_norm.bwd", norm_bwd_bytes, True),
+        *cast[2][1], up[1], *copy("mlp_input_grad_sum", True), up[2], *moe_bwd, *bwd_scatter("tp.rs_mlp_grad"),
+        _mem("mlp_norm.bwd", norm_bwd_bytes, True),
         _mem("attn_residual.bwd", resid_bwd_bytes, True), *bwd_gather("tp.ag_attn_grad"),
-        *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True), _mem("attn_scores.bwd", 2 * score_bytes, True),
-        *cp_regather, attn_bwd, *copy("repeat_kv", True), *cp_bwd,
-        _mem("rope.bwd", rope_bwd_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1], qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
+        *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True),
+        _mem("attn_scores.bwd", 2 * score_bytes, True), *cp_regather, attn_bwd, *copy("repeat_kv", True), *cp_bwd,
+        _mem("rope.bwd", rope_bwd_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1],
+        qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
         *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", norm_bwd_bytes, True),
         *grad_accumulate(job, layer_params_per_gpu(model, job)),
     ]
