@@ -144,7 +144,7 @@ def test_cli_json_and_errors(tmp_path, cli):
 
 
 def test_validation_case_rows():
-    from teton.report.validation import run_validation
+    from teton.validation.cases import run_validation
 
     d = run_validation(["llama3-405b-54-days"])
     rows = {r["metric"]: r for r in d["rows"]}

@@ -53,9 +53,9 @@ def test_sections_and_step_numbers(small_report, small_spec_path):
 
 
 def test_checkpoint_goodput_and_validation_numbers(small_report, small_spec_path):
-    from teton.report.validation import run_validation
     from teton.spec import load_spec
     from teton.storage.checkpoint import simulate_checkpoint
+    from teton.validation.cases import run_validation
 
     html = small_report[0].read_text(encoding="utf-8")
     s = simulate_checkpoint(load_spec(small_spec_path)).summary()

@@ -87,7 +87,7 @@ def test_d2h_rate_grand_teton():
 
 
 def test_validation_case_rows():
-    from teton.report.validation import run_validation
+    from teton.validation.cases import run_validation
 
     d = run_validation(["tectonic-llama3-storage"])
     rows = {r["metric"]: r for r in d["rows"]}

@@ -17,50 +17,7 @@ import typer
 
 from teton.cli._common import JsonFlag, print_json
 from teton.errors import SpecError
-
-
-def read_overrides(path: Path) -> tuple[dict[str, float], dict]:
-    """(overrides, provenance) from a calibration JSON: the script's whole output (its
-    ``efficiency_overrides``) or a plain mapping of override keys to fractions of peak."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise SpecError("calibration", str(path), f"cannot be read ({err.strerror})") from None
-    except json.JSONDecodeError as err:
-        raise SpecError("calibration", str(path), f"is not JSON (line {err.lineno}: {err.msg})") from None
-    if not isinstance(data, dict):
-        raise SpecError("calibration", str(path), "must be a JSON object")
-    overrides = data.get("efficiency_overrides", data)
-    if not isinstance(overrides, dict) or not overrides:
-        raise SpecError("calibration.efficiency_overrides", overrides, "a non-empty mapping of key -> fraction of peak")
-    provenance = {k: data[k] for k in ("device", "torch") if k in data}
-    return overrides, provenance
-
-
-def catalog_value(eff, key: str) -> float | None:
-    """The catalog's value of an override key (``gemm_<precision>`` reads the MAMF table)."""
-    if key.startswith("gemm_"):
-        return eff.gemm_mamf.get(key.removeprefix("gemm_"))
-    return getattr(eff, key, None)
-
-
-def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
-    """A cluster spec mapping: the preset with ``overrides`` merged over its own ``efficiency``,
-    validated as every spec is (unknown keys and values outside (0, 2] are one-line errors)."""
-    from teton.hardware import cluster_efficiency
-    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
-
-    if cluster not in CLUSTER_PRESETS:
-        from difflib import get_close_matches
-
-        close = get_close_matches(cluster, list(CLUSTER_PRESETS), n=3)
-        hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(CLUSTER_PRESETS)}"
-        raise SpecError("--cluster", cluster, hint)
-    base = ClusterSpec(**CLUSTER_PRESETS[cluster])
-    merged = {**(base.efficiency or {}), **{k: float(v) if isinstance(v, (int, float)) else v
-                                           for k, v in overrides.items()}}
-    cluster_efficiency(base.gpu_spec, merged)  # raises SpecError naming the bad key / value
-    return {"base": cluster, "efficiency": merged}
+from teton.validation.calibration import calibrated_cluster, catalog_value, read_overrides
 
 
 def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] | None = None) -> float:
@@ -83,6 +40,8 @@ def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] |
     except (KeyError, TypeError, ValueError) as err:
         raise SpecError("calibration.layer", layer, f"a layer shape as calibrate_hopper.py writes it ({err})") from None
     gpu = GPUS[gpu_name]
+    # a microbenchmark of one layer: the burst profile, with the measured kernel efficiencies
+    efficiency = {**(efficiency or {}), "profile": "burst"}
     cluster_efficiency(gpu, efficiency)  # a bad override is a one-line error
     compute = ComputeModel.for_gpu(gpu, "bf16", job.seq_len, efficiency, job.attention_kernel)
     block = layer_block(model, job)

@@ -46,7 +46,7 @@ def _print_table(d: dict) -> None:
                      "math path on meta, 2x forward (no recomputation); teton uses 2.5x."))
     if d["teton_recompute_flops"]:
         console.print(f"note: teton's backward also recomputes {d['teton_recompute_flops'] / 1e12:.4f} TFLOP "
-                      "of forward ops (job.recompute), not in the rows above")
+                      f"of forward ops per {d['teton_recompute_per']} (job.recompute), not in the rows above")
 
 
 def register(app: typer.Typer) -> None:

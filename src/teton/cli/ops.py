@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
         if block not in ("layer", "embedding", "head", "all"):
             raise SpecError("--block", block, "one of layer, embedding, head, all")
         spec = load_spec(spec_path, set_)
-        rows = [r for r in op_rows(spec) if block == "all" or r["block"] == block]
+        # --block layer: the plain layer and, under selective_layer, the checkpointed one
+        rows = [r for r in op_rows(spec) if block in ("all", r["block"], r["block"].removeprefix("checkpointed_"))]
         totals = block_totals(rows)
         if json_:
             print_json({"rows": rows, "totals_s": totals})

@@ -82,6 +82,13 @@ def write_chrome_trace(events: list[dict], path: Path) -> None:
         raise SpecError("--trace", str(path), f"cannot write the trace ({err.strerror})") from None
 
 
+PREDICTION_MODES = {
+    "in_situ": "in-situ (kernels as fitted on the training set)",
+    "burst": "burst (microbenchmarks only: the best case)",
+    "calibrated": "calibrated (the cluster's own in-situ values)",
+}
+
+
 def print_table(d: dict) -> None:
     from rich.table import Table
 
@@ -95,7 +102,11 @@ def print_table(d: dict) -> None:
     t = Table(title=title, show_header=False)
     t.add_column("metric")
     t.add_column("value", justify="right")
-    t.add_row("step time", f"{d['step_time_s']:.3f} s")
+    band = ""
+    if d.get("step_time_s_low") is not None:
+        band = f"  (band {d['step_time_s_low']:.3f} - {d['step_time_s_high']:.3f} s)"
+    t.add_row("step time", f"{d['step_time_s']:.3f} s{band}")
+    t.add_row("prediction", PREDICTION_MODES.get(d.get("prediction_mode", ""), d.get("prediction_mode", "")))
     if abs(d["mfu_bf16"] - d["mfu"]) > 1e-12:  # fp8: MFU against the fp8 peak, and against bf16's
         t.add_row("MFU", f"{d['mfu'] * 100:.1f} % of the fp8 peak ({d['mfu_bf16'] * 100:.1f} % of bf16's)")
     else:

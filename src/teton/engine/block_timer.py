@@ -28,10 +28,11 @@ def block_flops(block: Block) -> float:
 
 
 def hardware_flops_per_step(work, job) -> float:
-    """FLOPs all GPUs execute in one step: every pipeline rank's layers, embedding and head, per
-    micro-batch, times the micro-batches and the tp x cp x dp GPUs of each pipeline rank."""
-    per_pipeline = (float(work.split.layers.sum()) * block_flops(work.layer) + block_flops(work.embedding)
-                    + block_flops(work.head))
+    """FLOPs all GPUs execute in one step: every pipeline rank's layers (selective_layer: its plain
+    and its checkpointed ones), embedding and head, per micro-batch, times the micro-batches and
+    the tp x cp x dp GPUs of each pipeline rank. Recomputed forward ops count (HFU)."""
+    per_pipeline = (sum(float(n.sum()) * block_flops(block) for block, n in work.layer_mix())
+                    + block_flops(work.embedding) + block_flops(work.head))
     return per_pipeline * work.micro_batches * job.gpus / job.pp
 
 
@@ -56,7 +57,8 @@ class BlockTimer:
         t = self.comm.get(key)
         if t is None:
             degree = self.placement.degrees.get(c.axis, 1)
-            t = 0.0 if degree <= 1 else self.cost.collective_time(c.op, self.placement.groups(c.axis), c.bytes)
+            t = 0.0 if degree <= 1 else (self.cost.collective_time(c.op, self.placement.groups(c.axis), c.bytes)
+                                         + self.compute.eff.kernel_gap_s)
             self.comm[key] = t
         return t
 

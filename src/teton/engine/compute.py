@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from teton.hardware import GPU, Efficiency, cluster_efficiency
 from teton.hardware.efficiency import ATTN_REF_SEQ, ATTN_S_HALF
-from teton.workload.ops import ComputeOp
+from teton.workload.ops import ACT_BYTES, ComputeOp
 
 
 @dataclass(frozen=True)
@@ -15,7 +15,10 @@ class ComputeModel:
 
     GEMM:      t = max(F / (P_prec * e_gemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
     attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv) * r),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
-    r = sustained / burst tensor-core throughput (``Efficiency.sustained_ratio``).
+    r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``).
+    A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the
+    main loop (``epilogue_s``). Every kernel is followed by the in-situ idle gap ``kernel_gap_s``
+    (0 in the burst profile).
     memory:    t = B / (BW * e_mem)
     P_prec is the dense peak of the job's precision for fp8-eligible GEMMs (Transformer Engine
     runs the linear layers in fp8; attention and the rest stay in bf16).
@@ -35,8 +38,24 @@ class ComputeModel:
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
         peak = self.gpu.peak_flops(prec)
-        e = self.eff.gemm(prec, self.gpu, op.m, op.n, op.k) * self.eff.sustained_ratio
-        return max(op.flops / (peak * e), op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem))
+        e = self.eff.gemm(prec, self.gpu, op.m, op.n, op.k) * self.eff.tensor_core
+        bw = self.gpu.hbm_bw_bytes_s * self.eff.mem
+        return max(op.flops / (peak * e), op.bytes / bw) + self.epilogue_s(op)
+
+    def epilogue_s(self, op: ComputeOp) -> float:
+        """The read-modify-write of C a beta = 1 GEMM adds after its main loop.
+
+        A CUTLASS / cuBLAS GEMM runs its epilogue (read C, scale, add, write D) after each tile's
+        main loop; with one large (128 x 256) tile per SM no other tile's math hides it (CUTLASS,
+        "Efficient GEMM in CUDA": the epilogue is a separate phase after the mainloop). The GEMM
+        sweep the catalog's MAMF comes from writes a fresh bf16 output, so what an accumulating
+        GEMM adds is the rest of its C traffic: ``m n (2 c - 2)`` bytes at HBM bandwidth for a C
+        of ``c`` bytes per element (fp32: 6 bytes per gradient element).
+        """
+        if not op.accumulate_bytes:
+            return 0.0
+        extra = op.m * op.n * (2 * op.accumulate_bytes - ACT_BYTES)
+        return extra / (self.gpu.hbm_bw_bytes_s * self.eff.mem)
 
     def attention_s(self, op: ComputeOp) -> float:
         """Flash attention: ``flops / (peak * e_attn(pass) * s/(s + S_HALF) / norm)``, the kernel
@@ -44,11 +63,11 @@ class ComputeModel:
         batched GEMMs on the GEMM curve, half shaped like Q K^T (m, n = keys, k = head dim) and half
         like P V (m, n = head dim, k = keys)."""
         if op.k:
-            peak = self.gpu.peak_flops("bf16") * self.eff.sustained_ratio
+            peak = self.gpu.peak_flops("bf16") * self.eff.tensor_core * self.eff.attention_in_situ
             halves = (self.eff.gemm("bf16", self.gpu, op.m, op.n, op.k),
                       self.eff.gemm("bf16", self.gpu, op.m, op.k, op.n))
             return sum(op.flops / 2 / (peak * e) for e in halves)
-        e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.sustained_ratio
+        e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.tensor_core * self.eff.attention_in_situ
         s = float(self.seq_len)
         e *= (s / (s + ATTN_S_HALF)) / (ATTN_REF_SEQ / (ATTN_REF_SEQ + ATTN_S_HALF))
         return op.flops / (self.gpu.peak_flops("bf16") * e)
@@ -57,8 +76,9 @@ class ComputeModel:
         return op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem)
 
     def time_s(self, op: ComputeOp) -> float:
+        """The op's kernel time plus the in-situ idle gap an eager framework leaves per kernel."""
         if op.kind == "gemm":
-            return self.gemm_s(op)
+            return self.gemm_s(op) + self.eff.kernel_gap_s
         if op.kind == "attention":
-            return self.attention_s(op)
-        return self.memory_s(op)
+            return self.attention_s(op) + self.eff.kernel_gap_s
+        return self.memory_s(op) + self.eff.kernel_gap_s

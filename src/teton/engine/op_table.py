@@ -14,6 +14,8 @@ to what the step model uses per micro-batch.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from teton.engine.block_timer import BlockTimer
 from teton.engine.compute import ComputeModel
 from teton.engine.prepare import default_placement, make_cost_model
@@ -23,7 +25,8 @@ from teton.workload.step_work import step_work
 
 
 def op_rows(spec: Spec) -> list[dict]:
-    """One row per item of the layer, embedding and head blocks, forward then backward."""
+    """One row per item of the layer, embedding and head blocks, forward then backward (with
+    ``job.recompute = selective_layer`` also the checkpointed layer, block ``checkpointed_layer``)."""
     model, job, cluster = spec.model, spec.job, spec.cluster
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
                                    job.attention_kernel)
@@ -32,7 +35,10 @@ def op_rows(spec: Spec) -> list[dict]:
     work = step_work(model, job)
     gpu = cluster.gpu_spec
     rows = []
-    for block in (work.embedding, work.layer, work.head):
+    layers = [work.layer]
+    if work.checkpointed_layer is not None:  # selective_layer: the layers per-layer AC checkpoints too
+        layers.append(replace(work.checkpointed_layer, name="checkpointed_layer"))
+    for block in (work.embedding, *layers, work.head):
         for pass_, items in (("fwd", block.fwd), ("bwd", block.bwd)):
             for it in items:
                 category, exposed = timer.item_s(it, items)

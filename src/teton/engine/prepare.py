@@ -14,8 +14,48 @@ from teton.placement import Placement, place
 from teton.spec.schema import Spec
 
 
+class InSituCost:
+    """A network cost model's collectives as a training job sees them.
+
+    The cost models answer with nccl-tests times (the burst figure: ``teton collective`` and the
+    network studies use them as they are); inside a job a collective takes ``t / c`` with ``c``
+    the in-situ ``collective_in_situ`` (``teton.hardware.in_situ``: skewed arrival of the ranks,
+    SMs and HBM shared with compute, the job's message sizes), latency and bandwidth terms alike.
+    """
+
+    def __init__(self, base, factor: float):
+        self.base, self.factor = base, float(factor)
+        self.fidelity = getattr(base, "fidelity", "analytical")
+
+    def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float:
+        return self.base.collective_time(op, groups, size_bytes) / self.factor
+
+    def __getattr__(self, name: str):
+        return getattr(self.base, name)
+
+
+_IN_SITU_COST = IdentityMemo(256)
+
+
+def in_situ_cost(cost, factor: float):
+    """``cost`` as a job sees it (``InSituCost``), memoised so one base model keeps one wrapper
+    (the engine's identity-keyed caches then hit); ``cost`` itself when the factor is 1."""
+    if factor == 1.0 or isinstance(cost, InSituCost):
+        return cost
+    return _IN_SITU_COST.get((cost,), (float(factor),), lambda: InSituCost(cost, factor))
+
+
 def make_cost_model(spec: Spec):
-    """The network cost model the spec asks for (analytical, or flow on the explicit fabric)."""
+    """The network cost model the spec asks for (analytical, or flow on the explicit fabric), as
+    the job's collectives see it (``in_situ_cost``)."""
+    from teton.hardware import cluster_efficiency
+
+    return in_situ_cost(network_cost_model(spec),
+                        cluster_efficiency(spec.cluster.gpu_spec, spec.cluster.efficiency).collective_in_situ)
+
+
+def network_cost_model(spec: Spec):
+    """The network cost model the spec asks for, answering with nccl-tests (burst) times."""
     net = spec.network
     key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0)
     hit = _COST_MODELS.get(key)
@@ -76,10 +116,19 @@ def cluster_key(cluster) -> str:
     return _CLUSTER_KEYS.get((cluster,), (), cluster.model_dump_json)
 
 
+def placement_key(cluster) -> str:
+    """A value key for where ranks can sit on a cluster: everything but its efficiency figures
+    (which a fit varies run after run), memoised by identity."""
+    return _PLACEMENT_KEYS.get((cluster,), (), lambda: cluster.model_dump_json(exclude={"efficiency"}))
+
+
+_PLACEMENT_KEYS = IdentityMemo(1024)
+
+
 def default_placement(spec: Spec) -> Placement:
     """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
     j = spec.job
-    key = (cluster_key(spec.cluster), tuple(_degrees(spec).items()), _order(spec), j.placement, spec.seed)
+    key = (placement_key(spec.cluster), tuple(_degrees(spec).items()), _order(spec), j.placement, spec.seed)
     hit = _PLACEMENTS.get(key)
     if hit is None:
         if len(_PLACEMENTS) > 256:

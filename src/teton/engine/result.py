@@ -40,6 +40,13 @@ class StepResult:
     # the fp8 peak (twice bf16's on Hopper), so this is the figure to compare fp8 and bf16 runs by
     mfu_bf16: float = 0.0
     notes: tuple[str, ...] = ()
+    # the step time's band from the leave-one-out errors of the in-situ fit (None: burst profile,
+    # or in-situ values with no fit behind them): a run predicted with error e in [lo, hi]
+    # measured step_time_s / (1 + e)
+    step_time_s_low: float | None = None
+    step_time_s_high: float | None = None
+    # burst (microbenchmarks only) | in_situ (the catalog's fitted in-situ values) | calibrated
+    prediction_mode: str = "in_situ"
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -4,9 +4,10 @@
    its TP / CP collectives by the network cost model on the job's actual groups; within a block
    they run back to back, except the TP collectives ``job.tp_overlap`` runs alongside an
    independent GEMM (charged what the GEMM does not hide, SMs held by NCCL included).
-2. Chunk times (layers of a virtual stage, plus embedding / head) feed the pipeline schedule
-   (``engine.schedule``), with point-to-point transfer times on the dependency edges and the
-   DP collectives (ZeRO stage semantics) on a separate stream.
+2. Chunk times (layers of a virtual stage - under ``job.recompute = selective_layer`` its plain
+   and its checkpointed layers, each at its own block's time - plus embedding / head) feed
+   the pipeline schedule (``engine.schedule``), with point-to-point transfer times on the
+   dependency edges and the DP collectives (ZeRO stage semantics) on a separate stream.
 3. The schedule is run three times - ideal (no p2p, no DP), with p2p, with everything - so the
    idle time splits into the pipeline bubble, exposed PP and exposed DP communication.
    DP collectives that ran under compute held SMs from it (one CTA per NCCL channel): to first
@@ -28,7 +29,7 @@ import numpy as np
 
 from teton.engine.block_timer import BlockTimer, hardware_flops_per_step, sm_fraction
 from teton.engine.compute import ComputeModel
-from teton.engine.prepare import default_placement, make_cost_model, pp_transfer_times
+from teton.engine.prepare import default_placement, in_situ_cost, make_cost_model, pp_transfer_times
 from teton.engine.result import StepResult
 from teton.engine.schedule import (
     DP_FULL_SHARD,
@@ -38,10 +39,11 @@ from teton.engine.schedule import (
     pipeline_timeline,
     simulate_pipeline,
 )
+from teton.hardware.efficiency import in_situ_band, prediction_mode
 from teton.placement import Placement
 from teton.spec.schema import Spec
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
-from teton.workload.ops import ACT_BYTES, FP32
+from teton.workload.ops import ACT_BYTES, FP32, Collective
 from teton.workload.step_work import dp_shard, step_work
 
 __all__ = ["simulate_step", "model_flops_per_token", "slowest_gpu_factor", "BlockTimer", "default_placement",
@@ -49,7 +51,12 @@ __all__ = ["simulate_step", "model_flops_per_token", "slowest_gpu_factor", "Bloc
 
 # Adam over the shard: read and write the 12-byte fp32 state (master, m, v), read the fp32 gradient
 # and clear it for the next step's accumulation, write the bf16 weights
-OPTIMIZER_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES
+ADAM_BYTES_PER_PARAM = 2 * ADAM_STATE_BYTES + 2 * FP32 + ACT_BYTES
+# Gradient-norm clipping before it (max norm 1.0 in Megatron-LM's defaults, torchtitan and the Llama
+# recipes): read every fp32 gradient for the norm, then read and write it scaled
+# (torch.nn.utils.clip_grad_norm_: a foreach norm and an unconditional foreach mul)
+GRAD_CLIP_BYTES_PER_PARAM = 3 * FP32
+OPTIMIZER_BYTES_PER_PARAM = ADAM_BYTES_PER_PARAM + GRAD_CLIP_BYTES_PER_PARAM
 
 
 def model_flops_per_token(spec: Spec) -> float:
@@ -99,6 +106,25 @@ def _dp_collective_s(cost, placement: Placement, job, work, op: str, bytes_per_p
     return out[np.asarray(inverse).ravel()].reshape(params.shape)
 
 
+def blocking_p2p(fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(p, v) forward and backward op times with their blocking sends added (``job.pp_p2p:
+    blocking``).
+
+    Megatron-LM's p2p exchange of 2021-22 (``p2p_communication._communicate``) waits on every
+    isend / irecv of a batch and then on ``torch.cuda.synchronize()`` before the next op, so a
+    transfer is not hidden under other work: each forward of chunk (r, c) holds rank r for the
+    send across boundary r (the last rank's across the wrap-around to chunk c+1, none for the
+    last virtual stage), each backward for the send across boundary r-1 (the first rank's across
+    the wrap-around, none for the first virtual stage). ``p2p_s``: (p,) seconds per boundary.
+    """
+    p, v = fwd_s.shape
+    send_fwd = np.repeat(p2p_s[:, None], v, axis=1)
+    send_fwd[p - 1, v - 1] = 0.0
+    send_bwd = np.repeat(np.roll(p2p_s, 1)[:, None], v, axis=1)
+    send_bwd[0, 0] = 0.0
+    return fwd_s + send_fwd, bwd_s + send_bwd
+
+
 def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None,
                   timeline: bool = False) -> StepResult:
     """Simulate one training step of ``spec`` (see module docstring for the model).
@@ -109,9 +135,9 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     model, job, cluster = spec.model, spec.job, spec.cluster
     if placement is None:
         placement = default_placement(spec)
-    cost = cost_model if cost_model is not None else make_cost_model(spec)
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
                                    job.attention_kernel)
+    cost = in_situ_cost(cost_model, compute.eff.collective_in_situ) if cost_model is not None else make_cost_model(spec)
     timer = BlockTimer(compute, cost, placement, cluster)
     work = step_work(model, job)
     split = work.split
@@ -124,6 +150,10 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     layers = split.layers.astype(float)
     fwd_parts = {k: layers * lf[k] for k in cats}
     bwd_parts = {k: layers * lb[k] for k in cats}
+    if work.checkpointed_layers is not None:  # selective_layer: each chunk's plain and checkpointed layers
+        mix = [(timer.block(block), n.astype(float)) for block, n in work.layer_mix()]
+        fwd_parts = {k: sum(n * f[k] for (f, _), n in mix) for k in cats}
+        bwd_parts = {k: sum(n * b[k] for (_, b), n in mix) for k in cats}
     for k in cats:
         fwd_parts[k][0, 0] += ef[k]
         bwd_parts[k][0, 0] += eb[k]
@@ -138,6 +168,13 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
 
     # point-to-point between consecutive pipeline ranks (and the interleaved wrap-around)
     p2p_s = pp_transfer_times(placement, cost, work.p2p_bytes, v) if p > 1 else np.zeros(p)
+    if p > 1 and work.p2p_gather_bytes:  # the scattered message is all-gathered over TP on arrival
+        p2p_s = p2p_s + np.where(p2p_s > 0, timer.collective_s(
+            Collective("pp.gather", "all_gather", "tp", work.p2p_gather_bytes)), 0.0)
+    fwd_run_s, bwd_run_s, edge_s = fwd_s, bwd_s, p2p_s
+    if p > 1 and job.pp_p2p == "blocking":  # each op holds its rank until its output has been sent
+        fwd_run_s, bwd_run_s = blocking_p2p(fwd_s, bwd_s, p2p_s)
+        edge_s = np.zeros(p)
 
     # data-parallel collectives per chunk (ZeRO semantics)
     dp = job.dp_degree
@@ -162,7 +199,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     n_round = job.pp_round_size
     fsdp_units = np.maximum(1, split.layers)  # FSDP wraps each transformer layer as a unit
     ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m, n_round=n_round)
-    p2p_finish, _, _ = (simulate_pipeline(fwd_s, bwd_s, m, p2p_s, n_round=n_round) if p > 1
+    p2p_finish, _, _ = (simulate_pipeline(fwd_run_s, bwd_run_s, m, edge_s, n_round=n_round) if p > 1
                         else (ideal_finish, None, None))
     sm_contention_s = 0.0
     if replicas > 1:
@@ -170,7 +207,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
                     + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
         if job.overlap_dp_comm:
-            finish, _, dp_free = simulate_pipeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
+            finish, _, dp_free = simulate_pipeline(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s,
                                                    job.overlap_param_gather, n_round, fsdp_units)
             full = float(np.maximum(finish, dp_free).max())
             # what ran under compute held SMs from it (one CTA per NCCL channel): first order, the
@@ -192,7 +229,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), dp, job.ep, job.cp)
     opt_params = float(rank_params.max())
     optimizer_s = opt_params * OPTIMIZER_BYTES_PER_PARAM / (cluster.gpu_spec.hbm_bw_bytes_s * compute.eff.mem)
-    step = full + optimizer_s
+    overhead_s = compute.eff.step_overhead_s  # per-step framework work (an in-situ candidate, 0 by default)
+    step = full + optimizer_s + overhead_s
 
     crit = int(np.argmax(busy))
     comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * m) for k in cats}
@@ -206,7 +244,10 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "dp_comm": max(0.0, full - sm_contention_s - with_p2p),
         "sm_contention": sm_contention_s,
         "optimizer": optimizer_s,
+        "step_overhead": overhead_s,
     }
+    band = in_situ_band(cluster.gpu_spec, cluster.efficiency)
+    mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency)
     hw_flops = hardware_flops_per_step(work, job)
     mem, _rank = memory_per_gpu(model, job)
     gpu = cluster.gpu_spec
@@ -237,13 +278,16 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         fidelity=getattr(cost, "fidelity", "analytical"),
         placement=placement.policy,
         comm_times_s=comm_times,
-        notes=spec.notes,
+        notes=(*spec.notes, mode_note) if mode_note else spec.notes,
         hfu=hw_flops / (step * job.gpus * gpu.peak_flops(job.precision)),
         mfu_bf16=flops / (step * job.gpus * gpu.peak_flops("bf16")),
         hardware_flops_per_step=hw_flops,
+        step_time_s_low=step / (1 + band[1]) if band else None,
+        step_time_s_high=step / (1 + band[0]) if band else None,
+        prediction_mode=mode,
     )
     if timeline:
-        events = pipeline_timeline(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, n_round,
+        events = pipeline_timeline(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, n_round,
                                    fsdp_units)
         result = result.with_extra(timeline=events)
     return result

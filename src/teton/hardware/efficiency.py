@@ -14,7 +14,9 @@ GEMM (m x k) @ (k x n):  t = max(2mnk / (peak * e_gemm(m, n, k)), bytes / (hbm_b
     (MAMF) at the shape where that benchmark found it; being the maximum over a shape sweep,
     the MAMF also caps every other shape.
 Attention (flash):  t = flops / (peak * e_attn(pass) * s_kv / (s_kv + S_HALF) / norm)
-Both tensor-core terms are further scaled by ``sustained_ratio`` (sustained / burst throughput).
+Both tensor-core terms are further scaled by ``sustained_ratio`` (sustained / burst throughput)
+and, in a job, by the in-situ ``tensor_core_in_situ``; a job's collectives take ``1 /
+collective_in_situ`` of their nccl-tests time (``teton.hardware.in_situ``).
 Memory-bound ops:   t = bytes / (hbm_bw * e_mem)
 Collectives:        busbw = link_bw * e_nccl(link kind)   (nccl-tests bus bandwidth, large messages)
 """
@@ -26,6 +28,9 @@ import math
 from dataclasses import dataclass, field
 
 from teton.hardware.gpus import GPU
+from teton.hardware.in_situ import PARAMETERS as IN_SITU_PARAMETERS
+from teton.hardware.in_situ import band as catalog_band
+from teton.hardware.in_situ import borrowed_from, fitted_values
 
 TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 GEMMs (128x256x64)
 TILE_N = 256
@@ -64,6 +69,24 @@ class Efficiency:
     # sweep was found, so the default is 1 (burst); benchmarks/device/calibrate_hopper.py
     # measures it.
     sustained_ratio: float = 1.0
+    # In-situ parameters (``teton.hardware.in_situ``): what a real job's kernels get relative to
+    # the burst figures above; 1 / 0 is the burst (pure microbenchmark) profile.
+    tensor_core_in_situ: float = 1.0
+    attention_in_situ: float = 1.0
+    collective_in_situ: float = 1.0
+    kernel_gap_s: float = 0.0
+    step_overhead_s: float = 0.0
+
+    @property
+    def tensor_core(self) -> float:
+        """Factor on every tensor-core kernel's burst throughput: sustained / burst x in-situ."""
+        return self.sustained_ratio * self.tensor_core_in_situ
+
+    def busbw_fraction(self, link: str) -> float:
+        """nccl-tests bus bandwidth / link bandwidth on ``link`` (nvlink | nvls | net): the burst
+        figure the network models use (a job's collectives take ``1 / collective_in_situ`` of
+        that time: ``teton.engine.prepare.in_situ_cost``)."""
+        return {"nvlink": self.nccl_nvlink, "nvls": self.nccl_nvls, "net": self.nccl_net}[link]
 
     def attention(self, kernel: str, backward: bool) -> float:
         """Achievable fraction of the bf16 peak of the attention kernel ``fa2`` or ``fa3``."""
@@ -130,17 +153,29 @@ _FAMILY = {"a100-40gb": "a100", "a100-80gb": "a100", "h100-sxm": "hopper", "h100
 
 
 def efficiency_for(gpu: GPU) -> Efficiency:
-    """The efficiency table for a GPU's architecture family."""
-    return EFFICIENCY[_FAMILY.get(gpu.name, "hopper")]
+    """The burst (microbenchmark) efficiency table for a GPU's architecture family."""
+    return EFFICIENCY[family_of(gpu)]
 
 
+# (gpu_speed_cv is an in-situ candidate too, but a cluster field: ``cluster.gpu_speed_cv``)
 OVERRIDE_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_tf32", "attn_fwd", "attn_bwd", "attn_fa3_fwd", "attn_fa3_bwd",
-                 "mem", "nccl_nvlink", "nccl_nvls", "nccl_net", "sustained_ratio")
+                 "mem", "nccl_nvlink", "nccl_nvls", "nccl_net", "sustained_ratio",
+                 *(k for k in IN_SITU_PARAMETERS if k != "gpu_speed_cv"))
+# profile: in_situ (the default: the fitted in-situ parameters apply) | burst (microbenchmarks only)
+PROFILES = ("in_situ", "burst")
+# keys a fit writes into a calibrated cluster's efficiency mapping to carry its error band
+BAND_KEYS = ("band_low", "band_high")
 
 
-def with_overrides(eff: Efficiency, overrides: dict[str, float] | None) -> Efficiency:
+def family_of(gpu: GPU) -> str:
+    """The architecture family whose efficiency table (and in-situ values) ``gpu`` uses."""
+    return _FAMILY.get(gpu.name, "hopper")
+
+
+def with_overrides(eff: Efficiency, overrides: dict[str, float | str] | None) -> Efficiency:
     """``eff`` with a cluster spec's ``efficiency:`` overrides applied (``gemm_<prec>`` sets the
-    MAMF of that precision; the others replace the field of the same name)."""
+    MAMF of that precision; the others replace the field of the same name; ``profile`` and the
+    band keys are read by :func:`cluster_efficiency` and the engine)."""
     if not overrides:
         return eff
     from dataclasses import replace
@@ -150,9 +185,24 @@ def with_overrides(eff: Efficiency, overrides: dict[str, float] | None) -> Effic
     fields: dict = {}
     mamf = dict(eff.gemm_mamf)
     for key, value in overrides.items():
+        if key == "profile":
+            if value not in PROFILES:
+                raise SpecError("cluster.efficiency.profile", value, f"must be one of {', '.join(PROFILES)}")
+            continue
+        if key in BAND_KEYS:
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and -1 < value < 1):
+                raise SpecError(f"cluster.efficiency.{key}", value, "must be a relative error in (-1, 1)")
+            continue
         if key not in OVERRIDE_KEYS:
-            raise SpecError(f"cluster.efficiency.{key}", value, f"unknown; known: {', '.join(OVERRIDE_KEYS)}")
-        if not (isinstance(value, (int, float)) and 0 < value <= 2):
+            raise SpecError(f"cluster.efficiency.{key}", value,
+                            f"unknown; known: {', '.join((*OVERRIDE_KEYS, 'profile', *BAND_KEYS))}")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        param = IN_SITU_PARAMETERS.get(key)
+        if param is not None and param.burst == 0.0:  # a duration, not a fraction of peak
+            lo, hi = param.bounds
+            if not (number and lo <= value <= hi):
+                raise SpecError(f"cluster.efficiency.{key}", value, f"must be {param.unit} in [{lo:g}, {hi:g}]")
+        elif not (number and 0 < value <= 2):
             raise SpecError(f"cluster.efficiency.{key}", value, "must be a fraction of peak in (0, 2]")
         if key.startswith("gemm_"):
             mamf[key.removeprefix("gemm_")] = float(value)
@@ -161,6 +211,57 @@ def with_overrides(eff: Efficiency, overrides: dict[str, float] | None) -> Effic
     return replace(eff, gemm_mamf=mamf, **fields)
 
 
-def cluster_efficiency(gpu: GPU, overrides: dict[str, float] | None = None) -> Efficiency:
-    """The efficiency table of ``gpu``'s family with a cluster's overrides applied."""
-    return with_overrides(efficiency_for(gpu), overrides)
+def in_situ_band(gpu: GPU, overrides: dict | None) -> tuple[float, float] | None:
+    """(low, high) relative leave-one-out errors of the fit behind a cluster's in-situ values:
+    the cluster's own ``band_low`` / ``band_high`` (written by ``teton fit --out``), else the
+    catalog's band for the family when the catalog's fitted values are in use unchanged; None in
+    the burst profile or when in-situ values were set by hand (no fit to take a band from)."""
+    o = overrides or {}
+    if all(k in o for k in BAND_KEYS):
+        return float(o["band_low"]), float(o["band_high"])
+    if profile_of(o) != "in_situ" or any(k in IN_SITU_PARAMETERS for k in o):
+        return None
+    return catalog_band(family_of(gpu))
+
+
+def prediction_mode(gpu: GPU, overrides: dict | None) -> tuple[str, str | None]:
+    """(mode, note): ``burst`` (microbenchmarks only), ``in_situ`` (the catalog's fitted values)
+    or ``calibrated`` (in-situ values from the cluster's own ``efficiency:``, e.g. ``teton fit
+    --out``); the note says when a family without training runs borrows another's values."""
+    o = overrides or {}
+    if any(k in IN_SITU_PARAMETERS or k in BAND_KEYS for k in o):
+        return "calibrated", None
+    if profile_of(o) == "burst":
+        return "burst", None
+    lender = borrowed_from(family_of(gpu))
+    if lender:
+        return "in_situ", (f"{gpu.name}: no training run on its GPU family; its in-situ values are "
+                           f"{lender}'s (calibrate with teton fit on your own runs)")
+    return "in_situ", None
+
+
+def profile_of(overrides: dict | None) -> str:
+    """The efficiency profile a cluster's overrides ask for (default ``in_situ``)."""
+    return str((overrides or {}).get("profile", "in_situ"))
+
+
+def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None) -> Efficiency:
+    """The efficiency table of ``gpu``'s family as a job sees it: the burst catalog, the fitted
+    in-situ values of the family (unless ``profile: burst``), then the cluster's overrides.
+
+    Memoised by value, so that every simulation of one cluster shares one table (the engine's
+    identity-keyed caches then hit across calls)."""
+    key = (gpu.name, tuple(sorted((overrides or {}).items())))
+    hit = _CLUSTER_EFFICIENCY.get(key)
+    if hit is None:
+        eff = efficiency_for(gpu)
+        if profile_of(overrides) == "in_situ":
+            eff = with_overrides(eff, fitted_values(family_of(gpu)))
+        hit = with_overrides(eff, overrides)
+        if len(_CLUSTER_EFFICIENCY) > 4096:
+            _CLUSTER_EFFICIENCY.clear()
+        _CLUSTER_EFFICIENCY[key] = hit
+    return hit
+
+
+_CLUSTER_EFFICIENCY: dict[tuple, Efficiency] = {}

@@ -29,8 +29,8 @@ from teton.memo import IdentityMemo
 from teton.topology.cluster import ClusterSpec
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
-NVLINK_STEP_LATENCY_S = 2e-6
-_BUSBW_CACHE: dict[tuple, tuple[float, float]] = {}  # pure function of (cluster, op, groups)  # NCCL intra-node step latency (LL/Simple ~ 1-3 us, nccl-tests small sizes)
+NVLINK_STEP_LATENCY_S = 2e-6  # NCCL intra-node step latency (LL/Simple ~ 1-3 us, nccl-tests small sizes)
+_PATH_CACHE: dict[tuple, tuple[str, float, float]] = {}  # pure function of (fabric, op, groups)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -69,7 +69,11 @@ class AnalyticalCostModel:
         self.gpus_per_host = cluster.gpus_per_host
         self.nic_bw = cluster.nic_bytes_s_per_gpu
         self.nic_latency_s = cluster.nic.latency_us * 1e-6
-        self._key = (cluster.model_dump_json(), self.nvls)
+        # the paths (and their cache) depend on the fabric, not on the efficiency figures
+        self._key = (cluster.model_dump_json(exclude={"efficiency"}), self.nvls)
+        self._link_bw = {"nvlink": self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvlink"),
+                         "nvls": self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvls"),
+                         "net": self.nic_bw * self.eff.busbw_fraction("net")}
         self._ident = IdentityMemo()  # groups array -> hash of its contents
 
     def _groups_hash(self, groups: np.ndarray) -> int:
@@ -83,14 +87,25 @@ class AnalyticalCostModel:
 
     def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
         """(bus bandwidth bytes/s, per-step latency s) of the slowest group, contention included."""
+        link, factor, latency = self.path(op, groups)
+        nvlink = self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvlink")
+        if link == "nvls":
+            return self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvls"), latency
+        if link == "nvlink":
+            return nvlink, latency
+        return float(min(nvlink, self.nic_bw * self.eff.busbw_fraction("net") * factor)), latency
+
+    def path(self, op: str, groups: np.ndarray) -> tuple[str, float, float]:
+        """(link, factor, per-step latency s): where the slowest group's collective runs (``nvls``
+        or ``nvlink`` inside one host, else ``net``), its multiple of one NIC's bus bandwidth
+        (contention included), and its latency. Independent of the efficiency figures."""
         g = np.atleast_2d(np.asarray(groups))
         n = g.shape[1]
-        nvlink = self.gpu.nvlink_bw_bytes_s * self.eff.nccl_nvlink
         hosts = self._distinct_per_row(g // self.gpus_per_host)
         if hosts.max() == 1:
             if op == "all_reduce" and self.nvls and n > 2:
-                return self.gpu.nvlink_bw_bytes_s * self.eff.nccl_nvls, NVLINK_STEP_LATENCY_S
-            return nvlink, NVLINK_STEP_LATENCY_S
+                return "nvls", 1.0, NVLINK_STEP_LATENCY_S
+            return "nvlink", 1.0, NVLINK_STEP_LATENCY_S
         k = np.maximum(1, n // hosts)
         share = k.astype(float)
         worst_a2a = np.ones(g.shape[0])
@@ -106,14 +121,13 @@ class AnalyticalCostModel:
             worst_a2a = np.where(crossing, np.maximum(worst_a2a, (n - members) / max(1, n - 1)
                                                       * layer.oversubscription), worst_a2a)
             latency += 2 * layer.hop_latency_us * 1e-6
-        net = self.nic_bw * self.eff.nccl_net
         if op == "all_to_all":
             # a fraction (n - b_l)/n of each GPU's data leaves its layer-l domain at NIC / o_l
-            per = net / worst_a2a * (n - 1) / np.maximum(1, n - k)
-            return float(min(nvlink, per.min())), latency
+            per = 1.0 / worst_a2a * (n - 1) / np.maximum(1, n - k)
+            return "net", float(per.min()), latency
         if op == "send_recv":
             share = np.minimum(1.0, share)
-        return float(min(nvlink, net * share.min())), latency
+        return "net", float(share.min()), latency
 
     def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float:
         """Seconds until the slowest of ``groups`` finishes ``op`` on ``size_bytes`` (nccl-tests S)."""
@@ -123,12 +137,15 @@ class AnalyticalCostModel:
         if n <= 1 or size_bytes <= 0:
             return 0.0
         key = (self._key, op, groups.shape, self._groups_hash(groups))
-        hit = _BUSBW_CACHE.get(key)
+        hit = _PATH_CACHE.get(key)
         if hit is None:
-            if len(_BUSBW_CACHE) > 100_000:
-                _BUSBW_CACHE.clear()
-            hit = _BUSBW_CACHE[key] = self.busbw(op, groups)
-        bw, alpha = hit
+            if len(_PATH_CACHE) > 100_000:
+                _PATH_CACHE.clear()
+            hit = _PATH_CACHE[key] = self.path(op, groups)
+        link, factor, alpha = hit
+        bw = self._link_bw[link] * (factor if link == "net" else 1.0)
+        if link == "net":
+            bw = min(bw, self._link_bw["nvlink"])
         steps = ring_steps(op, n)
         if op == "all_reduce" and n > 2:
             # NCCL switches to (double binary) trees when latency dominates: log2 n steps up and down

@@ -97,8 +97,8 @@ class FlowCostModel:
         self.split = self.qps if routing == "e-ecmp" else 1
         nvl = self.router.link_layer == NVLINK
         raw = self.router.capacity_bytes_s
-        self._cap = raw * np.where(nvl, self.eff.nccl_nvlink, self.eff.nccl_net)
-        self._cap_nvls = raw * np.where(nvl, self.eff.nccl_nvls, self.eff.nccl_net)
+        self._cap = raw * np.where(nvl, self.eff.busbw_fraction("nvlink"), self.eff.busbw_fraction("net"))
+        self._cap_nvls = raw * np.where(nvl, self.eff.busbw_fraction("nvls"), self.eff.busbw_fraction("net"))
         self._cache: dict[tuple, list[PhaseResult]] = {}
         self._phase_cache: dict[tuple, PhaseResult] = {}
 

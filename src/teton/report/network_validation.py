@@ -1,5 +1,5 @@
-"""Meta's published network claims vs the flow-level model (``../shared/validation``,
-meta-network-claims.md): AllGather normalised bandwidth on a large cluster out of the box and
+"""Meta's published network claims vs the flow-level model (Meta engineering blog 2024, SIGCOMM 2024;
+sources below): AllGather normalised bandwidth on a large cluster out of the box and
 after topology-aware placement + E-ECMP, E-ECMP + QP scaling vs baseline ECMP on an all-reduce,
 and path pinning with fragmented racks. Most claims are bounds ("10 %-90 %", "up to 40 %",
 "up to more than 30 %"), so rows carry ``kind`` = lower_bound / upper_bound.

@@ -131,14 +131,16 @@ def interval_sweep(rows: Sequence[dict], chosen_s: float, daly_s: float | None) 
 
 
 def validation_errors(rows: Sequence[dict]) -> go.Figure:
-    """Relative error of each validation row; green within its band, red outside."""
+    """Relative error of each validation row as it is judged (leave-one-out for the training-set
+    rows); green within its band, red outside."""
     labels = [f"{i + 1}. {r['metric']}" for i, r in enumerate(rows)]
-    err = [r["error"] * 100 for r in rows]
+    err = [r.get("error_loo", r["error"]) * 100 for r in rows]
     colors = ["#54A24B" if r["within_tolerance"] else "#E45756" for r in rows]
     fig = go.Figure(go.Bar(x=err, y=labels, orientation="h", marker_color=colors, name="error",
                            text=[f"{e:+.1f} %" for e in err], textposition="auto"))
     fig.update_yaxes(autorange="reversed")
-    return _layout(fig, "prediction error vs published (green: within the row's band)", "error (%)", "",
+    return _layout(fig, "prediction error vs published, leave-one-out where fitted (green: within the row's band)",
+                   "error (%)", "",
                    height=max(260, 60 + 22 * len(rows)))
 
 

@@ -13,11 +13,12 @@ from teton.topology.cluster import ClusterSpec
 from teton.workload.model import ModelSpec
 
 AXES = ("tp", "cp", "pp", "dp", "ep")
+RECOMPUTE_INTERVAL_DEFAULT = 2  # job.recompute_interval (torchtitan's selective_ac_option default "2")
 
 # Integer fields: pydantic's lax mode reads true/false as 1/0, which hides a misplaced flag
 # (`--set job.tp=true` ran TP 1). These reject booleans.
 _INT_FIELDS = ("gpus", "tp", "cp", "pp", "dp", "ep", "seq_len", "micro_batch", "global_batch",
-               "global_batch_tokens", "virtual_stages", "pp_round", "zero")
+               "global_batch_tokens", "virtual_stages", "pp_round", "zero", "recompute_interval")
 
 
 def _no_bool(value: Any, info) -> Any:
@@ -43,7 +44,22 @@ class JobSpec(BaseModel):
     global_batch: int | None = Field(default=None, gt=0)  # sequences per step
     global_batch_tokens: int | None = Field(default=None, gt=0)
     precision: Literal["bf16", "fp8"] = "bf16"
-    recompute: Literal["none", "selective", "full"] = "none"
+    # Activation recomputation (docs/recompute.md). none: every layer keeps what its backward
+    # needs. selective: Megatron-LM's (Korthikanti et al. 2022, arXiv 2205.05198, Sec. 5): the
+    # attention core (s x s scores, softmax, dropout, P V) is recomputed; with flash attention
+    # there are no scores to drop and nothing is recomputed. full: every layer keeps only its
+    # input and replays its forward in backward. The two torchtitan modes (activation_checkpoint
+    # .mode = "selective"; torchtitan/distributed/activation_checkpoint.py,
+    # _apply_ac_to_transformer_block, v0.2): selective_op (selective_ac_option = "op",
+    # _apply_op_sac / _custom_policy with the model's _save_list): every block is checkpointed
+    # and saves the outputs of aten.mm, the SDPA kernel and reduce-scatters, except every second
+    # mm of the block (Llama: wk, wo, w3 recomputed; wq, wv, w1, w2 saved); everything else is
+    # recomputed. selective_layer (selective_ac_option = N, _apply_layer_sac): every N-th block
+    # is fully checkpointed (as full), the others keep everything (as none).
+    recompute: Literal["none", "selective", "full", "selective_op", "selective_layer"] = "none"
+    # N of selective_layer. torchtitan counts the blocks each process wraps, 1, 2, ..., over its
+    # pipeline stages in order, and checkpoints those whose count is a multiple of N
+    recompute_interval: int = Field(default=RECOMPUTE_INTERVAL_DEFAULT, ge=1)
     sequence_parallel: bool = True
     flash_attention: bool = True
     attention_kernel: Literal["fa2", "fa3"] = "fa2"  # FlashAttention-2, or -3 (Hopper only)
@@ -59,6 +75,15 @@ class JobSpec(BaseModel):
     # Embedding and output head each take one layer's slot in the pipeline split (Llama 3:
     # "one transformer layer removed from the first and the last stages").
     pp_embedding_slots: bool = False
+    # Without sequence parallelism, each TP rank sends only its 1/tp slice of the (replicated)
+    # hidden state to the next stage, which all-gathers it over NVLink (Megatron-LM's
+    # scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, Sec. 4.1). Off: every TP rank
+    # sends the whole tensor (PyTorch pipelining).
+    pp_scatter_gather: bool = False
+    # Point-to-point transfers between stages: asynchronous (the rank computes while its output
+    # travels: PyTorch pipelining, Megatron-Core's overlapped p2p) or blocking (Megatron-LM of
+    # 2021-22 waits for each exchange and synchronises the device before the next op).
+    pp_p2p: Literal["async", "blocking"] = "async"
     zero: Literal[0, 1, 2, 3] = 1
     overlap_dp_comm: bool = True  # gradient reduce-scatter overlapped with backward
     overlap_param_gather: bool = True  # parameter all-gather prefetched under forward compute
@@ -97,6 +122,9 @@ class JobSpec(BaseModel):
         if self.pp_schedule == "1f1b" and self.virtual_stages != 1:
             raise SpecError("job.virtual_stages", self.virtual_stages,
                             "needs job.pp_schedule = interleaved (1f1b has one stage per rank)")
+        if self.recompute_interval != RECOMPUTE_INTERVAL_DEFAULT and self.recompute != "selective_layer":
+            raise SpecError("job.recompute_interval", self.recompute_interval,
+                            f"only applies to job.recompute = selective_layer (is {self.recompute})")
         if self.global_batch and self.global_batch_tokens:
             raise SpecError("job.global_batch_tokens", self.global_batch_tokens,
                             "give either job.global_batch (sequences) or job.global_batch_tokens, not both")
@@ -213,6 +241,14 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
         val = job.global_batch if what == "job.global_batch" else job.global_batch_tokens
         raise SpecError(what, val, f"must be a positive multiple of dp*micro_batch = {per} sequences")
+    if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
+        why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else
+               "Linear biases (aten.addmm is not in its save list)" if model.bias else
+               "fp8 (the GEMMs run torch._scaled_mm, not aten.mm)" if job.precision == "fp8" else "")
+        if why:
+            raise SpecError("job.recompute", job.recompute,
+                            f"models torchtitan's per-op policy on bf16 dense bias-free blocks, not {why}; "
+                            "use selective_layer or full")
     if job.pp_round is not None and job.pp_schedule != "interleaved":
         raise SpecError("job.pp_round", job.pp_round, "needs job.pp_schedule = interleaved")
     if job.pp_round is not None and (job.pp_round < job.pp or job.micro_batches % job.pp_round):

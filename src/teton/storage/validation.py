@@ -1,6 +1,6 @@
 """Storage validation case: the Llama 3 storage fabric as published vs the per-server model.
 
-``teton validate`` (:mod:`teton.report.validation`) imports this module and runs the cases in
+``teton validate`` (:mod:`teton.validation.cases`) imports this module and runs the cases in
 ``VALIDATION_CASES``; rows are plain dicts so this lower layer never imports the report layer. Published (Llama 3 paper, arXiv 2407.21783, Sec. 3.3.1): 240 PB on 7,500 SSD servers,
 2 TB/s sustainable and 7 TB/s peak throughput. Predicted: ``tectonic-llama3``'s per-server
 figures (see :mod:`teton.storage.system`); nothing here is fitted to the published numbers.

@@ -15,14 +15,16 @@ from dataclasses import dataclass
 
 from teton.engine.step import simulate_step
 from teton.errors import SpecError
-from teton.spec.schema import Spec, check_job
+from teton.spec.schema import RECOMPUTE_INTERVAL_DEFAULT, Spec, check_job
 
 TP_CHOICES = (1, 2, 4, 8, 16)
 CP_CHOICES = (1, 2, 4, 8, 16, 32)
 PP_CHOICES = (1, 2, 4, 8, 16, 32, 64)
 V_CHOICES = (1, 2, 4, 8)
 MICRO_BATCH_CHOICES = (1, 2, 4)
-RECOMPUTE_CHOICES = ("none", "selective", "full")
+# selective_layer at the job's recompute_interval (torchtitan's default N = 2 unless the job sets it);
+# selective_op is skipped where the job rules refuse it (MoE, biases, fp8)
+RECOMPUTE_CHOICES = ("none", "selective", "full", "selective_op", "selective_layer")
 ZERO_CHOICES = (1, 2, 3)
 
 
@@ -57,7 +59,9 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
         seqs = tokens // job.seq_len
         if seqs % (dp * mb):
             continue
-        update = dict(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, recompute=rc, zero=z, grad_reduce=gr,
+        interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
+        update = dict(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, recompute=rc, recompute_interval=interval,
+                      zero=z, grad_reduce=gr,
                       pp_schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
                       global_batch=seqs, global_batch_tokens=None,
                       # Llama 3's round size N is the job's only for its own pipeline; others use pp
@@ -80,7 +84,8 @@ def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
         j = cand.job
         rows.append({
             "tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree, "virtual_stages": j.virtual_stages,
-            "micro_batch": j.micro_batch, "recompute": j.recompute, "zero": j.zero,
+            "micro_batch": j.micro_batch, "recompute": j.recompute,
+            "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
             "grad_reduce": j.grad_reduce_mode,
             "step_time_s": r.step_time_s, "mfu": r.mfu, "tflops_per_gpu": r.tflops_per_gpu,
             "tokens_per_s": r.tokens_per_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes,

@@ -40,7 +40,8 @@ class ClusterSpec(BaseModel):
     layers: tuple[FabricLayer, ...]
     storage: str | None = None  # storage preset that checkpoints land on
     frontend_oversubscription: float = Field(default=1.0, ge=1.0)
-    efficiency: dict[str, float] = Field(default_factory=dict)  # overrides of hardware.efficiency fields
+    # overrides of hardware.efficiency fields, the in-situ parameters, and profile: in_situ | burst
+    efficiency: dict[str, float | str] = Field(default_factory=dict)
     # Coefficient of variation of sustained per-GPU throughput across the cluster's GPUs (power,
     # thermals, silicon): a synchronous job runs at the pace of its slowest GPU. 0 = identical GPUs.
     gpu_speed_cv: float = Field(default=0.0, ge=0.0, lt=0.5)

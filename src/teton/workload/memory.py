@@ -15,6 +15,14 @@ the gate and up projections and recomputes their product. A pipeline rank holds 
 of its in-flight micro-batches: for rank 0 of 1F1B that is p micro-batches of its layers; of the
 interleaved schedule ``(p-1)*2 + (v-1)*p + 1`` chunk micro-batches (Korthikanti Sec. 4.2.3:
 ``L (1 + (p-1)/(p v))`` layers' worth at rank 0).
+
+Recompute (``job.recompute``; docs/recompute.md): ``selective`` (Megatron) drops the s^2 scores;
+``full`` keeps each layer's input, plus one layer's activations while it is recomputed;
+``selective_op`` (torchtitan's per-op SAC) keeps each layer's input and the outputs its policy
+saves (``workload.recompute.sac_op_saved_bytes``), plus what one layer's recompute brings back;
+``selective_layer`` (torchtitan's per-layer AC) mixes the two per chunk: its checkpointed layers
+(every N-th a rank builds, ``workload.recompute.checkpointed_layers``) keep their input, the others
+everything, plus one layer's recompute on ranks that checkpoint any.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from teton.workload.elementwise import eager_saved_bytes
 from teton.workload.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
+from teton.workload.recompute import checkpointed_layers, sac_op_recomputed_bytes, sac_op_saved_bytes
 
 ADAM_STATE_BYTES = 12  # fp32 master weights + first and second moments
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
@@ -59,7 +68,12 @@ class MemoryBreakdown:
 
 
 def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
-    """Bytes one layer saves for backward for one micro-batch on one GPU (no recompute)."""
+    """Bytes one layer saves for backward for one micro-batch on one GPU: without recompute (also
+    a selective_layer layer that is not checkpointed), without the scores (selective, full),
+    or what torchtitan's per-op policy saves (selective_op). Full recompute's checkpoints are
+    :func:`checkpoint_bytes`."""
+    if job.recompute == "selective_op":
+        return sac_op_saved_bytes(model, job)
     t, c, b, s = job.tp, job.cp, job.micro_batch, job.seq_len
     sp = job.sequence_parallel and t > 1
     a = ACT_BYTES
@@ -90,7 +104,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
         hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)
     stats = FP32 * tok_e * 2 + FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
     scores = 0.0
-    if not job.flash_attention and job.recompute == "none":
+    if not job.flash_attention and job.recompute in ("none", "selective_layer"):
         # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout
         scores = (a + drop * (1 + a)) * b * (model.heads / t) * (s / c) * s
     eager = (eager_saved_bytes(model, tok, tok_e, t, model.top_k if model.experts > 1 else 1)
@@ -103,9 +117,11 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
     p, v, m = split.p, split.v, job.micro_batches
     per_layer = layer_activation_bytes(model, job)
     if job.recompute == "full":
-        per_layer = ACT_BYTES * job.micro_batch * job.seq_len / job.cp * model.hidden / (
-            job.tp if job.sequence_parallel and job.tp > 1 else 1)
+        per_layer = checkpoint_bytes(model, job)
     per_chunk = split.layers * per_layer  # (p, v) bytes of one micro-batch of each chunk
+    if job.recompute == "selective_layer":  # checkpointed layers keep their input, the others all
+        ckpt = checkpointed_layers(split.layers, job.recompute_interval)
+        per_chunk = (split.layers - ckpt) * per_layer + ckpt * checkpoint_bytes(model, job)
     ranks = np.arange(p)
     if v == 1:
         held = np.minimum(p - ranks, m)
@@ -124,7 +140,19 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         # on ranks that hold a layer; its input is one of them and already held as its checkpoint
         recomputed = layer_activation_bytes(model, job.model_copy(update={"recompute": "none"})) - per_layer
         out += np.where(split.layers_on_rank() > 0, recomputed, 0.0)
+    elif job.recompute == "selective_layer":  # the same, on ranks that checkpoint a layer
+        recomputed = per_layer - checkpoint_bytes(model, job)
+        out += np.where(ckpt.sum(axis=1) > 0, recomputed, 0.0)
+    elif job.recompute == "selective_op":  # what one layer's recompute brings back for its backward
+        plain = layer_activation_bytes(model, job.model_copy(update={"recompute": "none"}))
+        out += np.where(split.layers_on_rank() > 0, sac_op_recomputed_bytes(model, job, plain), 0.0)
     return out
+
+
+def checkpoint_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes a fully checkpointed layer keeps per micro-batch: its input hidden state (SP-sharded)."""
+    return ACT_BYTES * job.micro_batch * job.seq_len / job.cp * model.hidden / (
+        job.tp if job.sequence_parallel and job.tp > 1 else 1)
 
 
 def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:

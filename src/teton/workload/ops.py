@@ -24,6 +24,15 @@ GPU executes them under tensor (TP), sequence (SP) and context (CP) parallelism:
   ranks holding their experts and an all-to-all combine back (two more in backward). The
   experts' GEMMs process ``top_k`` tokens per token (balanced routing), TP-sharded like a dense
   MLP; each expert sees ``tokens * top_k * ep / experts`` rows, which sets the GEMM shape.
+* Activation recompute (``job.recompute``; docs/recompute.md), as ``recompute.*`` items ahead
+  of the layer's backward: ``full`` replays the whole forward; ``selective`` (Megatron-LM,
+  Korthikanti et al. 2022) the attention core, only without flash attention; ``selective_op``
+  (torchtitan's per-op SAC, ``torchtitan/distributed/activation_checkpoint.py``,
+  ``_custom_policy`` and the model's ``_save_list``) every op its policy does not save: the
+  2nd, 4th, ... ``aten.mm`` of the block (wk, wo, w3 of Llama's separate projections) and the
+  memory-bound ops (``workload.recompute``); ``selective_layer`` (torchtitan's per-layer AC,
+  ``_apply_layer_sac``) is ``full`` on every N-th layer and nothing on the others: this block
+  is a plain layer, ``workload.step_work`` adds the checkpointed one.
 """
 
 from __future__ import annotations
@@ -52,6 +61,10 @@ class ComputeOp:
     k: int = 0
     fp8: bool = False  # runs at fp8 throughput when the job's precision is fp8
     backward: bool = False
+    # bytes per output element of a C the GEMM reads and writes back (beta = 1: a weight-gradient
+    # GEMM accumulating into the gradient buffer in its epilogue, Megatron's
+    # gradient_accumulation_fusion); 0: a fresh output (beta = 0)
+    accumulate_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -122,7 +135,8 @@ def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8:
     dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + k * n + m * k), m, k, n,
                       fp8=fp8, backward=True)
     wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
-                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=fp8, backward=True)
+                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=fp8, backward=True,
+                      accumulate_bytes=wgrad_accum_bytes)
     return fwd, dgrad, wgrad
 
 
@@ -219,10 +233,15 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         bmm = dict(m=tok * (model.heads // t), n=s, k=model.d_head)
         attn_fwd = ComputeOp("attention", "attention", attn_flops, qkvo_bytes, **bmm)
         attn_bwd = ComputeOp("attention.bwd", "attention", 2.0 * attn_flops, 2 * qkvo_bytes, **bmm, backward=True)
-    if job.flash_attention:
-        score_bytes = 0.0
+    score_elements = b * (model.heads // t) * (s // c) * s
+    if job.flash_attention:  # the kernel keeps scores on chip (and draws dropout masks there)
+        score_bytes = dropout_bytes = 0.0
     else:  # materialised scores: write QK^T, softmax read+write, PV read (bf16)
-        score_bytes = 4.0 * a * b * (model.heads // t) * (s // c) * s
+        score_bytes = 4.0 * a * score_elements
+        # attention dropout on the probabilities (Megatron's core attention runs torch's dropout
+        # after the fused softmax): read P, write the dropped P and a 1-byte mask; backward reads
+        # the gradient and the mask and writes the masked gradient
+        dropout_bytes = (2 * a + 1) * score_elements if model.dropout else 0.0
 
     def gather(name: str) -> list[Item]:
         return [Collective(name, "all_gather", "tp", act_in)] if sp else []
@@ -277,7 +296,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     cast = [fp8_casts(job, g) for g in (qkv, out, up, down)]
     fwd: list[Item] = [
         _mem("attn_norm", norm_bytes), *gather("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_bytes),
-        *copy("repeat_kv"), *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), *cast[1][0], out[0], *scatter("tp.rs_attn"),
+        *copy("repeat_kv"), *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), _mem("attn_dropout", dropout_bytes), *cast[1][0], out[0], *scatter("tp.rs_attn"),
         _mem("attn_residual", resid_bytes),
         _mem("mlp_norm", norm_bytes), *gather("tp.ag_mlp"), *moe_fwd, *cast[2][0], up[0], _mem("mlp_act", act_bytes),
         *cast[3][0], down[0], *moe_combine, *scatter("tp.rs_mlp"), _mem("mlp_residual", resid_bytes),
@@ -300,25 +319,35 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         _mem("mlp_norm.bwd", norm_bwd_bytes, True),
         _mem("attn_residual.bwd", resid_bwd_bytes, True), *bwd_gather("tp.ag_attn_grad"),
         *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True),
-        _mem("attn_scores.bwd", 2 * score_bytes, True), *cp_regather, attn_bwd, *copy("repeat_kv", True), *cp_bwd,
+        _mem("attn_dropout.bwd", dropout_bytes, True), _mem("attn_scores.bwd", 2 * score_bytes, True), *cp_regather, attn_bwd, *copy("repeat_kv", True), *cp_bwd,
         _mem("rope.bwd", rope_bwd_bytes, True), *gather("tp.ag_qkv_input"), *cast[0][1],
         qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
         *bwd_scatter("tp.rs_qkv_grad"), _mem("attn_norm.bwd", norm_bwd_bytes, True),
         *grad_accumulate(job, layer_params_per_gpu(model, job)),
     ]
-    if sp and job.tp_overlap != "none":
-        fwd, bwd = _tp_overlap(fwd, bwd, job.tp_overlap, t)
+    if t > 1 and job.tp_overlap != "none":
+        fwd, bwd = _tp_overlap(fwd, bwd, job.tp_overlap if sp else "bwd", t)
     if job.recompute == "full":
         bwd = [*(_as_recompute(i) for i in fwd), *bwd]
     elif job.recompute == "selective" and not job.flash_attention:
-        bwd = [_as_recompute(attn_fwd), _as_recompute(_mem("attn_scores", score_bytes)), *bwd]
+        bwd = [_as_recompute(attn_fwd), _as_recompute(_mem("attn_scores", score_bytes)),
+               _as_recompute(_mem("attn_dropout", dropout_bytes)), *bwd]
+    elif job.recompute == "selective_op":  # torchtitan's per-op SAC: what its policy did not save
+        from teton.workload.recompute import sac_op_recompute
+
+        bwd = [*sac_op_recompute(fwd, model, job, acc), *bwd]
+    # selective_layer: this is a layer that keeps its activations; the checkpointed ones are
+    # recompute = full's block (workload.step_work)
     return Block("layer", tuple(i for i in fwd if not _empty(i)), tuple(i for i in bwd if not _empty(i)))
 
 
-# (collective, GEMM it runs alongside) under sequence parallelism. Backward (Megatron's async TP,
-# Korthikanti et al. 2022 Sec. 4.2.2): re-gather of a column-parallel GEMM's input under its
-# data-gradient GEMM, reduce-scatter of the input gradient under its weight-gradient GEMM.
-# Forward and the output-gradient gathers need the decomposed (collective-matmul) kernels.
+# (collective, GEMM it runs alongside). Backward (Megatron's async TP,
+# LinearWithGradAccumulationAndAsyncCommunication; Korthikanti et al. 2022 Sec. 4.2.2): under
+# sequence parallelism the re-gather of a column-parallel GEMM's input runs under its
+# data-gradient GEMM and the reduce-scatter of the input gradient under its weight-gradient GEMM;
+# without it the input gradient's all-reduce runs under the weight-gradient GEMM (Megatron's
+# async_tensor_model_parallel_allreduce). Forward and the output-gradient gathers need the
+# decomposed (collective-matmul) kernels.
 _TP_OVERLAP_BWD = {"tp.ag_mlp_input": "mlp_up.dgrad", "tp.rs_mlp_grad": "mlp_up.wgrad",
                    "tp.ag_qkv_input": "qkv.dgrad", "tp.rs_qkv_grad": "qkv.wgrad"}
 _TP_OVERLAP_FULL = {"tp.ag_qkv": "qkv", "tp.rs_attn": "attn_out", "tp.ag_mlp": "mlp_up", "tp.rs_mlp": "mlp_down",
@@ -326,8 +355,9 @@ _TP_OVERLAP_FULL = {"tp.ag_qkv": "qkv", "tp.rs_attn": "attn_out", "tp.ag_mlp": "
 
 
 def _tp_overlap(fwd: list[Item], bwd: list[Item], mode: str, t: int) -> tuple[list[Item], list[Item]]:
-    """Mark the TP collectives that run alongside a GEMM (``job.tp_overlap``: bwd | full); MoE
-    layers' expert GEMMs stand in for the dense MLP's."""
+    """Mark the TP collectives that run alongside a GEMM (``job.tp_overlap``: bwd | full; without
+    sequence parallelism only the backward all-reduces have a GEMM to hide under); MoE layers'
+    expert GEMMs stand in for the dense MLP's."""
     from dataclasses import replace
 
     pairs = dict(_TP_OVERLAP_BWD)
@@ -357,19 +387,21 @@ def _scaled_rows(op: ComputeOp, rows: int, per_expert: int, which: int) -> Compu
     ``which``: 0 forward (m = rows), 1 data gradient (m = rows), 2 weight gradient (k = rows).
     FLOPs and bytes scale with the rows; the shape the efficiency curve sees is one expert's.
     """
+    from dataclasses import replace
+
     if which == 2:
-        k0 = op.k
-        scale = rows / k0
-        return ComputeOp(op.name, op.kind, op.flops * scale, op.bytes * scale, op.m, op.n, per_expert, op.fp8, True)
-    m0 = op.m
-    scale = rows / m0
-    return ComputeOp(op.name, op.kind, op.flops * scale, op.bytes * scale, per_expert, op.n, op.k, op.fp8, op.backward)
+        scale = rows / op.k
+        return replace(op, flops=op.flops * scale, bytes=op.bytes * scale, k=per_expert)
+    scale = rows / op.m
+    return replace(op, flops=op.flops * scale, bytes=op.bytes * scale, m=per_expert)
 
 
 def _as_recompute(item: Item) -> Item:
+    """A forward item re-run in backward: a forward computation still (a recomputed flash-attention
+    forward runs the forward kernel, at the forward kernel's efficiency)."""
     if isinstance(item, ComputeOp):
         return ComputeOp(f"recompute.{item.name}", item.kind, item.flops, item.bytes, item.m, item.n, item.k,
-                         item.fp8, True)
+                         item.fp8, item.backward)
     return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes)
 
 
@@ -426,7 +458,16 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
 
 
 def pipeline_p2p_bytes(model: ModelSpec, job: JobSpec) -> float:
-    """Bytes one GPU sends to the next pipeline stage per micro-batch (SP-sharded hidden state)."""
+    """Bytes one GPU sends to the next pipeline stage per micro-batch: the hidden state, SP-sharded
+    (or scattered over TP, ``job.pp_scatter_gather``)."""
     sp = job.sequence_parallel and job.tp > 1
     tok = job.micro_batch * job.seq_len // job.cp
-    return ACT_BYTES * tok * model.hidden / (job.tp if sp else 1)
+    return ACT_BYTES * tok * model.hidden / (job.tp if sp or pipeline_p2p_gather_bytes(model, job) else 1)
+
+
+def pipeline_p2p_gather_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes of the TP all-gather that rebuilds a scattered pipeline message on the receiving
+    stage (``job.pp_scatter_gather`` without sequence parallelism), 0 otherwise."""
+    if not job.pp_scatter_gather or job.tp == 1 or job.sequence_parallel:
+        return 0.0
+    return ACT_BYTES * job.micro_batch * job.seq_len // job.cp * model.hidden

@@ -24,8 +24,10 @@ from teton.workload.ops import (
     layer_block,
     layer_params_per_gpu,
     pipeline_p2p_bytes,
+    pipeline_p2p_gather_bytes,
 )
 from teton.workload.pipeline import PipelineSplit, split_layers
+from teton.workload.recompute import checkpointed_layers
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,20 @@ class StepWork:
     # (p, v) the routed experts' share of ``chunk_params`` (TP- and EP-sharded; zeros for a dense
     # model): replicated over the expert-data-parallel group of dp / ep ranks, not over all of DP
     chunk_expert_params: np.ndarray | None = None
+    # TP all-gather on the receiving stage that rebuilds a scattered p2p message (0: none)
+    p2p_gather_bytes: float = 0.0
+    # job.recompute = selective_layer: the block of the layers torchtitan's per-layer AC
+    # checkpoints (recompute = full's) and how many of each chunk's layers those are, (p, v);
+    # the other ``split.layers - checkpointed_layers`` run ``layer``. None for the other modes.
+    checkpointed_layer: Block | None = None
+    checkpointed_layers: np.ndarray | None = None
+
+    def layer_mix(self) -> list[tuple[Block, np.ndarray]]:
+        """(block, (p, v) layers of each chunk that run it): one per kind of layer."""
+        if self.checkpointed_layers is None:
+            return [(self.layer, self.split.layers)]
+        return [(self.layer, self.split.layers - self.checkpointed_layers),
+                (self.checkpointed_layer, self.checkpointed_layers)]
 
     @property
     def expert_params(self) -> np.ndarray:
@@ -91,8 +107,8 @@ def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
 # differ only in these share their blocks (a new field is part of the key unless listed here).
 _NOT_IN_BLOCKS = frozenset({
     "gpus", "pp", "dp", "global_batch", "global_batch_tokens", "attention_kernel", "pp_schedule",
-    "virtual_stages", "pp_round", "pp_embedding_slots", "zero", "overlap_dp_comm", "overlap_param_gather", "grad_reduce",
-    "placement", "parallel_order",
+    "virtual_stages", "pp_round", "pp_embedding_slots", "pp_scatter_gather", "pp_p2p", "zero", "overlap_dp_comm", "overlap_param_gather", "grad_reduce",
+    "placement", "parallel_order", "recompute_interval",
 })
 _BLOCKS: dict[tuple, tuple[Block, Block, Block]] = {}
 
@@ -118,7 +134,20 @@ def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
         split=split,
         micro_batches=job.micro_batches,
         p2p_bytes=pipeline_p2p_bytes(model, job),
+        p2p_gather_bytes=pipeline_p2p_gather_bytes(model, job),
         chunk_params=chunk_params(model, job, split),
         grad_reduce_bytes_per_param=FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES,
         chunk_expert_params=chunk_expert_params(model, job, split),
+        **_checkpointed(model, job, split),
     )
+
+
+def _checkpointed(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> dict:
+    """selective_layer's checkpointed block and per-chunk counts (empty for the other modes)."""
+    if job.recompute != "selective_layer":
+        return {}
+    counts = checkpointed_layers(split.layers, job.recompute_interval)
+    counts.flags.writeable = False
+    # recompute = full's layer, shared with full's layouts (and its priced times with them)
+    return {"checkpointed_layer": blocks(model, job.model_copy(update={"recompute": "full"}))[0],
+            "checkpointed_layers": counts}

@@ -353,14 +353,18 @@ def compare_layer_flops(model: ModelSpec, job, attention_kernel: str = "flash") 
 
     Each row: ``teton_flops``, ``torch_flops``, ``ratio`` (teton / torch) and ``expected_ratio``
     (1 for GEMMs; the attention conventions of the module docstring). teton's backward excludes
-    recomputed forward ops (reported as ``teton_recompute_flops``): the reference runs none.
+    recomputed forward ops (reported as ``teton_recompute_flops``, for a checkpointed layer
+    under ``job.recompute = selective_layer``; ``teton_recompute_per`` says which): the
+    reference runs none.
     """
     from teton.workload.ops import head_block, layer_block
 
     kw = dict(seq_len=job.seq_len, micro_batch=job.micro_batch, tp=job.tp, cp=job.cp)
     ref = torch_layer_flops(model, attention_kernel=attention_kernel, **kw)
     ref_head = torch_head_flops(model, **kw)
-    ours, ours_head = _teton_sums(layer_block(model, job)), _teton_sums(head_block(model, job))
+    per_layer = job.recompute != "selective_layer"  # else: the checkpointed layers replay as full's do
+    layer_job = job if per_layer else job.model_copy(update={"recompute": "full"})
+    ours, ours_head = _teton_sums(layer_block(model, layer_job)), _teton_sums(head_block(model, job))
     expect = EXPECTED_ATTENTION_RATIO[attention_kernel]
     spec_rows = [
         ("layer forward GEMM", ours["fwd_gemm_flops"], ref["fwd_matmul_flops"], 1.0),
@@ -375,5 +379,6 @@ def compare_layer_flops(model: ModelSpec, job, attention_kernel: str = "flash") 
     return {"model": model.name, "tp": job.tp, "cp": job.cp, "seq_len": job.seq_len,
             "micro_batch": job.micro_batch, "attention_kernel": attention_kernel, "rows": rows,
             "teton_recompute_flops": ours["recompute_flops"],
+            "teton_recompute_per": "layer" if per_layer else f"checkpointed layer (1 in {job.recompute_interval})",
             "torch_other_flops": ref["other_flops"] + ref_head["other_flops"],
             "torch_fwd_by_op": ref["fwd_by_op"], "torch_bwd_by_op": ref["bwd_by_op"]}

@@ -1,0 +1,315 @@
+"""``teton fit``: fit the in-situ parameters to measured runs, or read them off a profiler trace.
+
+``teton fit`` (no argument) fits the bundled training set and compares with the catalog's values;
+``teton fit RUNS --out cluster.yaml`` calibrates a cluster from a user's own measured runs;
+``teton fit --trace TRACE.json.gz --out cluster.yaml`` from a PyTorch profiler trace of one rank.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import JsonFlag, print_json
+from teton.errors import SpecError
+
+CATALOG_TOLERANCE = 1e-3  # a fitted value this close to the catalog's is "the same"
+
+
+def _parse_params(text: str | None) -> tuple[str, ...]:
+    from teton.validation.fit import KEPT
+
+    if not text:
+        return KEPT
+    return tuple(k.strip() for k in text.split(",") if k.strip())
+
+
+def _catalog_comparison(result) -> list[dict]:
+    from teton.hardware.in_situ import fitted_catalog
+
+    values = fitted_catalog()["values"]
+    out = []
+    for p, v in zip(result.parameters, result.values, strict=True):
+        cat = values.get(p.family or "global", {}).get(p.key)
+        out.append({"name": p.name, "fitted": v, "catalog": cat,
+                    "same": cat is not None and abs(cat - v) <= CATALOG_TOLERANCE * max(1.0, abs(v))})
+    return out
+
+
+def cluster_file(result, runs) -> tuple[dict, str]:
+    """(cluster mapping, header) of a calibrated cluster: the runs' one cluster with the fitted
+    values and the leave-one-out band as ``efficiency:`` overrides."""
+    from teton.topology.cluster import CLUSTER_PRESETS
+
+    clusters = {r.spec.cluster.model_dump_json(exclude={"efficiency"}): r.spec.cluster for r in runs}
+    if len(clusters) > 1:
+        names = sorted({c.name for c in clusters.values()})
+        raise SpecError("--out", "one cluster file", f"the runs span {len(clusters)} clusters ({', '.join(names)}); "
+                        "fit each cluster's runs separately")
+    cluster = next(iter(clusters.values()))
+    family = runs[0].family
+    lo, hi = result.band(family)
+    own = {k: v for k, v in cluster.efficiency.items() if k not in ("profile", "band_low", "band_high")}
+    # the fit held every in-situ parameter it did not fit at its burst value: so does the file
+    eff = {**own, "profile": "burst", **{k: round(v, 6) for k, v in result.overrides(family).items()},
+           "band_low": round(lo, 6), "band_high": round(hi, 6)}
+    preset = CLUSTER_PRESETS.get(cluster.name)
+    if preset is not None and cluster.model_dump(exclude={"efficiency"}) == type(cluster)(**preset).model_dump(
+            exclude={"efficiency"}):
+        mapping = {"base": cluster.name, "efficiency": eff}
+    else:
+        mapping = {**cluster.model_dump(exclude_defaults=True), "efficiency": eff}
+    header = (f"# {cluster.name} calibrated by teton fit on {len(runs)} measured run(s); leave-one-out "
+              f"errors {lo * 100:+.1f} % .. {hi * 100:+.1f} %")
+    return mapping, header
+
+
+def _write_yaml(path: Path, mapping: dict, header: str) -> None:
+    import yaml
+
+    try:
+        path.write_text(header + "\n" + yaml.safe_dump(mapping, sort_keys=False))
+    except OSError as err:
+        raise SpecError("--out", str(path), f"cannot be written ({err.strerror})") from None
+
+
+def _print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_catalog: bool = False) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from teton.cli._common import console as output_console
+
+    console = output_console()
+    t = Table(title="in-situ parameters (least squares on log step time, bounded)", title_justify="left")
+    for col in ("parameter", "value", "95 % interval", "bounds"):
+        t.add_column(col, justify="left" if col == "parameter" else "right")
+    if catalog is not None:
+        t.add_column("catalog", justify="right")
+    for i, p in enumerate(d["parameters"]):
+        lo, hi = p["ci95"]
+        ci = "not identified" if not p["identified"] else f"{lo:.4g} - {hi:.4g}"
+        cells = [escape(p["name"]), f"{p['value']:.4g}", ci, f"{p['bounds'][0]:g} - {p['bounds'][1]:g}"]
+        if catalog is not None:
+            c = catalog[i]
+            cells.append("-" if c["catalog"] is None else f"{c['catalog']:.4g}" + ("" if c["same"] else " (differs)"))
+        t.add_row(*cells)
+    console.print(t)
+    r = Table(title="per run: measured vs predicted step time", title_justify="left")
+    for col in ("run", "measured", "burst", "error", "in-sample", "error", "leave-one-out", "error"):
+        r.add_column(col, justify="left" if col == "run" else "right", overflow="fold")
+    for row in d["rows"]:
+        r.add_row(escape(row["name"]), f"{row['measured_step_time_s']:.4g} s",
+                  *(x for w in ("burst", "in_sample", "loo")
+                    for x in (f"{row[f'{w}_s']:.4g} s", f"{row[f'error_{w}'] * 100:+.1f} %")))
+    console.print(r)
+    if d.get("ratios"):
+        q = Table(title="step-time ratios between runs", title_justify="left")
+        for col in ("ratio", "measured", "in-sample error", "leave-pair-out error", "band"):
+            q.add_column(col, justify="left" if col == "ratio" else "right", overflow="fold")
+        for x in d["ratios"]:
+            ok = abs(x["error_leave_pair_out"]) <= x["tolerance"]
+            q.add_row(escape(x["label"]), f"{x['measured']:.4f}", f"{x['error_in_sample'] * 100:+.2f} %",
+                      f"{x['error_leave_pair_out'] * 100:+.2f} %" + ("" if ok else " [red](out)[/red]"),
+                      f"±{x['tolerance'] * 100:.0f} %")
+        console.print(q)
+    s = d["summary"]
+    console.print("mean / max absolute error: " + "; ".join(
+        f"{w.replace('_', '-')} {s[w]['mean_abs_error'] * 100:.1f} % / {s[w]['max_abs_error'] * 100:.1f} %"
+        for w in ("burst", "in_sample", "loo")))
+    if trends:
+        tt = Table(title="in-sample residuals vs layout features (centred within each GPU family)",
+                   title_justify="left")
+        for col in ("feature", "effect over its range", "r", "trend"):
+            tt.add_column(col, justify="left" if col == "feature" else "right")
+        for x in trends:
+            tt.add_row(x["feature"], f"{x['effect'] * 100:+.1f} %", f"{x['r']:+.2f}",
+                       "[red]yes[/red]" if x["trend"] else (x["note"] or "no"))
+        console.print(tt)
+    for n in d["notes"]:
+        console.print(f"  note: {escape(n)}")
+    if catalog is not None and not all(c["same"] for c in catalog) and not wrote_catalog:
+        console.print("[yellow]the catalog's in-situ values differ from this fit: "
+                      "`teton fit --write-catalog` regenerates them[/yellow]")
+
+
+def _trace_cluster(cluster: str | None, gpu: str) -> str:
+    """The preset a trace's calibration is written onto: ``--cluster`` (its GPU family must be the
+    trace's), or the first preset built on the trace's GPU."""
+    from teton.hardware.efficiency import family_of
+    from teton.hardware.gpus import GPUS
+    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+
+    if cluster is None:
+        gpus = {name: ClusterSpec(**fields).gpu_spec for name, fields in CLUSTER_PRESETS.items()}
+        same = [n for n, g in gpus.items() if g.name == gpu] or [
+            n for n, g in gpus.items() if family_of(g) == family_of(GPUS[gpu])]
+        if same:
+            return same[0]
+        raise SpecError("--cluster", None, f"no preset is built on the trace's GPU family ({gpu}); name the "
+                        f"cluster to calibrate ({', '.join(CLUSTER_PRESETS)})")
+    if cluster not in CLUSTER_PRESETS:
+        from teton.errors import closest
+
+        raise SpecError("--cluster", cluster, closest(cluster, CLUSTER_PRESETS))
+    theirs = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
+    if family_of(theirs) != family_of(GPUS[gpu]):
+        raise SpecError("--cluster", cluster, f"runs {theirs.name}, but the trace ran on {gpu}: calibrate a "
+                        "cluster of the same GPU family")
+    return cluster
+
+
+def _trace(path: Path, gpu: str | None, out: Path | None, cluster: str | None, json_: bool) -> None:
+    from teton.validation.trace import calibrate_from_trace, read_kineto
+
+    cal = calibrate_from_trace(read_kineto(path), gpu)
+    d = cal.as_dict()
+    written = None
+    if out is not None:
+        from teton.hardware.in_situ import PARAMETERS
+        from teton.validation.calibration import calibrated_cluster
+
+        if not cal.in_situ:
+            raise SpecError("--out", str(out), "nothing to write: the trace gave no in-situ estimate")
+        cluster = _trace_cluster(cluster, cal.gpu)
+        # an estimate outside a parameter's physical range is clipped to it (the header says so)
+        values = {k: float(f"{min(PARAMETERS[k].bounds[1], max(PARAMETERS[k].bounds[0], v)):.6g}")
+                  for k, v in cal.in_situ.items()}
+        clipped = [k for k, v in cal.in_situ.items() if abs(values[k] - v) > 1e-6 * max(1.0, abs(v))]
+        mapping = calibrated_cluster(cluster, values)
+        header = f"# {cluster} calibrated by teton fit --trace {path.name} (GPU {cal.gpu})"
+        if clipped:
+            header += f"; clipped to their bounds: {', '.join(clipped)}"
+        _write_yaml(out, mapping, header)
+        written = str(out)
+    if json_:
+        print_json({**d, "out": written})
+        return
+    from rich.table import Table
+
+    from teton.cli._common import console as output_console
+
+    console = output_console()
+    t = Table(title=f"{path.name}: kernels by class ({cal.gpu})", title_justify="left")
+    for col in ("class", "kernels", "kernel time", "burst catalog / measured"):
+        t.add_column(col, justify="left" if col == "class" else "right")
+    for name, c in d["classes"].items():
+        if name == "total":
+            continue
+        ratio = d["achieved"].get(name, {}).get("ratio")
+        t.add_row(name, f"{c['kernels']:,}", f"{c['time_s'] * 1e3:.2f} ms", f"{ratio:.3f}" if ratio else "-")
+    total = d["classes"].get("total", {})
+    if total:
+        t.add_row("GPU busy", "", f"{total['busy_s'] * 1e3:.2f} ms of {total['span_s'] * 1e3:.2f} ms",
+                  f"{total['busy_fraction'] * 100:.0f} % busy")
+    console.print(t)
+    for k, v in cal.in_situ.items():
+        console.print(f"{k} = {v:.4g}")
+    for n in cal.notes:
+        console.print(f"  note: {n}")
+    if written:
+        console.print(f"wrote {written}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def fit(
+        runs: Annotated[Path | None, typer.Argument(
+            metavar="RUNS", help="measured runs (YAML/JSON list or CSV); default: the bundled training set")] = None,
+        out: Annotated[Path | None, typer.Option("--out", help="write a calibrated cluster spec (YAML)")] = None,
+        json_: JsonFlag = False,
+        params: Annotated[str | None, typer.Option(
+            "--params", help="in-situ parameters to fit, comma-separated (default: the kept ones)")] = None,
+        candidates: Annotated[bool, typer.Option(
+            "--candidates", help="fit every candidate parameter set and compare (slow)")] = False,
+        trace: Annotated[Path | None, typer.Option(
+            "--trace", help="calibrate from a PyTorch profiler (Kineto) trace of one rank")] = None,
+        gpu: Annotated[str | None, typer.Option("--gpu", help="the trace's GPU (default: from the trace)")] = None,
+        cluster: Annotated[str | None, typer.Option(
+            "--cluster", help="preset the --trace cluster file is based on (default: one with the trace's GPU)")] = None,
+        write_catalog: Annotated[bool, typer.Option(
+            "--write-catalog", help="regenerate the catalog's in-situ defaults from the bundled training set")] = False,
+    ) -> None:
+        """Fit in-situ parameters to measured runs (or a profiler trace); in-sample and leave-one-out errors."""
+        if trace is not None:
+            if runs is not None:
+                raise SpecError("--trace", str(trace), "give measured runs or a trace, not both")
+            _trace(trace, gpu, out, cluster, json_)
+            return
+        from teton.progress import progress_bar
+        from teton.validation.fit import KEPT, catalog_entry, fit_runs
+        from teton.validation.residuals import compare_candidates, ratio_errors, residual_trends
+        from teton.validation.runs import load_runs
+        from teton.validation.training import ratio_pairs, training_runs
+
+        keys = _parse_params(params)
+        bundled = runs is None
+        if write_catalog and (not bundled or keys != KEPT):
+            raise SpecError("--write-catalog", True, "regenerates the catalog from the bundled training set with "
+                            "the kept parameters only: give no RUNS and no --params")
+        measured = training_runs() if bundled else tuple(load_runs(runs))
+        pairs = ratio_pairs() if bundled else []
+        with progress_bar() as bar:
+            if candidates:
+                task = bar.add_task("fitting candidate sets", total=None)
+                rows = compare_candidates(measured, progress=lambda i, n: bar.update(task, completed=i, total=n),
+                                          pairs=pairs)
+            else:
+                task = bar.add_task("leave-one-out refits", total=None)
+                result = fit_runs(measured, keys, progress=lambda i, n: bar.update(task, completed=i, total=n),
+                                  pairs=tuple((a, b) for _, a, b, _ in pairs))
+        if candidates:
+            if json_:
+                print_json({"candidates": rows})
+                return
+            _print_candidates(rows)
+            return
+        d = result.as_dict()
+        d["ratios"] = ratio_errors(result, pairs)
+        trends = residual_trends(result)
+        catalog = _catalog_comparison(result) if bundled and keys == KEPT else None
+        written = None
+        if write_catalog:
+            from importlib import resources
+
+            from teton.hardware.in_situ import FITTED_FILE
+
+            target = Path(str(resources.files("teton.hardware").joinpath(FITTED_FILE)))
+            target.write_text(json.dumps(catalog_entry(result, "bundled (teton.validation.training)"), indent=2) + "\n")
+            written = str(target)
+        elif out is not None:
+            mapping, header = cluster_file(result, measured)
+            _write_yaml(out, mapping, header)
+            written = str(out)
+        if json_:
+            print_json({**d, "residual_trends": trends, "catalog": catalog, "out": written})
+            return
+        _print_fit(d, trends, catalog, write_catalog)
+        if written:
+            from teton.cli._common import console as output_console
+
+            where = Path(written).resolve()
+            hint = "" if write_catalog else f": use it as `cluster: {where}` or `--set cluster={where}`"
+            output_console().print(f"wrote {written}{hint}")
+
+
+def _print_candidates(rows: list[dict]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from teton.cli._common import console as output_console
+
+    t = Table(title="candidate in-situ parameter sets on these runs", title_justify="left")
+    for col in ("parameters", "fitted", "in-sample mean", "LOO mean", "LOO max", "ratios ok (in / LPO)",
+                "residual trends"):
+        t.add_column(col, justify="left" if col in ("parameters", "fitted", "residual trends") else "right",
+                     overflow="fold")
+    for r in rows:
+        fitted = ", ".join(f"{k} {v:.4g}" + ("" if r["identified"][k] else " (n.i.)") for k, v in r["values"].items())
+        t.add_row(", ".join(r["parameters"]), escape(fitted), f"{r['in_sample_mean_abs'] * 100:.2f} %",
+                  f"{r['loo_mean_abs'] * 100:.2f} %", f"{r['loo_max_abs'] * 100:.2f} %",
+                  f"{r['ratios_within_in_sample']} / {r['ratios_within_leave_pair_out']} of {r['ratios']}"
+                  if r["ratios"] else "-", ", ".join(r["trends"]) or "none")
+    output_console().print(t)

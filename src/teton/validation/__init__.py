@@ -1,0 +1,1 @@
+"""Validation: published measurements, the in-situ fit, and calibration from a user's runs and traces."""

@@ -1,0 +1,112 @@
+"""The in-situ parameters in the engine, the prediction modes, the training set's memory terms, and
+`teton fit --trace` / `teton validate` from the command line."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+import teton
+from teton.engine.prepare import default_placement, make_cost_model, network_cost_model
+from teton.hardware.in_situ import fitted_values
+
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+
+
+def test_a_jobs_collectives_take_one_over_the_in_situ_factor_of_nccl_tests(example_spec):
+    from teton.spec import load_spec
+
+    spec = load_spec(example_spec)
+    job_view, nccl_tests = make_cost_model(spec), network_cost_model(spec)
+    factor = fitted_values("hopper")["collective_in_situ"]
+    groups = default_placement(spec).groups("tp")
+    assert job_view.collective_time("all_gather", groups, 2**28) == pytest.approx(
+        nccl_tests.collective_time("all_gather", groups, 2**28) / factor)
+    burst = teton.simulate(example_spec, ["cluster.efficiency.profile=burst"])
+    in_situ = teton.simulate(example_spec)
+    assert in_situ.breakdown["tp_comm"] == pytest.approx(burst.breakdown["tp_comm"] / factor, rel=1e-9)
+
+
+def test_tensor_core_factor_slows_gemms_and_attention_only(example_spec):
+    burst = teton.simulate(example_spec, ["cluster.efficiency.profile=burst"])
+    half = teton.simulate(example_spec, ["cluster.efficiency.profile=burst",
+                                         "cluster.efficiency.tensor_core_in_situ=0.5"])
+    assert half.breakdown["compute"] > 1.8 * burst.breakdown["compute"]
+    assert half.breakdown["tp_comm"] == burst.breakdown["tp_comm"]
+    assert half.prediction_mode == "calibrated" and half.step_time_s_low is None  # no fit behind a hand value
+
+
+def test_a_family_without_training_runs_borrows_and_says_so():
+    r = teton.simulate({"cluster": {"base": "dgx-h100-superpod", "gpu": "b200"}, "model": "llama3-8b",
+                        "job": {"gpus": 8, "tp": 8, "global_batch": 8}})
+    assert any("b200" in n and "hopper" in n for n in r.notes)
+    assert fitted_values("blackwell") == fitted_values("hopper")
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("cluster.efficiency.profile=bursty", "cluster.efficiency.profile"),
+    ("cluster.efficiency.tensor_core_in_situ=3", "cluster.efficiency.tensor_core_in_situ"),
+    ("cluster.efficiency.kernel_gap_s=1", "seconds per kernel"),
+    ("cluster.efficiency.band_low=2", "cluster.efficiency.band_low"),
+    ("cluster.efficiency.in_situ=0.9", "unknown"),
+])
+def test_bad_efficiency_entries_are_one_line_errors(cli, example_spec, override, needle):
+    code, _, err = cli("run", str(example_spec), "--set", override)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_korthikanti_figure1_memory_terms_within_5_percent():
+    from teton.validation.cases import korthikanti_figure1
+
+    rows = korthikanti_figure1()
+    assert len(rows) == 12
+    for r in rows:
+        assert abs(r.error) <= 0.05, (r.metric, r.published, r.predicted)
+
+
+def test_validate_shows_three_columns_and_judges_leave_one_out(cli):
+    code, out, _ = cli("validate", "--case", "korthikanti-2022-table5")
+    assert code == 0
+    assert "burst" in out and "in-sample" in out and "leave-one-out" in out and "ok (LOO)" in out
+    code, out, _ = cli("validate", "--case", "korthikanti-2022-table5", "--json")
+    rows = json.loads(out)["rows"]
+    assert len(rows) == 12  # 8 step times, 4 selective / full ratios
+    for r in rows:
+        assert {"burst", "in_sample", "loo", "error_burst", "error_in_sample", "error_loo"} <= set(r)
+        assert r["within_tolerance"]
+
+
+@pytest.mark.parametrize("trace, estimated", [
+    ("a100-16rank-rank0.kineto.json.gz", {"tensor_core_in_situ", "kernel_gap_s"}),
+    ("a100-2rank-nccl.kineto.json.gz", {"collective_in_situ", "kernel_gap_s"}),
+])
+def test_fit_trace_writes_a_cluster_every_verb_accepts(tmp_path, cli, trace, estimated):
+    out = tmp_path / "cluster.yaml"
+    code, stdout, err = cli("fit", "--trace", str(TRACES / trace), "--out", str(out), "--json")
+    assert code == 0, err
+    d = json.loads(stdout)
+    assert set(d["in_situ"]) == estimated
+    spec = yaml.safe_load(out.read_text())
+    assert spec["base"] in ("dgx-a100-superpod", "meta-rsc-16k")  # an A100 cluster for an A100 trace
+    for key, value in spec["efficiency"].items():
+        from teton.hardware.in_situ import PARAMETERS
+
+        lo, hi = PARAMETERS[key].bounds
+        assert lo <= value <= hi  # clipped into the parameter's range
+    code, stdout, err = cli("run", "examples/llama3-405b-16k.yaml", "--set", f"cluster={out}",
+                            "--set", "job.gpus=1024", "--set", "job.dp=8", "--set", "job.global_batch=128", "--json")
+    assert code == 0, err
+    assert json.loads(stdout)["prediction_mode"] == "calibrated"
+
+
+def test_fit_trace_bad_inputs_are_one_line_errors(tmp_path, cli):
+    text = tmp_path / "notes.json"
+    text.write_text("not json")
+    chrome = tmp_path / "chrome.json"
+    chrome.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "main", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}))
+    for path, extra in ((text, []), (chrome, []), (tmp_path / "missing.json.gz", []),
+                        (TRACES / "a100-16rank-rank0.kineto.json.gz", ["--cluster", "meta-roce-24k", "--out",
+                                                                       str(tmp_path / "c.yaml")])):
+        code, _, err = cli("fit", "--trace", str(path), *extra)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
