@@ -264,16 +264,30 @@ def _refits(runs, params, x, held: list[list[int]], progress) -> list[tuple[np.n
             return out
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"), initializer=_ignore_sigint)
+        try:
             futures = [pool.submit(_refit_task, h) for h in held]
             out = []
             for i, f in enumerate(futures):
                 out.append(f.result())
                 if progress is not None:
                     progress(i + 1, total)
+            pool.shutdown()
             return out
+        except BaseException:  # Ctrl-C or a failed refit: stop the workers, don't wait for them
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     finally:
         _REFIT.clear()
+
+
+def _ignore_sigint() -> None:
+    """Refit workers leave Ctrl-C to the parent, which stops them."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def fit_runs(runs: list[MeasuredRun] | tuple[MeasuredRun, ...], keys: tuple[str, ...] = KEPT,
