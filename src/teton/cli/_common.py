@@ -54,7 +54,8 @@ def click_error_exit(err: Exception) -> NoReturn:
     if show is not None and hasattr(err, "exit_code"):
         ctx = getattr(err, "ctx", None)
         cmd = f"{ctx.command_path}: " if ctx is not None else ""
-        print(f"error: {cmd}{show()}", file=sys.stderr)
+        if show().strip():  # `teton` alone printed its help: there is no error to add
+            print(f"error: {cmd}{show()}", file=sys.stderr)
         sys.exit(2 if getattr(err, "exit_code", 2) else 0)
     raise err
 

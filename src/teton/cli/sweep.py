@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
         from teton.errors import SpecError
         from teton.report.html import check_writable_file
         from teton.sweep.grid import parse_sweep
-        from teton.sweep.run import check_executor, run_sweep
+        from teton.sweep.run import check_executor, run_sweep, sweep_points
         from teton.sweep.store import ResultStore
 
         check_executor(executor, workers)
@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
             if value is not None and value < 1:
                 raise SpecError(name, value, "must be a positive integer")
         spec = parse_sweep(sweep_file)
+        sweep_points(spec)  # a filter that drops every point: an error before the results file exists
         with ResultStore(out) as store:
             stored = [0, 0]
 

@@ -243,6 +243,16 @@ def _rows_for(points: Sequence[Point], results: Sequence[dict[str, Any]]) -> lis
     return rows
 
 
+def sweep_points(sweep: Sweep) -> tuple[list[Point], int]:
+    """(points, how many the filters dropped); a SpecError when the filters drop them all (checked
+    before anything runs or any results file is created)."""
+    points, filtered = sweep.points()
+    if not points:
+        raise SpecError("filter", " and ".join(f.text for f in sweep.filters),
+                        f"drops every one of the grid's {sweep.size} points; nothing to simulate")
+    return points, filtered
+
+
 def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "local", workers: int | None = None,
               batch: int = 64, progress: Callable[[int, int], None] | None = None,
               on_batch: Callable[[int], None] | None = None) -> SweepSummary:
@@ -259,10 +269,7 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
     if not isinstance(executor, Executor):
         check_executor(executor, workers)
     t0 = time.perf_counter()
-    points, filtered = sweep.points()
-    if not points:
-        raise SpecError("filter", " and ".join(f.text for f in sweep.filters),
-                        f"drops every one of the grid's {sweep.size} points; nothing to simulate")
+    points, filtered = sweep_points(sweep)
     store.scope([p.key for p in points])
     store.discard_failed()
     done = store.done_keys()
