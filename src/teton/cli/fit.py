@@ -16,8 +16,6 @@ import typer
 from teton.cli._common import JsonFlag, print_json
 from teton.errors import SpecError
 
-CATALOG_TOLERANCE = 1e-3  # a fitted value this close to the catalog's is "the same"
-
 
 def _parse_params(text: str | None) -> tuple[str, ...]:
     from teton.validation.fit import KEPT
@@ -25,46 +23,6 @@ def _parse_params(text: str | None) -> tuple[str, ...]:
     if not text:
         return KEPT
     return tuple(k.strip() for k in text.split(",") if k.strip())
-
-
-def _catalog_comparison(result) -> list[dict]:
-    from teton.hardware.in_situ import fitted_catalog
-
-    values = fitted_catalog()["values"]
-    out = []
-    for p, v in zip(result.parameters, result.values, strict=True):
-        cat = values.get(p.family or "global", {}).get(p.key)
-        out.append({"name": p.name, "fitted": v, "catalog": cat,
-                    "same": cat is not None and abs(cat - v) <= CATALOG_TOLERANCE * max(1.0, abs(v))})
-    return out
-
-
-def cluster_file(result, runs) -> tuple[dict, str]:
-    """(cluster mapping, header) of a calibrated cluster: the runs' one cluster with the fitted
-    values and the leave-one-out band as ``efficiency:`` overrides."""
-    from teton.topology.cluster import CLUSTER_PRESETS
-
-    clusters = {r.spec.cluster.model_dump_json(exclude={"efficiency"}): r.spec.cluster for r in runs}
-    if len(clusters) > 1:
-        names = sorted({c.name for c in clusters.values()})
-        raise SpecError("--out", "one cluster file", f"the runs span {len(clusters)} clusters ({', '.join(names)}); "
-                        "fit each cluster's runs separately")
-    cluster = next(iter(clusters.values()))
-    family = runs[0].family
-    lo, hi = result.band(family)
-    own = {k: v for k, v in cluster.efficiency.items() if k not in ("profile", "band_low", "band_high")}
-    # the fit held every in-situ parameter it did not fit at its burst value: so does the file
-    eff = {**own, "profile": "burst", **{k: round(v, 6) for k, v in result.overrides(family).items()},
-           "band_low": round(lo, 6), "band_high": round(hi, 6)}
-    preset = CLUSTER_PRESETS.get(cluster.name)
-    if preset is not None and cluster.model_dump(exclude={"efficiency"}) == type(cluster)(**preset).model_dump(
-            exclude={"efficiency"}):
-        mapping = {"base": cluster.name, "efficiency": eff}
-    else:
-        mapping = {**cluster.model_dump(exclude_defaults=True), "efficiency": eff}
-    header = (f"# {cluster.name} calibrated by teton fit on {len(runs)} measured run(s); leave-one-out "
-              f"errors {lo * 100:+.1f} % .. {hi * 100:+.1f} %")
-    return mapping, header
 
 
 def _write_yaml(path: Path, mapping: dict, header: str) -> None:
@@ -239,7 +197,8 @@ def register(app: typer.Typer) -> None:
             _trace(trace, gpu, out, cluster, json_)
             return
         from teton.progress import progress_bar
-        from teton.validation.fit import KEPT, catalog_entry, fit_runs
+        from teton.validation.calibration import fitted_cluster
+        from teton.validation.fit import KEPT, catalog_entry, compare_with_catalog, fit_runs
         from teton.validation.residuals import compare_candidates, ratio_errors, residual_trends
         from teton.validation.runs import load_runs
         from teton.validation.training import ratio_pairs, training_runs
@@ -269,7 +228,7 @@ def register(app: typer.Typer) -> None:
         d = result.as_dict()
         d["ratios"] = ratio_errors(result, pairs)
         trends = residual_trends(result)
-        catalog = _catalog_comparison(result) if bundled and keys == KEPT else None
+        catalog = compare_with_catalog(result) if bundled and keys == KEPT else None
         written = None
         if write_catalog:
             from importlib import resources
@@ -280,7 +239,7 @@ def register(app: typer.Typer) -> None:
             target.write_text(json.dumps(catalog_entry(result, "bundled (teton.validation.training)"), indent=2) + "\n")
             written = str(target)
         elif out is not None:
-            mapping, header = cluster_file(result, measured)
+            mapping, header = fitted_cluster(result, measured)
             _write_yaml(out, mapping, header)
             written = str(out)
         if json_:

@@ -143,17 +143,13 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     split = work.split
     p, v, m = split.p, split.v, work.micro_batches
 
-    lf, lb = timer.block(work.layer)
     ef, eb = timer.block(work.embedding)
     hf, hb = timer.block(work.head)
     cats = ("compute", "tp", "cp", "ep")
-    layers = split.layers.astype(float)
-    fwd_parts = {k: layers * lf[k] for k in cats}
-    bwd_parts = {k: layers * lb[k] for k in cats}
-    if work.checkpointed_layers is not None:  # selective_layer: each chunk's plain and checkpointed layers
-        mix = [(timer.block(block), n.astype(float)) for block, n in work.layer_mix()]
-        fwd_parts = {k: sum(n * f[k] for (f, _), n in mix) for k in cats}
-        bwd_parts = {k: sum(n * b[k] for (_, b), n in mix) for k in cats}
+    # each chunk's layers at their block's time (selective_layer: its plain and checkpointed ones)
+    mix = [(timer.block(block), n.astype(float)) for block, n in work.layer_mix()]
+    fwd_parts = {k: sum(n * f[k] for (f, _), n in mix) for k in cats}
+    bwd_parts = {k: sum(n * b[k] for (_, b), n in mix) for k in cats}
     for k in cats:
         fwd_parts[k][0, 0] += ef[k]
         bwd_parts[k][0, 0] += eb[k]

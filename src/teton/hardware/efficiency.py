@@ -167,6 +167,13 @@ PROFILES = ("in_situ", "burst")
 BAND_KEYS = ("band_low", "band_high")
 
 
+def microbenchmark_overrides(overrides: dict | None) -> dict:
+    """A cluster's ``efficiency:`` entries that replace microbenchmark figures (not the in-situ
+    values, the profile or a fit's band): what a new fit keeps of a cluster."""
+    return {k: v for k, v in (overrides or {}).items()
+            if k not in IN_SITU_PARAMETERS and k != "profile" and k not in BAND_KEYS}
+
+
 def family_of(gpu: GPU) -> str:
     """The architecture family whose efficiency table (and in-situ values) ``gpu`` uses."""
     return _FAMILY.get(gpu.name, "hopper")
@@ -214,14 +221,14 @@ def with_overrides(eff: Efficiency, overrides: dict[str, float | str] | None) ->
 def in_situ_band(gpu: GPU, overrides: dict | None) -> tuple[float, float] | None:
     """(low, high) relative leave-one-out errors of the fit behind a cluster's in-situ values:
     the cluster's own ``band_low`` / ``band_high`` (written by ``teton fit --out``), else the
-    catalog's band for the family when the catalog's fitted values are in use unchanged; None in
+    catalog's band when the catalog's fitted values are in use unchanged; None in
     the burst profile or when in-situ values were set by hand (no fit to take a band from)."""
     o = overrides or {}
     if all(k in o for k in BAND_KEYS):
         return float(o["band_low"]), float(o["band_high"])
     if profile_of(o) != "in_situ" or any(k in IN_SITU_PARAMETERS for k in o):
         return None
-    return catalog_band(family_of(gpu))
+    return catalog_band()
 
 
 def prediction_mode(gpu: GPU, overrides: dict | None) -> tuple[str, str | None]:

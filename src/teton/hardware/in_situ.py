@@ -20,6 +20,7 @@ others stay at their burst value), chosen on the training set's evidence: ``teto
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
@@ -70,28 +71,20 @@ PARAMETERS: dict[str, InSituParameter] = {p.key: p for p in (
 FITTED_FILE = "in_situ_fitted.json"
 
 
+@functools.lru_cache(maxsize=1)
 def fitted_catalog() -> dict:
-    """The catalog's fitted values: ``{"values": {family | "global": {key: value}}, "band": ...,
-    "training_set": ..., "date": ...}`` as ``teton fit --write-catalog`` wrote them."""
-    return _load()
-
-
-_CACHE: dict[str, dict] = {}
-
-
-def _load() -> dict:
-    hit = _CACHE.get(FITTED_FILE)
-    if hit is None:
-        text = resources.files("teton.hardware").joinpath(FITTED_FILE).read_text()
-        hit = _CACHE[FITTED_FILE] = json.loads(text)
-    return hit
+    """The catalog's fitted values as ``teton fit --write-catalog`` wrote them: ``values``
+    (family | "global" -> key -> value), ``band`` (leave-one-out error range per family and
+    ``all``), ``borrow`` (family without training runs -> the family it takes values from),
+    ``parameters`` and ``training_set``."""
+    return json.loads(resources.files("teton.hardware").joinpath(FITTED_FILE).read_text())
 
 
 def fitted_values(family: str) -> dict[str, float]:
     """The in-situ values for a GPU family: its own fitted ones and the global ones. A family with
     no training run borrows those of the family named in the catalog's ``borrow`` map (recorded in
     ``teton run``'s notes) and otherwise keeps the burst figures."""
-    cat = _load()
+    cat = fitted_catalog()
     values = cat["values"]
     own = values.get(family)
     if own is None:
@@ -99,17 +92,25 @@ def fitted_values(family: str) -> dict[str, float]:
     return {**values.get("global", {}), **own}
 
 
+def catalog_value(key: str, family: str | None) -> float | None:
+    """The catalog's value of one parameter: of ``family`` for a per-family key, the global one
+    for ``family=None``; None if the catalog has none."""
+    if family is None:
+        return fitted_catalog()["values"].get("global", {}).get(key)
+    return fitted_values(family).get(key)
+
+
 def borrowed_from(family: str) -> str | None:
     """The family whose fitted values ``family`` uses, when it has none of its own."""
-    cat = _load()
+    cat = fitted_catalog()
     if family in cat["values"]:
         return None
     return cat.get("borrow", {}).get(family)
 
 
-def band(family: str) -> tuple[float, float] | None:
+def band() -> tuple[float, float] | None:
     """(low, high) relative leave-one-out errors of the catalog's fit over the whole training set
-    (None if the catalog has none). The whole set's range, not the family's own: three Hopper
-    rows from one stack would give a band narrower than a new stack on the same GPU deserves."""
-    b = _load().get("band", {})
+    (None if the catalog has none). The whole set's range, not a family's own: three Hopper rows
+    from one stack would give a band narrower than a new stack on the same GPU deserves."""
+    b = fitted_catalog().get("band", {})
     return tuple(b["all"]) if "all" in b else None

@@ -88,12 +88,14 @@ class AnalyticalCostModel:
     def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
         """(bus bandwidth bytes/s, per-step latency s) of the slowest group, contention included."""
         link, factor, latency = self.path(op, groups)
-        nvlink = self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvlink")
-        if link == "nvls":
-            return self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvls"), latency
-        if link == "nvlink":
-            return nvlink, latency
-        return float(min(nvlink, self.nic_bw * self.eff.busbw_fraction("net") * factor)), latency
+        return self._bus_bw(link, factor), latency
+
+    def _bus_bw(self, link: str, factor: float) -> float:
+        """Bus bandwidth of a path: NVLink (NVLS) inside a host; across hosts ``factor`` NICs' worth,
+        never more than NVLink."""
+        if link != "net":
+            return self._link_bw[link]
+        return min(self._link_bw["nvlink"], self._link_bw["net"] * factor)
 
     def path(self, op: str, groups: np.ndarray) -> tuple[str, float, float]:
         """(link, factor, per-step latency s): where the slowest group's collective runs (``nvls``
@@ -143,9 +145,7 @@ class AnalyticalCostModel:
                 _PATH_CACHE.clear()
             hit = _PATH_CACHE[key] = self.path(op, groups)
         link, factor, alpha = hit
-        bw = self._link_bw[link] * (factor if link == "net" else 1.0)
-        if link == "net":
-            bw = min(bw, self._link_bw["nvlink"])
+        bw = self._bus_bw(link, factor)
         steps = ring_steps(op, n)
         if op == "all_reduce" and n > 2:
             # NCCL switches to (double binary) trees when latency dominates: log2 n steps up and down

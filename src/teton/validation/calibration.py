@@ -1,5 +1,5 @@
-"""Measured efficiencies into a cluster spec: what ``teton calibrate`` and ``teton fit --trace``
-write, and ``teton validate --calibration`` reads.
+"""Measured efficiencies into a cluster spec: what ``teton calibrate``, ``teton fit --out`` and
+``teton fit --trace --out`` write, and ``teton validate --calibration`` reads.
 
 A calibration JSON is ``benchmarks/device/calibrate_hopper.py``'s output (its
 ``efficiency_overrides``: fractions of the datasheet peaks) or a plain mapping of override keys.
@@ -58,3 +58,32 @@ def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
                                            for k, v in overrides.items()}}
     cluster_efficiency(base.gpu_spec, merged)  # raises SpecError naming the bad key / value
     return {"base": cluster, "efficiency": merged}
+
+
+def fitted_cluster(result, runs) -> tuple[dict, str]:
+    """(cluster mapping, header) of a cluster calibrated by a fit on measured runs: the runs' one
+    cluster with ``profile: burst`` (the fit held every in-situ parameter it did not fit at its
+    burst value, and so do predictions from the file), the fitted values and the leave-one-out
+    band as ``efficiency:`` entries; its own microbenchmark overrides are kept."""
+    from teton.hardware.efficiency import microbenchmark_overrides
+    from teton.topology.cluster import CLUSTER_PRESETS
+
+    clusters = {r.spec.cluster.model_dump_json(exclude={"efficiency"}): r.spec.cluster for r in runs}
+    if len(clusters) > 1:
+        names = sorted({c.name for c in clusters.values()})
+        raise SpecError("--out", "one cluster file", f"the runs span {len(clusters)} clusters ({', '.join(names)}); "
+                        "fit each cluster's runs separately")
+    cluster = next(iter(clusters.values()))
+    family = runs[0].family
+    lo, hi = result.band(family)
+    eff = {**microbenchmark_overrides(cluster.efficiency), "profile": "burst", **{k: round(v, 6) for k, v in result.overrides(family).items()},
+           "band_low": round(lo, 6), "band_high": round(hi, 6)}
+    preset = CLUSTER_PRESETS.get(cluster.name)
+    if preset is not None and cluster.model_dump(exclude={"efficiency"}) == type(cluster)(**preset).model_dump(
+            exclude={"efficiency"}):
+        mapping = {"base": cluster.name, "efficiency": eff}
+    else:
+        mapping = {**cluster.model_dump(exclude_defaults=True), "efficiency": eff}
+    header = (f"# {cluster.name} calibrated by teton fit on {len(runs)} measured run(s); leave-one-out "
+              f"errors {lo * 100:+.1f} % .. {hi * 100:+.1f} %")
+    return mapping, header

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from teton.errors import SpecError
-from teton.hardware.efficiency import BAND_KEYS
-from teton.hardware.in_situ import PARAMETERS, fitted_values
+from teton.hardware.efficiency import microbenchmark_overrides
+from teton.hardware.in_situ import PARAMETERS, catalog_value
 from teton.spec import Spec
 from teton.validation.runs import MeasuredRun
 
@@ -81,8 +81,7 @@ def run_spec(run: MeasuredRun, values: dict[str, float]) -> Spec:
     """The run's spec on the burst profile with ``values`` (in-situ key -> value) on top; its
     cluster's own microbenchmark overrides are kept."""
     cluster = run.spec.cluster
-    own = {k: v for k, v in cluster.efficiency.items() if k not in PARAMETERS and k not in ("profile", *BAND_KEYS)}
-    eff = {**own, "profile": "burst", **{k: v for k, v in values.items() if k != "gpu_speed_cv"}}
+    eff = {**microbenchmark_overrides(cluster.efficiency), "profile": "burst", **{k: v for k, v in values.items() if k != "gpu_speed_cv"}}
     update = {"efficiency": eff, "gpu_speed_cv": values.get("gpu_speed_cv", cluster.gpu_speed_cv)}  # a cluster field
     return run.spec.model_copy(update={"cluster": cluster.model_copy(update=update)})
 
@@ -106,22 +105,6 @@ def _from_unit(params, u) -> np.ndarray:
     return np.array([p.bounds[0] + ui * (p.bounds[1] - p.bounds[0]) for p, ui in zip(params, u, strict=True)])
 
 
-def _start(params) -> np.ndarray:
-    """Start from the catalog's values where it has them, else mid-range."""
-    out = []
-    for p in params:
-        cat = fitted_values(p.family or "").get(p.key) if p.family else _global_catalog(p.key)
-        lo, hi = p.bounds
-        out.append(min(hi, max(lo, cat)) if cat is not None else (lo + hi) / 2)
-    return np.array(out)
-
-
-def _global_catalog(key: str) -> float | None:
-    from teton.hardware.in_situ import fitted_catalog
-
-    return fitted_catalog()["values"].get("global", {}).get(key)
-
-
 def least_squares_fit(runs, params, x0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(x, residuals, Jacobian in natural units) of the bounded log-step-time fit."""
     from scipy.optimize import least_squares
@@ -131,7 +114,8 @@ def least_squares_fit(runs, params, x0: np.ndarray | None = None) -> tuple[np.nd
     def residuals(u: np.ndarray) -> np.ndarray:
         return np.log(predict_s(runs, params, _from_unit(params, u))) - meas
 
-    u0 = np.clip(_to_unit(params, _start(params) if x0 is None else x0), 1e-6, 1 - 1e-6)
+    # a fresh fit starts mid-range, not from the catalog, so that re-fitting checks the catalog
+    u0 = np.full(len(params), 0.5) if x0 is None else np.clip(_to_unit(params, x0), 1e-6, 1 - 1e-6)
     sol = least_squares(residuals, u0, bounds=(0.0, 1.0), diff_step=1e-4, xtol=1e-7, ftol=1e-8, gtol=1e-8,
                         max_nfev=200)
     scale = np.array([p.bounds[1] - p.bounds[0] for p in params])
@@ -227,7 +211,7 @@ def _held_out(runs, params, x, held: list[int], notes: list[str]) -> np.ndarray:
         values = dict(zip(free, xi, strict=True))
     for p in params:
         if p not in values:
-            cat = fitted_values(p.family).get(p.key) if p.family else _global_catalog(p.key)
+            cat = catalog_value(p.key, p.family)
             values[p] = cat if cat is not None else PARAMETERS[p.key].burst
             notes.append(f"{', '.join(runs[i].name for i in held)}: no other run informs {p.name}; held out, "
                          f"it keeps the catalog's {values[p]:.4g}")
@@ -339,3 +323,17 @@ def catalog_entry(result: FitResult, training_set: str) -> dict:
     return {"training_set": training_set, "parameters": [p.name for p in result.parameters],
             "values": values, "band": band, "borrow": fitted_catalog().get("borrow", {}),
             "written_by": "teton fit --write-catalog"}
+
+
+CATALOG_TOLERANCE = 1e-3  # a fitted value this close (relative) to the catalog's is "the same"
+
+
+def compare_with_catalog(result: FitResult) -> list[dict]:
+    """Each fitted value beside the catalog's, and whether they agree within ``CATALOG_TOLERANCE``
+    (what ``teton fit`` on the bundled set reports; ``--write-catalog`` regenerates the catalog)."""
+    out = []
+    for p, v in zip(result.parameters, result.values, strict=True):
+        cat = catalog_value(p.key, p.family)
+        out.append({"name": p.name, "fitted": v, "catalog": cat,
+                    "same": cat is not None and abs(cat - v) <= CATALOG_TOLERANCE * max(1.0, abs(v))})
+    return out
