@@ -1,6 +1,6 @@
 """``teton report`` benchmark: wall time of the default HTML report (all sections but search) of
 the Llama 3 405B example, as the CLI runs it in a fresh process (imports included), then with
-``--png`` (target: the default report under ~15 s).
+``--png-dir`` (target: the default report under ~15 s).
 
     .venv/bin/python benchmarks/bench_report.py
 """
@@ -29,11 +29,11 @@ def main() -> None:
         out = Path(d) / "report.html"
         html_s = run("--out", str(out))
         size_mb = out.stat().st_size / 1e6
-        png_s = run("--out", str(out), "--png", str(Path(d) / "png"))
+        png_s = run("--out", str(out), "--png-dir", str(Path(d) / "png"))
         pngs = len(list((Path(d) / "png").glob("*.png")))
         search_s = run("--out", str(out), "--sections", "all")
     print(f"default report (405B example): {html_s:.1f} s, {size_mb:.1f} MB")
-    print(f"  + --png ({pngs} charts):       {png_s:.1f} s")
+    print(f"  + --png-dir ({pngs} charts):       {png_s:.1f} s")
     print(f"  --sections all (with search): {search_s:.1f} s")
     assert html_s < 15.0, html_s
 

@@ -19,12 +19,17 @@ def cli(capsys, monkeypatch):
     from teton.cli import main
 
     def run(*args: str):
+        import signal
+
         monkeypatch.setattr(sys, "argv", ["teton", *map(str, args)])
         code = 0
+        handler = signal.getsignal(signal.SIGINT)  # main() installs its own and ignores a late Ctrl-C
         try:
             main()
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            signal.signal(signal.SIGINT, handler)
         out = capsys.readouterr()
         return code, out.out, out.err
 
@@ -32,3 +37,13 @@ def cli(capsys, monkeypatch):
 
 
 os.environ.setdefault("COLUMNS", "200")
+
+
+def pytest_configure(config):
+    """CI sets TETON_REQUIRE_TORCH=1: there the torch tests must run, not skip."""
+    if os.environ.get("TETON_REQUIRE_TORCH") == "1":
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise pytest.UsageError("TETON_REQUIRE_TORCH=1 but PyTorch is not installed: "
+                                    "pip install -e '.[torch]'") from None

@@ -12,7 +12,26 @@ class SpecError(ValueError):
     def __init__(self, field: str, value: object, allowed: str, where: str | None = None):
         self.field, self.value, self.allowed, self.where = field, value, allowed, where
         prefix = f"{where}: " if where else ""
-        super().__init__(f"{prefix}{field} = {value!r}: {allowed}")
+        super().__init__(one_line(f"{prefix}{field} = {_short_repr(value)}: {allowed}"))
+
+
+MAX_VALUE_CHARS = 300  # of a value's repr in a message: a whole file's contents would bury the rest
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks and other non-printable characters escaped (``\\n``, ``\\x1e``):
+    user input echoed in a message (a ``--set``, a file name, a library's multi-line message)
+    cannot break it over several lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _short_repr(value: object) -> str:
+    text = repr(value)
+    if len(text) <= MAX_VALUE_CHARS:
+        return text
+    return f"{text[:MAX_VALUE_CHARS]}... ({len(text):,} characters)"
 
 
 def from_validation(err, section: str, unknown_field=None, where=None) -> SpecError:

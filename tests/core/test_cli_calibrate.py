@@ -17,7 +17,7 @@ def _calibration(tmp_path, overrides, name="calibration.json", **extra):
 def test_calibrated_cluster_spec_carries_the_measurements_into_a_run(tmp_path, cli, example_spec):
     cal = _calibration(tmp_path, {"gemm_bf16": 0.7, "sustained_ratio": 0.9, "mem": 0.85})
     out = tmp_path / "cluster.yaml"
-    code, stdout, _ = cli("calibrate", str(cal), "--out", str(out), "--json")
+    code, stdout, _ = cli("calibrate", str(cal), "--cluster-out", str(out), "--json")
     assert code == 0
     d = json.loads(stdout)
     rows = {r["key"]: r for r in d["rows"]}
@@ -104,7 +104,7 @@ def test_device_calibration_script_runs_and_teton_accepts_its_output(tmp_path, c
     assert {"gemm_bf16", "sustained_ratio", "attn_fwd", "attn_bwd", "mem"} <= set(data["efficiency_overrides"])
     assert len(data["gemm"]) == 13 and len(data["attention"]) == 2
     assert data["layer"]["burst_s"] > 0 and data["layer"]["sustained_s"] > 0
-    code, stdout, _ = cli("calibrate", str(out), "--out", str(tmp_path / "cluster.yaml"), "--json")
+    code, stdout, _ = cli("calibrate", str(out), "--cluster-out", str(tmp_path / "cluster.yaml"), "--json")
     assert code == 0 and json.loads(stdout)["cluster"]["base"] == "meta-roce-24k"
     layer = json.loads(stdout)["layer"]
     assert layer["predicted_catalog_s"] > 0 and layer["predicted_calibrated_s"] > 0

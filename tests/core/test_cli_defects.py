@@ -27,7 +27,7 @@ def test_a_filter_that_drops_every_point_leaves_no_results_file(tmp_path, cli, e
     sweep.write_text(yaml.safe_dump({"base": str(example_spec), "grid": {"job.tp": [4, 8]},
                                      "filter": ["job.tp > 100"]}))
     out = tmp_path / "results.duckdb"
-    code, _, err = cli("sweep", str(sweep), "--out", str(out))
+    code, _, err = cli("sweep", str(sweep), "--db", str(out))
     assert code == 2 and "drops every one" in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.glob("results.duckdb*"))
 
@@ -35,3 +35,31 @@ def test_a_filter_that_drops_every_point_leaves_no_results_file(tmp_path, cli, e
 def test_fit_json_is_one_document(cli, tmp_path):
     code, out, _ = cli("fit", "--trace", str(TRACE), "--json")
     assert code == 0 and json.loads(out)["gpu"] == "a100-40gb"
+
+
+def test_set_errors_blame_the_set_not_the_file(cli, example_spec):
+    """A cross-field rule broken by an override names the --set that broke it, not a file line."""
+    for item in ("job.tp=3", "job.micro_batch=4096"):
+        code, _, err = cli("run", str(example_spec), "--set", item)
+        assert code == 2 and err.startswith(f"error: --set {item}:") and ".yaml:" not in err, err
+    # two overrides, one of which breaks the spec on its own: only that one is named
+    code, _, err = cli("run", str(example_spec), "--set", "job.seq_len=8192", "--set", "model.layers=7")
+    assert code == 2 and err.startswith("error: --set model.layers=7:") and "seq_len" not in err, err
+
+
+def test_a_file_error_is_still_blamed_on_the_file(tmp_path, cli, example_spec):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(example_spec.read_text().replace("dp: 128", "dp: 64"))
+    code, _, err = cli("run", str(bad), "--set", "job.seq_len=8192")
+    assert code == 2 and "bad.yaml:" in err and "--set" not in err, err
+
+
+def test_set_without_a_value_keeps_the_verb_prefix(cli, example_spec):
+    code, _, err = cli("run", str(example_spec), "--set")
+    assert code == 2 and err.strip() == "error: teton run: Option '--set' requires an argument."
+
+
+def test_the_placement_table_says_leaves(cli):
+    from teton.placement.compare import plural
+
+    assert [plural(n) for n in ("leaf", "rack", "switch", "pod")] == ["leaves", "racks", "switches", "pods"]

@@ -166,8 +166,8 @@ def test_fa3_on_a_gpu_without_fa3_is_an_error(tmp_path, cli):
 
 def test_trace_write_failure_is_one_line(tmp_path, cli):
     (tmp_path / "file").write_text("")
-    code, out, err = cli("run", _spec(tmp_path, SMALL), "--trace", tmp_path / "file" / "trace.json")
-    _one_line_error(code, err, "--trace")
+    code, out, err = cli("run", _spec(tmp_path, SMALL), "--timeline", tmp_path / "file" / "trace.json")
+    _one_line_error(code, err, "--timeline")
     assert out == ""
 
 
@@ -232,7 +232,7 @@ def test_presets_show_hbm_in_gib_and_no_fake_fp8(cli):
 @pytest.mark.parametrize("out_path,needle", [("NODIR/x.png", "existing directory"), ("x.txt", "image path")])
 def test_placement_study_checks_out_before_running(tmp_path, cli, out_path, needle):
     # was: a traceback from matplotlib after the whole study had run
-    code, _, err = cli("collective", "--placement-study", "--trials", "1", "--out", tmp_path / out_path)
+    code, _, err = cli("collective", "--placement-study", "--trials", "1", "--png", tmp_path / out_path)
     _one_line_error(code, err, needle)
 
 
@@ -244,7 +244,7 @@ def test_pinning_study_fits_a_small_cluster(cli):
     assert d["racks"] == 7 and len(d["normalized_busbw"]) == 6
 
 
-@pytest.mark.parametrize("args", [("--out", "plot.png"), ("--neighbours",)])
+@pytest.mark.parametrize("args", [("--png", "plot.png"), ("--neighbours",)])
 def test_study_only_options_are_not_silently_ignored(cli, args):
     code, _, err = cli("collective", "--gpus", "8", *args)
     _one_line_error(code, err, "--placement-study only")

@@ -199,10 +199,10 @@ def test_gpu_speed_variation_paces_large_jobs_more(example_spec):
 
 def test_run_writes_a_chrome_trace(example_spec, cli, tmp_path):
     out = tmp_path / "trace.json"
-    code, stdout, _ = cli("run", example_spec, "--json", "--trace", out)
+    code, stdout, _ = cli("run", example_spec, "--json", "--timeline", out)
     assert code == 0 and "timeline" not in json.loads(stdout)
     events = [e for e in json.loads(out.read_text())["traceEvents"] if e["ph"] == "X"]
     assert len(events) == 16 * 8 * 16 * 2  # ranks x chunks x micro-batches x passes
     assert max(e["ts"] + e["dur"] for e in events) <= json.loads(stdout)["step_time_s"] * 1e6 + 1
-    code, _, err = cli("run", example_spec, "--trace", tmp_path / "missing" / "t.json")
-    assert code == 2 and "--trace" in err
+    code, _, err = cli("run", example_spec, "--timeline", tmp_path / "missing" / "t.json")
+    assert code == 2 and "--timeline" in err

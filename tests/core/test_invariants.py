@@ -455,7 +455,7 @@ def test_every_verb_reports_the_same_step_time(cli, tmp_path):
 
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(f"base: {spec}\ngrid: {{job.precision: [bf16, fp8]}}\n")
-    code, out, _ = cli("sweep", sweep, "--out", tmp_path / "r.duckdb", "--executor", "serial", "--json")
+    code, out, _ = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial", "--json")
     top = {r["job.precision"]: r["step_time_s"] for r in json.loads(out)["top"]}
     assert top == {"bf16": api.step_time_s, "fp8": fp8.step_time_s}
 

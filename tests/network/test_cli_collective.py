@@ -26,7 +26,8 @@ def test_table_and_analytical_fidelity(cli):
 
 def test_routing_and_failures_options(cli):
     code, out, err = cli("collective", "--op", "all_reduce", "--gpus", "128", "--routing", "ecmp", "--qps", "1",
-                         "--fail-links", "50", "--placement", "random", "--seed", "3", "-b", "1G", "-e", "1G", "--json")
+                         "--fail-links", "50", "--policy", "random", "--seed", "3", "-b", "1G", "-e", "1G", "--json",
+                         "--fidelity", "flow")
     assert code == 0, err
     assert json.loads(out)[0]["busbw_gbps"] > 0
 
@@ -35,16 +36,17 @@ def test_routing_and_failures_options(cli):
     (["--gpus", "0"], "gpus"),
     (["--gpus", "30000"], "gpus"),
     (["--op", "all_gatherx"], "op"),
-    (["--routing", "ospf"], "routing"),
+    (["--routing", "ospf", "--fidelity", "flow"], "routing"),
     (["--algo", "bruck"], "algo"),
     (["--min-bytes", "1Q"], "min_bytes"),
     (["--max-bytes", "-5"], "max_bytes"),
     (["--min-bytes", "1G", "--max-bytes", "1M"], "min_bytes"),
     (["--cluster", "meta-roce-48k"], "cluster"),
-    (["--placement", "best"], "placement"),
+    (["--policy", "best"], "--policy"),
     (["--fidelity", "packet"], "fidelity"),
-    (["--fail-links", "-1"], "fail_links"),
-    (["--qps", "0"], "qps"),
+    (["--fail-links", "-1", "--fidelity", "flow"], "fail_links"),
+    (["--routing", "ecmp"], "--fidelity flow"),  # routing means nothing to the analytical model
+    (["--qps", "0", "--fidelity", "flow"], "qps"),
     (["--gpus", "abc"], "gpus"),
 ])
 def test_bad_arguments_give_one_line_errors_and_exit_2(cli, args, needle):
@@ -52,3 +54,12 @@ def test_bad_arguments_give_one_line_errors_and_exit_2(cli, args, needle):
     assert code == 2
     lines = [x for x in err.strip().splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
+
+
+def test_fidelity_defaults_to_analytical_as_in_every_verb(cli):
+    """--fidelity means one thing with one default everywhere (analytical, as a spec's network.fidelity)."""
+    _, default, _ = cli("collective", "--gpus", "128", "-b", "1G", "-e", "1G", "--json")
+    _, analytical, _ = cli("collective", "--gpus", "128", "-b", "1G", "-e", "1G", "--json", "--fidelity", "analytical")
+    assert json.loads(default) == json.loads(analytical)
+    code, _, err = cli("collective", "--gpus", "128", "--fail-links", "3")
+    assert code == 2 and "--fidelity flow only" in err

@@ -7,7 +7,7 @@ def test_cli_writes_html_and_pngs(cli, small_spec_path, tmp_path):
     out = tmp_path / "r.html"
     png = tmp_path / "png"
     code, stdout, stderr = cli("report", small_spec_path, "--out", out, "--sections", "step,memory,timeline",
-                               "--png", png, "--set", "job.micro_batch=2")
+                               "--png-dir", png, "--set", "job.micro_batch=2")
     assert code == 0, stderr
     assert out.is_file() and "wrote" in stdout
     html = out.read_text(encoding="utf-8")
@@ -45,5 +45,5 @@ def test_unwritable_out_is_one_line_exit_2(cli, small_spec_path, tmp_path):
 def test_png_path_that_is_a_file_is_exit_2(cli, small_spec_path, tmp_path):
     f = tmp_path / "file"
     f.write_text("")
-    code, _, stderr = cli("report", small_spec_path, "--out", tmp_path / "r.html", "--sections", "step", "--png", f)
-    assert code == 2 and "--png" in stderr
+    code, _, stderr = cli("report", small_spec_path, "--out", tmp_path / "r.html", "--sections", "step", "--png-dir", f)
+    assert code == 2 and "--png-dir" in stderr

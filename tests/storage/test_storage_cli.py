@@ -62,7 +62,7 @@ def test_writers_what_if(monkeypatch, capsys, spec_file):
 
 def test_scaling_plot(monkeypatch, capsys, spec_file, tmp_path):
     png = tmp_path / "scaling.png"
-    code, out, _ = run(monkeypatch, capsys, spec_file, "--json", "--scaling", "--out", png, "--tokens-per-s", "1e6")
+    code, out, _ = run(monkeypatch, capsys, spec_file, "--json", "--scaling", "--png", png, "--tokens-per-s", "1e6")
     d = json.loads(out)
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
     assert [r["writers"] for r in d["scaling"]][0] == 8 and d["scaling"][-1]["writers"] == 16384

@@ -159,7 +159,7 @@ def test_killed_process_keeps_committed_batches(tmp_path, small_sweep, cli, sig,
         assert stored == 6  # three committed batches of 2; nothing after
     else:  # batches that finished together share a commit; those still in flight are dropped, not half-written
         assert 6 <= stored < 12 and stored % 2 == 0
-    code, text, err = cli("sweep", sweep_file, "--out", out, "--executor", "serial", "--json")
+    code, text, err = cli("sweep", sweep_file, "--db", out, "--executor", "serial", "--json")
     assert code == 0, err
     d = json.loads(text)
     assert d["already_stored"] == stored and d["evaluated"] == 12 - stored
@@ -218,7 +218,7 @@ def test_missing_ray_is_a_one_line_error(monkeypatch, tmp_path, small_sweep, cli
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
     path = tmp_path / "s.json"
     path.write_text(json.dumps(small_sweep))
-    code, _, err = cli("sweep", path, "--out", tmp_path / "r.duckdb", "--executor", "ray")
+    code, _, err = cli("sweep", path, "--db", tmp_path / "r.duckdb", "--executor", "ray")
     assert code == 2 and "pip install ray" in err and err.count("\n") == 1
     assert not os.path.exists(tmp_path / "r.duckdb")
 
@@ -244,7 +244,7 @@ def test_ctrl_c_on_the_cli_stops_with_130_and_resumes(tmp_path, base_spec):
     path = tmp_path / "s.json"
     path.write_text(json.dumps(sweep))
     out = tmp_path / "r.duckdb"
-    cmd = [sys.executable, "-m", "teton", "sweep", str(path), "--out", str(out), "--workers", "2", "--batch", "2"]
+    cmd = [sys.executable, "-m", "teton", "sweep", str(path), "--db", str(out), "--workers", "2", "--batch", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             start_new_session=True)
     wal = out.with_suffix(".duckdb.wal")  # grows with each committed batch

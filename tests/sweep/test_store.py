@@ -43,9 +43,9 @@ def test_write_read_roundtrip_and_new_columns(tmp_path):
 def test_a_failed_write_rolls_back_and_names_out(tmp_path):
     with ResultStore(tmp_path / "r.duckdb") as store:
         store.write([_row("a", **{"job.tp": 4})])
-        with pytest.raises(SpecError, match="--out"):
+        with pytest.raises(SpecError, match="--db"):
             store.write([_row("b", **{"job.tp": "eight"}, new_metric=1.0)])  # BIGINT column, text value
-        with pytest.raises(SpecError, match="--out"):
+        with pytest.raises(SpecError, match="--db"):
             store.write([_row("a", **{"job.tp": 4})])  # duplicate key
         assert [r["key"] for r in store.rows()] == ["a"] and "new_metric" not in store.columns
 

@@ -17,7 +17,7 @@ def _write(tmp_path, name, sweep):
 
 def test_a_filter_that_drops_every_point_is_one_line_exit_2(cli, tmp_path, base_spec):
     sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}, "filter": ["job.tp > 100"]})
-    code, _, err = cli("sweep", sweep, "--out", tmp_path / "r.duckdb", "--executor", "serial")
+    code, _, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial")
     assert code == 2, err
     assert err.strip().count("\n") == 0 and "filter" in err and "job.tp > 100" in err and "every" in err
 
@@ -27,11 +27,11 @@ def test_rerun_with_a_changed_sweep_file_shows_this_sweeps_keys(cli, tmp_path, b
     the base's), so they are already stored: the table, JSON, Parquet and HTML still show its value."""
     out = tmp_path / "r.duckdb"
     first = _write(tmp_path, "a.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}})
-    assert cli("sweep", first, "--out", out, "--executor", "serial")[0] == 0
+    assert cli("sweep", first, "--db", out, "--executor", "serial")[0] == 0
     second = _write(tmp_path, "b.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2], "job.seq_len": [4096]}})
     pq, page = tmp_path / "b.parquet", tmp_path / "b.html"
-    code, text, err = cli("sweep", second, "--out", out, "--executor", "serial", "--json", "--parquet", pq,
-                          "--html", page)
+    code, text, err = cli("sweep", second, "--db", out, "--executor", "serial", "--json", "--parquet", pq,
+                          "--out", page)
     assert code == 0, err
     d = json.loads(text)
     assert (d["already_stored"], d["evaluated"]) == (2, 0)
@@ -43,7 +43,7 @@ def test_rerun_with_a_changed_sweep_file_shows_this_sweeps_keys(cli, tmp_path, b
 
 def test_unwritable_parquet_fails_before_the_sweep_runs(cli, tmp_path, base_spec):
     sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}})
-    code, _, err = cli("sweep", sweep, "--out", tmp_path / "r.duckdb", "--executor", "serial",
+    code, _, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial",
                        "--parquet", tmp_path / "no-such-dir" / "r.parquet")
     assert code == 2 and "--parquet" in err and err.strip().count("\n") == 0
     assert not (tmp_path / "r.duckdb").exists()  # nothing was simulated or stored
@@ -61,7 +61,7 @@ def test_html_page_counts_every_stored_point_and_matches_the_store(cli, tmp_path
     table carries the store's numbers (memory in GiB, as ``teton run`` prints it)."""
     sweep = _write(tmp_path, "s.yaml", small_sweep)
     out, page = tmp_path / "r.duckdb", tmp_path / "s.html"
-    code, _, err = cli("sweep", sweep, "--out", out, "--executor", "serial", "--html", page)
+    code, _, err = cli("sweep", sweep, "--db", out, "--executor", "serial", "--out", page)
     assert code == 0, err
     text = page.read_text(encoding="utf-8")
     assert "12 stored points" in text and "8 simulated" in text and "4 invalid" in text
@@ -70,7 +70,7 @@ def test_html_page_counts_every_stored_point_and_matches_the_store(cli, tmp_path
     head, body = cells[0], cells[1:]
     assert head[:3] == ["job.tp", "job.pp", "job.precision"] and "mem GiB" in head
     con = duckdb.connect(str(out), read_only=True)
-    stored = con.execute('SELECT "job.tp", "job.pp", "job.precision", step_time_s, mfu, memory_per_gpu_bytes '
+    stored = con.execute('SELECT "job.tp", "job.pp", "job.precision", step_time_s, mfu_bf16, memory_per_gpu_bytes '
                          "FROM results WHERE status = 'ok' AND fits_in_memory").fetchall()
     assert len(body) == len(stored) == 8
     want = {(str(tp), str(pp), prec): (f"{t:.3f}", f"{m * 100:.1f} %", f"{b / 2**30:.1f}")
@@ -84,7 +84,7 @@ def test_table_memory_is_in_gib_like_teton_run(cli, tmp_path, base_spec):
     import teton
 
     sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [2]}})
-    code, out, err = cli("sweep", sweep, "--out", tmp_path / "r.duckdb", "--executor", "serial")
+    code, out, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial")
     assert code == 0, err
     spec = {**base_spec, "job": {**base_spec["job"], "tp": 2}}
     gib = teton.simulate(spec).memory_per_gpu_bytes / 2**30
@@ -97,7 +97,7 @@ def test_narrow_terminal_never_truncates_the_numbers(cli, tmp_path, base_spec, m
     keys = {"job.tp": [2], "job.pp": [1], "job.precision": ["bf16"], "job.zero": [1], "job.recompute": ["none"],
             "job.sequence_parallel": [True], "job.micro_batch": [1]}
     sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": keys})
-    code, out, err = cli("sweep", sweep, "--out", tmp_path / "r.duckdb", "--executor", "serial")
+    code, out, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial")
     assert code == 0, err
     con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
     step, mfu = con.execute("SELECT step_time_s, mfu FROM results").fetchone()
@@ -113,7 +113,7 @@ def test_local_pool_gives_the_serial_results(cli, tmp_path, small_sweep, workers
     stores = {}
     for name, args in (("serial", ["--executor", "serial"]), ("pool", ["--workers", str(workers), "--batch", "3"])):
         out = tmp_path / f"{name}.duckdb"
-        assert cli("sweep", sweep, "--out", out, *args)[0] == 0
+        assert cli("sweep", sweep, "--db", out, *args)[0] == 0
         stores[name] = duckdb.connect(str(out), read_only=True).execute(f"SELECT {cols} FROM results ORDER BY key").fetchall()
     assert len(stores["serial"]) == 12 and stores["serial"] == stores["pool"]
 
@@ -125,6 +125,6 @@ def test_a_duckdb_file_with_a_foreign_results_table_is_one_line_exit_2(cli, tmp_
     con.execute("INSERT INTO results VALUES (1, 'x')")
     con.close()
     sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}})
-    code, _, err = cli("sweep", sweep, "--out", out, "--executor", "serial")
-    assert code == 2 and "--out" in err and "results" in err and err.strip().count("\n") == 0
+    code, _, err = cli("sweep", sweep, "--db", out, "--executor", "serial")
+    assert code == 2 and "--db" in err and "results" in err and err.strip().count("\n") == 0
     assert duckdb.connect(str(out), read_only=True).execute("SELECT * FROM results").fetchall() == [(1, "x")]

@@ -109,7 +109,7 @@ def _user_runs(tmp_path, factor: float):
 def test_user_runs_calibrate_a_cluster_file(tmp_path, cli):
     (tmp_path / "runs.yaml").write_text(yaml.safe_dump({"runs": _user_runs(tmp_path, 1.25)}))
     out = tmp_path / "cluster.yaml"
-    code, stdout, err = cli("fit", str(tmp_path / "runs.yaml"), "--out", str(out), "--json")
+    code, stdout, err = cli("fit", str(tmp_path / "runs.yaml"), "--cluster-out", str(out), "--json")
     assert code == 0, err
     d = json.loads(stdout)
     assert len(d["rows"]) == 3 and all(abs(r["error_in_sample"]) < 0.02 for r in d["rows"])
@@ -178,7 +178,7 @@ def test_out_refuses_runs_of_several_clusters(tmp_path, cli):
     b = [dict(e, spec={"cluster": "meta-roce-24k", "model": "llama3-8b",
                        "job": {"gpus": 64, "tp": 8, "global_batch": 64}}, set=[]) for e in a[:1]]
     (tmp_path / "runs.yaml").write_text(yaml.safe_dump({"runs": a + b}))
-    code, _, err = cli("fit", str(tmp_path / "runs.yaml"), "--out", str(tmp_path / "c.yaml"))
+    code, _, err = cli("fit", str(tmp_path / "runs.yaml"), "--cluster-out", str(tmp_path / "c.yaml"))
     assert code == 2 and "clusters" in err and len(err.strip().splitlines()) == 1
 
 

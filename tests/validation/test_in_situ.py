@@ -83,7 +83,7 @@ def test_validate_shows_three_columns_and_judges_leave_one_out(cli):
 ])
 def test_fit_trace_writes_a_cluster_every_verb_accepts(tmp_path, cli, trace, estimated):
     out = tmp_path / "cluster.yaml"
-    code, stdout, err = cli("fit", "--trace", str(TRACES / trace), "--out", str(out), "--json")
+    code, stdout, err = cli("fit", "--trace", str(TRACES / trace), "--cluster-out", str(out), "--json")
     assert code == 0, err
     d = json.loads(stdout)
     assert set(d["in_situ"]) == estimated
@@ -106,7 +106,7 @@ def test_fit_trace_bad_inputs_are_one_line_errors(tmp_path, cli):
     chrome = tmp_path / "chrome.json"
     chrome.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "main", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]}))
     for path, extra in ((text, []), (chrome, []), (tmp_path / "missing.json.gz", []),
-                        (TRACES / "a100-16rank-rank0.kineto.json.gz", ["--cluster", "meta-roce-24k", "--out",
+                        (TRACES / "a100-16rank-rank0.kineto.json.gz", ["--cluster", "meta-roce-24k", "--cluster-out",
                                                                        str(tmp_path / "c.yaml")])):
         code, _, err = cli("fit", "--trace", str(path), *extra)
         assert code == 2 and len(err.strip().splitlines()) == 1, err

@@ -50,10 +50,45 @@ def _register_verbs() -> None:
 _register_verbs()
 
 
+def _show_no_type_for_switches() -> None:
+    """typer >= 0.20 prints a Python type after every parameter, ``<bool>`` even after ``--help``
+    and ``<path>`` or ``<str>`` after ``SPEC``. A switch takes no value and an argument's name
+    (``SPEC``) says what it is, so both show none; the options' labels come from
+    :mod:`teton.cli.conventions`."""
+    from typer.core import TyperArgument, TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(shown, "_teton", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag else shown(self, ctx)
+
+    display_type_rich._teton = True
+    TyperOption.display_type_rich = display_type_rich
+    TyperArgument.display_type_rich = lambda self, ctx: None
+
+
+def command():
+    """The click command of ``teton``, with the conventional type label on every flag."""
+    from teton.cli import conventions
+
+    _show_no_type_for_switches()
+    cmd = typer.main.get_command(app)
+    conventions.apply(cmd)
+    return cmd
+
+
 def main() -> None:
-    """Console entry point: one-line errors with exit code 2 for bad input."""
+    """Console entry point: one-line errors with exit code 2 for bad input; Ctrl-C exits 130."""
+    from teton.cli._interrupt import exit_interrupted, ignore_further, install, is_interrupt
+
+    install()
     try:
-        code = app(standalone_mode=False)
+        code = command().main(prog_name="teton", standalone_mode=False)
+        ignore_further()
+        if code == 130:  # typer turns a KeyboardInterrupt into this code
+            exit_interrupted()
         if isinstance(code, int) and code:
             sys.exit(code)
     except SpecError as err:
@@ -65,9 +100,10 @@ def main() -> None:
         print("aborted", file=sys.stderr)
         sys.exit(130)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        exit_interrupted()
     except Exception as err:  # click usage errors and the like
+        if is_interrupt(err):  # e.g. numba's SystemError around a KeyboardInterrupt
+            exit_interrupted()
         from teton.cli._common import click_error_exit
 
         click_error_exit(err)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -33,6 +34,33 @@ def parse_size(text: str, field: str) -> int:
     return int(value)
 
 
+def parse_names(values: list[str] | None, allowed: tuple[str, ...], field: str) -> tuple[str, ...]:
+    """A repeatable, comma-separable NAME option (``--policy fifo,backfill`` or ``--policy fifo
+    --policy backfill``); nothing given, or ``all``, means every allowed name."""
+    from teton.errors import closest
+
+    names = [n.strip() for v in values or [] for n in v.split(",") if n.strip()]
+    if not names or names == ["all"]:
+        return allowed
+    for n in names:
+        if n not in allowed:
+            raise SpecError(field, n, closest(n, allowed))
+    return tuple(dict.fromkeys(names))
+
+
+FIGURE_SUFFIXES = ("png", "svg", "pdf", "jpg", "jpeg", "webp")
+
+
+def check_figure_path(path: Path, field: str) -> None:
+    """A figure path must be writable with an image suffix matplotlib knows, checked before the
+    work that draws it runs."""
+    path = Path(path)
+    if path.suffix.lower().lstrip(".") not in FIGURE_SUFFIXES:
+        raise SpecError(field, str(path), f"an image path ending in .{', .'.join(FIGURE_SUFFIXES)}")
+    if os.path.isdir(path) or not os.path.isdir(path.parent):
+        raise SpecError(field, str(path), "must be a file path in an existing directory")
+
+
 def print_json(obj: Any) -> None:
     """One JSON document on stdout (numpy scalars converted)."""
 
@@ -53,11 +81,21 @@ def click_error_exit(err: Exception) -> NoReturn:
     show = getattr(err, "format_message", None)
     if show is not None and hasattr(err, "exit_code"):
         ctx = getattr(err, "ctx", None)
-        cmd = f"{ctx.command_path}: " if ctx is not None else ""
+        cmd = f"{ctx.command_path}: " if ctx is not None else _verb_prefix()
         if show().strip():  # `teton` alone printed its help: there is no error to add
             print(f"error: {cmd}{show()}", file=sys.stderr)
         sys.exit(2 if getattr(err, "exit_code", 2) else 0)
     raise err
+
+
+def _verb_prefix() -> str:
+    """``teton VERB: `` for an error click raises before it has a context (a flag missing its
+    value: ``--set`` last on the line)."""
+    verb = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    from teton.cli import app
+
+    verbs = {c.name or c.callback.__name__ for c in app.registered_commands}
+    return f"teton {verb}: " if verb in verbs else "teton: "
 
 
 PIPE_WIDTH = 200  # columns for tables written to a pipe or a file

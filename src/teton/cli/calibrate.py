@@ -58,17 +58,21 @@ def device_gpu(provenance: dict, default: str) -> str:
 def register(app: typer.Typer) -> None:
     @app.command()
     def calibrate(
-        calibration: Annotated[Path, typer.Argument(help="JSON from benchmarks/device/calibrate_hopper.py")],
-        cluster: Annotated[str, typer.Option("--cluster", help="preset to calibrate")] = "meta-roce-24k",
-        out: Annotated[Path | None, typer.Option("--out", help="write the calibrated cluster spec (YAML)")] = None,
+        calibration: Annotated[Path, typer.Argument(metavar="CALIBRATION", help="JSON from benchmarks/device/calibrate_hopper.py")],
+        cluster: Annotated[str | None, typer.Option("--cluster", help="preset to calibrate (default: "
+                                                    "meta-roce-24k)")] = None,
+        out: Annotated[Path | None, typer.Option("--cluster-out", help="write the calibrated cluster spec "
+                                                 "(YAML) here")] = None,
         json_: JsonFlag = False,
     ) -> None:
         """Check measured efficiencies against the catalog and write a calibrated cluster spec."""
         import yaml
 
         from teton.hardware import cluster_efficiency
+        from teton.spec.load import DEFAULT_CLUSTER
         from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
 
+        cluster = cluster or DEFAULT_CLUSTER
         overrides, provenance = read_overrides(calibration)
         spec = calibrated_cluster(cluster, overrides)
         gpu = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
@@ -88,7 +92,12 @@ def register(app: typer.Typer) -> None:
             header = f"# {cluster} calibrated from {calibration.name}"
             if provenance:
                 header += " (" + ", ".join(f"{k} {v}" for k, v in provenance.items()) + ")"
-            out.write_text(header + "\n" + yaml.safe_dump(spec, sort_keys=False))
+            from teton.atomic import write_text
+
+            try:
+                write_text(out, header + "\n" + yaml.safe_dump(spec, sort_keys=False))
+            except OSError as err:
+                raise SpecError("--cluster-out", str(out), f"cannot be written ({err.strerror})") from None
         if json_:
             print_json({"cluster": spec, "rows": rows, "provenance": provenance, "layer": layer_row,
                         "out": str(out) if out is not None else None})

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Optional
 
 import typer
 
+from teton.cli._common import JsonFlag, SetOverrides, SpecPath
 from teton.errors import SpecError
 
 
@@ -37,7 +39,7 @@ def _choice(name: str, value: str | None, allowed: tuple[str, ...]) -> str | Non
 
 def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: str | None, writer_policy: str | None,
                    writers: int | None, restore: str | None, tokens_per_s: float | None, scaling: bool,
-                   out: str | None, measure_dir: str | None, scale: float, files: int, devx_files: int,
+                   out: Path | str | None, measure_dir: Path | str | None, scale: float, files: int, devx_files: int,
                    devx_file_bytes: str, devx_read_bytes: str) -> dict:
     from teton.cli._common import parse_size
     from teton.spec import load_spec
@@ -51,6 +53,10 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
         raise SpecError("--writers", writers, "must be > 0")
     if tokens_per_s is not None and not (math.isfinite(tokens_per_s) and tokens_per_s > 0):
         raise SpecError("--tokens-per-s", tokens_per_s, "must be a positive number (the job's tokens/s)")
+    if out is not None:
+        from teton.cli._common import check_figure_path
+
+        check_figure_path(out, "--png")
     spec = load_spec(spec_path, overrides)
     if measure_dir is not None:
         from teton.storage.measure import measure
@@ -172,9 +178,9 @@ def _print(d: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("checkpoint")
     def checkpoint(
-        spec: str = typer.Argument(..., help="spec file (YAML / TOML / JSON)"),
-        set_: Optional[list[str]] = typer.Option(None, "--set", help="override key.path=value"),  # noqa: UP045
-        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        spec: SpecPath,
+        set_: SetOverrides = None,
+        as_json: JsonFlag = False,
         mode: Optional[str] = typer.Option(None, "--mode", help="sync | async"),  # noqa: UP045
         writer_policy: Optional[str] = typer.Option(  # noqa: UP045
             None, "--writer-policy", help="spread | one_replica | every_rank"),
@@ -185,8 +191,8 @@ def register(app: typer.Typer) -> None:
         tokens_per_s: Optional[float] = typer.Option(  # noqa: UP045
             None, "--tokens-per-s", help="job throughput for data loading (default: teton.simulate)"),
         scaling: bool = typer.Option(False, "--scaling", help="writer-scaling study 8 ... 16,384"),
-        out: Optional[str] = typer.Option(None, "--out", help="PNG of the writer-scaling study"),  # noqa: UP045
-        measure_dir: Optional[str] = typer.Option(  # noqa: UP045
+        png: Optional[Path] = typer.Option(None, "--png", help="write the writer-scaling figure as a PNG here"),  # noqa: UP045
+        measure_dir: Optional[Path] = typer.Option(  # noqa: UP045
             None, "--measure", help="write and read real scaled checkpoint files under DIR"),
         scale: float = typer.Option(1e-4, "--scale", help="--measure: size scale factor"),
         files: int = typer.Option(256, "--files", help="--measure: at most this many shard files"),
@@ -198,7 +204,7 @@ def register(app: typer.Typer) -> None:
         from teton.cli._common import print_json
 
         d = run_checkpoint(spec, list(set_ or []), as_json, mode, writer_policy, writers, restore, tokens_per_s,
-                           scaling, out, measure_dir, scale, files, devx_files, devx_file_bytes, devx_read_bytes)
+                           scaling, png, measure_dir, scale, files, devx_files, devx_file_bytes, devx_read_bytes)
         if as_json:
             print_json(d)
         else:

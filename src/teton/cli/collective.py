@@ -8,24 +8,22 @@ send_recv and broadcast; S is the total size (nccl-tests convention); GB/s = 1e9
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import numpy as np
 import typer
 
-from teton.cli._common import parse_size, print_json
+from teton.cli._common import JsonFlag, check_figure_path, parse_size, print_json
 from teton.errors import SpecError, closest
-from teton.progress import progress_bar
+from teton.progress import progress_bar, progress_task
+from teton.spec.load import DEFAULT_CLUSTER, load_cluster
 
 FIDELITIES = ("flow", "analytical")
 
 
 def _cluster(name: str):
-    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
-
-    if name not in CLUSTER_PRESETS:
-        raise SpecError("cluster", name, closest(name, CLUSTER_PRESETS))
-    return ClusterSpec(**CLUSTER_PRESETS[name])
+    return load_cluster(name)
 
 
 def job_group(cluster, gpus: int, placement: str, seed: int) -> np.ndarray:
@@ -37,7 +35,7 @@ def job_group(cluster, gpus: int, placement: str, seed: int) -> np.ndarray:
     if gpus > cluster.gpus:
         raise SpecError("gpus", gpus, f"cluster {cluster.name} has {cluster.gpus} GPUs")
     if placement not in POLICIES:
-        raise SpecError("placement", placement, closest(placement, POLICIES))
+        raise SpecError("--policy", placement, closest(placement, POLICIES))
     pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=placement, seed=seed)
     return pl.groups("dp")
 
@@ -98,16 +96,13 @@ def pinning_racks(cluster) -> int:
     return racks
 
 
-def check_plot_path(out: str) -> None:
-    """--out must be writable with an image suffix matplotlib knows, checked before the study runs."""
-    from pathlib import Path
+def _one_count(text: str) -> int:
+    from teton.spec.plan import parse_counts
 
-    path = Path(out)
-    suffixes = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "eps", "ps", "tif", "tiff")
-    if path.suffix.lower().lstrip(".") not in suffixes:
-        raise SpecError("--out", out, f"an image path ending in .{', .'.join(suffixes)}")
-    if path.is_dir() or not path.parent.is_dir():
-        raise SpecError("--out", out, "must be a file path in an existing directory")
+    counts = parse_counts(text, "--gpus")
+    if len(counts) != 1:
+        raise SpecError("--gpus", text, "collective times one communicator: give one GPU count")
+    return counts[0]
 
 
 def _print_table(rows: list[dict], title: str) -> None:
@@ -127,32 +122,51 @@ def _print_table(rows: list[dict], title: str) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def collective(
-        cluster: Annotated[str, typer.Option(help="cluster preset")] = "meta-roce-24k",
+        cluster: Annotated[str | None, typer.Option(help="cluster preset or file (default: meta-roce-24k)")] = None,
         op: Annotated[str, typer.Option(help="all_gather | reduce_scatter | all_reduce | all_to_all | send_recv | broadcast")] = "all_reduce",
-        gpus: Annotated[int, typer.Option(help="ranks in the communicator")] = 8,
-        placement: Annotated[str, typer.Option(help="topology-aware | linear | random | fragmented")] = "topology-aware",
+        gpus: Annotated[str, typer.Option(help="ranks in the communicator (one count)")] = "8",
+        policy: Annotated[str, typer.Option("--policy", help="placement policy: topology-aware | linear | random | "
+                                            "fragmented")] = "topology-aware",
         min_bytes: Annotated[str, typer.Option("--min-bytes", "-b", help="smallest size S (1K, 1M, 1G)")] = "1M",
         max_bytes: Annotated[str, typer.Option("--max-bytes", "-e", help="largest size S")] = "1G",
         step_factor: Annotated[int, typer.Option("--step-factor", "-f", help="size multiplier per row")] = 2,
-        routing: Annotated[str, typer.Option(help="ecmp | e-ecmp | pinned | adaptive")] = "e-ecmp",
+        routing: Annotated[str | None, typer.Option(help="ecmp | e-ecmp | pinned | adaptive; flow fidelity "
+                                                    "(default: e-ecmp)")] = None,
         qps: Annotated[int | None, typer.Option(help="QPs per connection (default 16 for e-ecmp, else 1)")] = None,
         algo: Annotated[str, typer.Option(help="auto | ring | tree | rhd | hierarchical | nvls | sharp")] = "auto",
         fail_links: Annotated[int, typer.Option("--fail-links", help="switch cables removed (seeded)")] = 0,
         leaf_uplink_ratio: Annotated[float | None, typer.Option("--leaf-uplink-ratio", help="leaf (RTSW) uplink / downlink capacity, e.g. 2 or 1.125 (SIGCOMM'24); default from the cluster")] = None,
-        fidelity: Annotated[str, typer.Option(help="flow | analytical")] = "flow",
-        seed: Annotated[int, typer.Option(help="seed for placement, ECMP hashing and failures")] = 0,
-        json_: Annotated[bool, typer.Option("--json", help="print the rows as JSON")] = False,
+        fidelity: Annotated[str, typer.Option(help="analytical (alpha-beta) | flow (max-min fair flows: ECMP "
+                                              "collisions, oversubscription)")] = "analytical",
+        seed: Annotated[int | None, typer.Option(help="seed for placement, ECMP hashing and failures "
+                                                 "(default: 0)")] = None,
+        json_: JsonFlag = False,
         placement_study: Annotated[bool, typer.Option("--placement-study", help="run the AllGather placement study (Meta blog figure) instead of a sweep")] = False,
         pinning_study: Annotated[bool, typer.Option("--pinning-study", help="compare path pinning and E-ECMP on full and half-filled racks")] = False,
         trials: Annotated[int, typer.Option(help="placements in --placement-study")] = 24,
         neighbours: Annotated[bool, typer.Option("--neighbours", help="--placement-study: the busy half of the "
                                                  "cluster runs other jobs' all-reduces on the same fabric")] = False,
-        out: Annotated[str | None, typer.Option(help="PNG path for --placement-study")] = None,
+        png: Annotated[Path | None, typer.Option("--png", help="--placement-study: write the figure as a PNG "
+                                                "here")] = None,
     ) -> None:
         """nccl-tests-style sweep: size, time, algbw and busbw of one collective on a cluster."""
-        if not placement_study and (out or neighbours):  # silently ignored before
-            flag = "--out" if out else "--neighbours"
-            raise SpecError(flag, out or True, "applies to --placement-study only")
+        if not placement_study and (png or neighbours):  # silently ignored before
+            flag = "--png" if png else "--neighbours"
+            raise SpecError(flag, png or True, "applies to --placement-study only")
+        from teton.network.flow_model import FLOW_ALGOS
+
+        if algo != "auto" and algo not in FLOW_ALGOS:
+            raise SpecError("algo", algo, closest(algo, ("auto", *FLOW_ALGOS)))
+        flow_only = {"--routing": routing, "--qps": qps, "--fail-links": fail_links or None,
+                     "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo}
+        given = next((k for k, v in flow_only.items() if v is not None), None)
+        if given and fidelity != "flow" and not (placement_study or pinning_study):
+            raise SpecError(given, flow_only[given], "applies to --fidelity flow only (the analytical model "
+                            "has no routing, QPs or failed links)")
+        cluster = cluster or DEFAULT_CLUSTER
+        seed = 0 if seed is None else seed
+        gpus = _one_count(gpus)
+        routing = routing or "e-ecmp"
         if pinning_study:
             from teton.report.network_plots import pinning_study as pin
 
@@ -170,15 +184,16 @@ def register(app: typer.Typer) -> None:
 
             if trials < 1:
                 raise SpecError("trials", trials, "must be at least 1")
-            if out:
-                check_plot_path(out)
-            res = study(_cluster(cluster), trials=trials, seed=seed, neighbours=neighbours)
-            if out:
+            if png:
+                check_figure_path(png, "--png")
+            with progress_task("placement study: trials x series") as tick:
+                res = study(_cluster(cluster), trials=trials, seed=seed, neighbours=neighbours, progress=tick)
+            if png:
                 try:
-                    plot_placement_study(res, out)
+                    plot_placement_study(res, png)
                 except OSError as err:
-                    raise SpecError("--out", out, f"cannot write the plot ({err.strerror})") from None
-                print(f"wrote {out}", file=sys.stderr)
+                    raise SpecError("--png", png, f"cannot write the plot ({err.strerror})") from None
+                print(f"wrote {png}", file=sys.stderr)
             if json_:
                 print_json(res)
             else:
@@ -191,10 +206,10 @@ def register(app: typer.Typer) -> None:
 
         with progress_bar() as progress:
             progress.add_task(f"solving {op} on {gpus} GPUs ({fidelity})", total=None)
-            rows = sweep(cluster, op, gpus, placement, lo, hi, step_factor, routing, qps, algo, fail_links,
+            rows = sweep(cluster, op, gpus, policy, lo, hi, step_factor, routing, qps, algo, fail_links,
                          fidelity, seed, leaf_uplink_ratio)
         if json_:
             print_json(rows)
         else:
             q = "" if fidelity == "analytical" else f", {routing}, qps {qps if qps is not None else (16 if routing == 'e-ecmp' else 1)}"
-            _print_table(rows, f"{op} on {gpus} GPUs of {cluster} ({placement}, {fidelity}{q})")
+            _print_table(rows, f"{op} on {gpus} GPUs of {cluster} ({policy}, {fidelity}{q})")

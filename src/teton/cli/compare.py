@@ -5,7 +5,10 @@
     teton compare A.yaml B.yaml                              # two spec files
 
 Both variants are simulated by the same step model; every number is the model's, and the deltas
-are B relative to A.
+are B relative to A. The table's MFU and HFU are against the bf16 dense peak for both variants
+(``mfu_bf16`` / ``hfu_bf16``), so fp8 against bf16 compares against one peak; the figures against
+the job's own precision peak (JSON ``mfu`` / ``hfu``) are shown, as "MFU (fp8 peak)", only when
+both variants have that precision.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from typing import Annotated
 import typer
 
 from teton.cli._common import JsonFlag, print_json
+from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
-GIB = 2**30
-METRICS = ("step_time_s", "mfu", "mfu_bf16", "hfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes")
+METRICS = ("step_time_s", "mfu_bf16", "mfu", "hfu_bf16", "hfu", "tflops_per_gpu", "tokens_per_s",
+           "memory_per_gpu_bytes")
+OWN_PEAK = ("mfu", "hfu")  # against the job's precision peak: a table row only when A and B share it
 
 
 def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, set_b: list[str] | None) -> dict:
@@ -56,6 +61,10 @@ def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, se
     return out
 
 
+def _pct(v: float) -> str:
+    return f"{v * 100:.1f} %"
+
+
 def _rel(a: float, b: float) -> float | None:
     return None if not a else b / a - 1
 
@@ -82,20 +91,25 @@ def register(app: typer.Typer) -> None:
         a, b = d["a"], d["b"]
         console = output_console()
         console.print(f"A: {a['label']}\nB: {b['label']}")
+        for name, v in (("A", a), ("B", b)):
+            for warning in v.get("warnings") or []:
+                console.print(f"WARNING ({name}): {warning}", style="bold red", markup=False, highlight=False)
         t = Table(title="B against A")
         for col in ("", "A", "B", "change"):
             t.add_column(col, justify="left" if not col else "right")
-        fmt = {"step_time_s": ("step time", lambda v: f"{v:.3f} s"), "mfu": ("MFU", lambda v: f"{v * 100:.1f} %"),
-               "hfu": ("HFU", lambda v: f"{v * 100:.1f} %"), "tflops_per_gpu": ("TFLOPs / GPU", lambda v: f"{v:.0f}"),
+        pct = _pct
+        prec = a.get("precision", "bf16")
+        fmt = {"step_time_s": ("step time", lambda v: f"{v:.3f} s"), "mfu_bf16": ("MFU", pct),
+               "mfu": (f"MFU ({prec} peak)", pct), "hfu_bf16": ("HFU", pct), "hfu": (f"HFU ({prec} peak)", pct),
+               "tflops_per_gpu": ("TFLOPs / GPU", lambda v: f"{v:.0f}"),
                "tokens_per_s": ("tokens / s", lambda v: f"{v:,.0f}"),
                "memory_per_gpu_bytes": ("memory / GPU", lambda v: f"{v / GIB:.1f} GiB"),
                "checkpoint_save_s": ("checkpoint save", lambda v: f"{v:.2f} s"), "ettr": ("ETTR", lambda v: f"{v * 100:.1f} %"),
                "time_to_train_days": ("time to train", lambda v: f"{v:.1f} days"),
                "cost_usd": ("cost", lambda v: f"${v:,.0f}")}
-        fmt["mfu_bf16"] = ("MFU (bf16 peak)", fmt["mfu"][1])
-        same_peak = a["mfu_bf16"] == a["mfu"] and b["mfu_bf16"] == b["mfu"]
+        own_peak = prec != "bf16" and b.get("precision", "bf16") == prec  # both fp8: their own peak is one
         for k, change in d["change"].items():
-            if k == "mfu_bf16" and same_peak:  # only an fp8 variant has a second MFU
+            if k in OWN_PEAK and not own_peak:
                 continue
             label, f = fmt[k]
             t.add_row(label, f(a[k]), f(b[k]), "-" if change is None else f"{change * 100:+.1f} %")

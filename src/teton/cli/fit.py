@@ -1,8 +1,8 @@
 """``teton fit``: fit the in-situ parameters to measured runs, or read them off a profiler trace.
 
 ``teton fit`` (no argument) fits the bundled training set and compares with the catalog's values;
-``teton fit RUNS --out cluster.yaml`` calibrates a cluster from a user's own measured runs;
-``teton fit --trace TRACE.json.gz --out cluster.yaml`` from a PyTorch profiler trace of one rank.
+``teton fit RUNS --cluster-out cluster.yaml`` calibrates a cluster from a user's own measured runs;
+``teton fit --trace TRACE.json.gz --cluster-out cluster.yaml`` from a PyTorch profiler trace of one rank.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ def _parse_params(text: str | None) -> tuple[str, ...]:
 def _write_yaml(path: Path, mapping: dict, header: str) -> None:
     import yaml
 
+    from teton.atomic import write_text
+
     try:
-        path.write_text(header + "\n" + yaml.safe_dump(mapping, sort_keys=False))
+        write_text(path, header + "\n" + yaml.safe_dump(mapping, sort_keys=False))
     except OSError as err:
-        raise SpecError("--out", str(path), f"cannot be written ({err.strerror})") from None
+        raise SpecError("--cluster-out", str(path), f"cannot be written ({err.strerror})") from None
 
 
 def _print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_catalog: bool = False) -> None:
@@ -130,7 +132,7 @@ def _trace(path: Path, gpu: str | None, out: Path | None, cluster: str | None, j
         from teton.validation.calibration import calibrated_cluster
 
         if not cal.in_situ:
-            raise SpecError("--out", str(out), "nothing to write: the trace gave no in-situ estimate")
+            raise SpecError("--cluster-out", str(out), "nothing to write: the trace gave no in-situ estimate")
         cluster = _trace_cluster(cluster, cal.gpu)
         # an estimate outside a parameter's physical range is clipped to it (the header says so)
         values = {k: float(f"{min(PARAMETERS[k].bounds[1], max(PARAMETERS[k].bounds[0], v)):.6g}")
@@ -176,7 +178,8 @@ def register(app: typer.Typer) -> None:
     def fit(
         runs: Annotated[Path | None, typer.Argument(
             metavar="RUNS", help="measured runs (YAML/JSON list or CSV); default: the bundled training set")] = None,
-        out: Annotated[Path | None, typer.Option("--out", help="write a calibrated cluster spec (YAML)")] = None,
+        out: Annotated[Path | None, typer.Option("--cluster-out", help="write the calibrated cluster spec "
+                                                 "(YAML) here")] = None,
         json_: JsonFlag = False,
         params: Annotated[str | None, typer.Option(
             "--params", help="in-situ parameters to fit, comma-separated (default: the kept ones)")] = None,
@@ -233,10 +236,11 @@ def register(app: typer.Typer) -> None:
         if write_catalog:
             from importlib import resources
 
+            from teton.atomic import write_text
             from teton.hardware.in_situ import FITTED_FILE
 
             target = Path(str(resources.files("teton.hardware").joinpath(FITTED_FILE)))
-            target.write_text(json.dumps(catalog_entry(result, "bundled (teton.validation.training)"), indent=2) + "\n")
+            write_text(target, json.dumps(catalog_entry(result, "bundled (teton.validation.training)"), indent=2) + "\n")
             written = str(target)
         elif out is not None:
             mapping, header = fitted_cluster(result, measured)

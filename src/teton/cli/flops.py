@@ -12,6 +12,7 @@ from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
 
 def flops_spec(spec_path: Path, overrides: list[str] | None, attention_kernel: str = "flash") -> dict:
     """The comparison dict of ``teton flops`` for the spec's layer under its TP / CP / seq_len / micro_batch."""
+    from teton.progress import progress_task
     from teton.spec import load_spec
     from teton.workload.torch_reference import ATTENTION_KERNELS, compare_layer_flops, require_torch
 
@@ -20,8 +21,11 @@ def flops_spec(spec_path: Path, overrides: list[str] | None, attention_kernel: s
 
         raise SpecError("--attention-kernel", attention_kernel, f"one of {', '.join(ATTENTION_KERNELS)}")
     spec = load_spec(spec_path, overrides)
-    require_torch()
-    return compare_layer_flops(spec.model, spec.job, attention_kernel)
+    with progress_task("importing torch, counting a reference layer and head") as tick:
+        tick(0, 3)
+        require_torch()
+        return compare_layer_flops(spec.model, spec.job, attention_kernel,
+                                   progress=lambda done, total: tick(1 + done, 1 + total))
 
 
 def _print_table(d: dict) -> None:

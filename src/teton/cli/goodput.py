@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import JsonFlag, SetOverrides
+from teton.cli._common import JsonFlag, SetOverrides, SpecPath
 from teton.errors import SpecError
-from teton.progress import progress_bar
+from teton.progress import eta_columns, progress_bar
 
 
 def _progress_runner(enabled: bool):
@@ -21,11 +21,8 @@ def _progress_runner(enabled: bool):
         if not enabled:
             yield None
             return
-        from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
-
-        with progress_bar(TextColumn("monte carlo"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                          TimeElapsedColumn()) as bar:
-            task = bar.add_task("mc", total=1.0)
+        with progress_bar(*eta_columns(counts=False)) as bar:
+            task = bar.add_task("monte carlo", total=1.0)
             yield lambda f: bar.update(task, completed=min(max(f, 0.0), 1.0))
 
     return cm()
@@ -37,6 +34,8 @@ def _print_tables(out: dict) -> None:
     from teton.cli._common import console as output_console
 
     con = output_console()
+    for w in out.get("warnings", ()):  # before the table: the figures below depend on it
+        con.print(f"[bold yellow]warning:[/bold yellow] {w}", highlight=False, soft_wrap=True)
     t = Table(title=f"goodput: {out['gpus']} GPUs, {out['runs']} runs, seed {out['seed']}", show_header=True)
     t.add_column("quantity")
     t.add_column("value", justify="right")
@@ -92,11 +91,12 @@ def _print_tables(out: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("goodput")
     def goodput_cmd(
-        spec: Annotated[str, typer.Argument(help="spec file (YAML / TOML / JSON)")],
+        spec: SpecPath,
         set_: SetOverrides = None,
         days: Annotated[float | None, typer.Option("--days", help="run length in days")] = None,
         tokens: Annotated[str | None, typer.Option("--tokens", help="token budget, e.g. 15.6e12 or 15.6T")] = None,
-        runs: Annotated[int | None, typer.Option("--runs", help="Monte Carlo runs")] = None,
+        runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte Carlo runs (default: the "
+                                                 "spec's reliability.runs)")] = None,
         seed: Annotated[int | None, typer.Option("--seed", help="random seed (default: the spec's)")] = None,
         step_time: Annotated[float | None, typer.Option("--step-time", help="step time, s (else teton.simulate)")] = None,
         interval: Annotated[float | None, typer.Option("--interval", help="checkpoint interval, s")] = None,
@@ -106,8 +106,9 @@ def register(app: typer.Typer) -> None:
         """Failures over a whole run: ETTR, time-to-train, checkpoint interval, energy and cost."""
         from teton.cli._common import print_json
         from teton.reliability import goodput, parse_reliability
-        from teton.reliability.config import MAX_RUNS, parse_count
+        from teton.reliability.config import MAX_RUNS
         from teton.spec import load_spec
+        from teton.units import parse_count
 
         s = load_spec(spec, set_)
         tok = parse_count(tokens, "--tokens") if tokens is not None else None

@@ -12,7 +12,7 @@ from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
 def register(app: typer.Typer) -> None:
     @app.command()
     def ops(
-        spec_path: SpecPath,
+        spec: SpecPath,
         set_: SetOverrides = None,
         block: Annotated[str, typer.Option("--block", help="layer | embedding | head | all")] = "layer",
         json_: JsonFlag = False,
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
 
         if block not in ("layer", "embedding", "head", "all"):
             raise SpecError("--block", block, "one of layer, embedding, head, all")
-        spec = load_spec(spec_path, set_)
+        spec = load_spec(spec, set_)
         # --block layer: the plain layer and, under selective_layer, the checkpointed one
         rows = [r for r in op_rows(spec) if block in ("all", r["block"], r["block"].removeprefix("checkpointed_"))]
         totals = block_totals(rows)

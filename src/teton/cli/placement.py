@@ -8,35 +8,23 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import SetOverrides, print_json
+from teton.cli._common import JsonFlag, SetOverrides, parse_names, print_json
 from teton.errors import SpecError
-from teton.progress import progress_bar
+from teton.progress import progress_task
 
 
-def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed: int,
+def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed: int | None,
             policies: list[str] | None, show_progress: bool = True, neighbours: bool = False) -> list[dict]:
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
-
     import teton
     from teton.placement import POLICIES
     from teton.placement.compare import compare_policies
 
-    for p in policies or []:
-        if p not in POLICIES:
-            raise SpecError("--policy", p, f"must be one of {', '.join(POLICIES)}")
+    chosen = parse_names(policies, tuple(POLICIES), "--policy")
     spec = teton.load_spec(spec_path, overrides)
-    chosen = tuple(policies) if policies else POLICIES
-    with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      disable=not show_progress) as bar:
-        task = bar.add_task("placing and simulating", total=len(chosen))
-
-        def tick(policy: str) -> None:
-            bar.update(task, description=f"policy {policy}")
-            bar.advance(task, 0)
-
+    seed = spec.seed if seed is None else seed
+    with progress_task("placing and simulating: policies", len(chosen), disable=not show_progress) as tick:
         rows = compare_policies(spec, occupancy, seed, chosen, simulate=teton.simulate, progress=tick,
                                 neighbours=neighbours)
-        bar.update(task, completed=len(chosen))
     return rows
 
 
@@ -56,6 +44,8 @@ def print_table(rows: list[dict]) -> None:
         t.add_row(r["policy"], f"{r['step_time_s']:.3f} s", f"{r['slowdown']:.3f}", r["axis_pays"] or "-",
                   str(r["span"]["hosts"]), *[str(r["span"][k]) for k in layers])
     console.print(t)
+    for note in dict.fromkeys(n for r in rows for n in r.get("notes", ())):  # once each, in order
+        console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
     b = Table(title="step time breakdown (s); in brackets: change vs the ideal")
     b.add_column("category")
     for r in rows:
@@ -72,12 +62,14 @@ def print_table(rows: list[dict]) -> None:
 def register(app: typer.Typer) -> None:
     @app.command()
     def placement(
-        spec: Annotated[Path | None, typer.Argument(help="spec file (YAML, TOML or JSON)")] = None,
+        spec: Annotated[Path | None, typer.Argument(metavar="SPEC", help="spec file (YAML, TOML or JSON)")] = None,
         set_: SetOverrides = None,
         occupancy: Annotated[float, typer.Option("--occupancy", help="fraction of the cluster other jobs hold "
                                                  "(capped to leave room for the job)")] = 0.0,
-        seed: Annotated[int, typer.Option("--seed", help="seed of the occupancy pattern and random policy")] = 0,
-        policy: Annotated[list[str] | None, typer.Option("--policy", help="policies to compare (default: all)")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help="seed of the occupancy pattern and random "
+                                                 "policy (default: the spec's)")] = None,
+        policy: Annotated[list[str] | None, typer.Option("--policy", help="topology-aware | linear | random | "
+                                                         "fragmented; repeatable or comma-separated (default: all)")] = None,
         slurm_topology: Annotated[Path | None, typer.Option("--slurm-topology",
                                   help="write the cluster's Slurm topology.conf (tree plugin) here")] = None,
         cluster: Annotated[str | None, typer.Option("--cluster", help="cluster for --slurm-topology "
@@ -85,28 +77,30 @@ def register(app: typer.Typer) -> None:
         node_prefix: Annotated[str, typer.Option("--node-prefix", help="node name prefix in topology.conf")] = "node",
         neighbours: Annotated[bool, typer.Option("--neighbours", help="the other jobs on the busy GPUs "
                                                  "all-reduce on the same fabric (flow model; slow)")] = False,
-        json_: Annotated[bool, typer.Option("--json", help="print a JSON list of rows")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Compare placement policies for the job of SPEC: step time and breakdown vs the ideal."""
-        if seed < 0:
+        if seed is not None and seed < 0:
             raise SpecError("--seed", seed, "must be a non-negative integer")
         if spec is None and slurm_topology is None:
             raise SpecError("SPEC", None, "give a spec file to compare policies, or --slurm-topology FILE --cluster NAME")
         if slurm_topology is not None:
-            from teton.cli.schedule import resolve_cluster
             from teton.placement.slurm import slurm_topology as export
+            from teton.spec.load import load_cluster
 
             if cluster is not None:
-                cl = resolve_cluster(cluster)
+                cl = load_cluster(cluster)
             elif spec is not None:
                 from teton.spec import load_spec
 
                 cl = load_spec(spec, set_).cluster
             else:
                 raise SpecError("--cluster", None, "needed with --slurm-topology when no SPEC is given")
+            from teton.atomic import write_text
+
             text = export(cl, node_prefix)
             try:
-                slurm_topology.write_text(text)
+                write_text(slurm_topology, text)
             except OSError as err:
                 raise SpecError("--slurm-topology", str(slurm_topology), f"cannot write ({err.strerror})") from None
             lines = sum(1 for ln in text.splitlines() if ln.startswith("SwitchName="))

@@ -17,11 +17,13 @@ def register(app: typer.Typer) -> None:
     def report(
         spec: SpecPath,
         set_: SetOverrides = None,
-        out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write")] = Path("report.html"),
+        out: Annotated[Path, typer.Option("--out", "-o", help="the HTML page to write")] = Path("report.html"),
         sections: Annotated[str | None, typer.Option(
-            "--sections", help="comma-separated: step,memory,ops,timeline,placement,checkpoint,goodput,"
-                               "validation,search, or 'all' (default: all but search, which takes seconds)")] = None,
-        png: Annotated[Path | None, typer.Option("--png", help="also write every chart as a PNG in this directory")] = None,
+            "--sections", help="comma-separated, from: step, memory, ops, timeline, placement, checkpoint, "
+                               "goodput, validation, search; or all (default: all but search, which takes "
+                               "seconds)")] = None,
+        png: Annotated[Path | None, typer.Option("--png-dir", help="also write every chart as a PNG in this "
+                                                 "directory")] = None,
         runs: Annotated[int, typer.Option("--runs", min=1, help="Monte Carlo runs per checkpoint interval "
                                                                 "(goodput section)")] = GOODPUT_RUNS,
         occupancy: Annotated[float, typer.Option("--occupancy", help="fraction of the cluster other jobs hold "
@@ -36,8 +38,11 @@ def register(app: typer.Typer) -> None:
         chosen = parse_sections(sections)
         if not 0.0 <= occupancy < 1.0:
             raise SpecError("--occupancy", occupancy, "must be in [0, 1)")
-        d = write_report(spec, set_, out, chosen, png, goodput_runs=runs, occupancy=occupancy)
+        from teton.progress import progress_task
+
+        with progress_task("report") as tick:
+            d = write_report(spec, set_, out, chosen, png, goodput_runs=runs, occupancy=occupancy, progress=tick)
         print(f"wrote {d['html']} ({d['bytes'] / 1e6:.1f} MB; sections: {', '.join(d['sections'])}); "
-              f"step {d['step_time_s']:.3f} s, MFU {d['mfu'] * 100:.1f} %", file=sys.stdout)
+              f"step {d['step_time_s']:.3f} s, MFU {d['mfu_bf16'] * 100:.1f} %", file=sys.stdout)
         if d["pngs"]:
             print(f"wrote {len(d['pngs'])} PNGs to {png}")

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
+from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
-GIB = 2**30
 # The keys a spec's storage / reliability sections add, as the table shows them (JSON keeps the keys).
 EXTRA_ROWS = {
     "checkpoint_save_s": ("checkpoint save", lambda v: f"{v:,.2f} s"),
@@ -40,10 +41,45 @@ def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = 
     from teton.whole_run import run_extras
 
     out.update(run_extras(spec, result))
+    out["spec"], out["defaults"] = resolved_spec(spec), list(spec.job_defaults)
     if spec.reliability is not None and not any(k in spec.reliability for k in ("tokens", "days")):
         out["notes"] = [*(out.get("notes") or []), "reliability: gives no run length (tokens or days), "
                         "so no goodput, time-to-train or cost is computed"]
     return out
+
+
+def resolved_spec(spec) -> dict:
+    """What the step was simulated for, as resolved: model, cluster, GPU, precision, sequence
+    length and batch (``global_batch`` in sequences, whether given as sequences, as tokens or
+    left to its default of one micro-batch per DP rank)."""
+    job = spec.job
+    return {"model": spec.model.name, "cluster": spec.cluster.name, "gpu": spec.cluster.gpu_spec.name,
+            "gpus": job.gpus, "precision": job.precision, "seq_len": job.seq_len,
+            "global_batch": job.sequences_per_step, "micro_batch": job.micro_batch,
+            "tokens_per_step": job.tokens_per_step}
+
+
+# the echoed fields whose defaults the header names: spec key -> job field
+ECHOED_DEFAULTS = {"precision": "job.precision", "seq_len": "job.seq_len", "global_batch": "job.global_batch",
+                   "micro_batch": "job.micro_batch"}
+
+
+def spec_echo(d: dict) -> list[str]:
+    """One line of the resolved spec, and one naming which of its fields came from defaults
+    (none when the file and --set gave them all)."""
+    s = d["spec"]
+    lines = [f"{s['model']} on {s['cluster']} ({s['gpus']:,} x {s['gpu']})  {s['precision']}  "
+             f"seq {s['seq_len']:,}  global batch {s['global_batch']:,} ({s['tokens_per_step']:,} tokens) "
+             f"/ micro batch {s['micro_batch']}"]
+    defaults = d.get("defaults") or []
+    echoed = [f"{field}={s[key]}" + (" (dp x micro_batch: one micro-batch per DP rank)"
+                                     if key == "global_batch" else "")
+              for key, field in ECHOED_DEFAULTS.items() if field in defaults]
+    if echoed:
+        others = len(defaults) - len(echoed)
+        lines.append("defaults: " + ", ".join(echoed)
+                     + (f"  (+{others} other job fields at their defaults; --json lists them)" if others else ""))
+    return lines
 
 
 def check_reliability(spec) -> None:
@@ -58,8 +94,8 @@ def check_reliability(spec) -> None:
 def _check_writable(path: Path) -> None:
     from teton.errors import SpecError
 
-    if path.is_dir() or not path.parent.is_dir():
-        raise SpecError("--trace", str(path), "must be a file path in an existing directory")
+    if os.path.isdir(path) or not os.path.isdir(path.parent):
+        raise SpecError("--timeline", str(path), "must be a file path in an existing directory")
 
 
 def write_chrome_trace(events: list[dict], path: Path) -> None:
@@ -74,12 +110,14 @@ def write_chrome_trace(events: list[dict], path: Path) -> None:
         trace.append({"name": f"{e['pass']} c{e['chunk']} mb{e['microbatch']}", "cat": e["pass"], "ph": "X",
                       "pid": 0, "tid": e["rank"], "ts": e["start_s"] * 1e6, "dur": (e["end_s"] - e["start_s"]) * 1e6,
                       "args": {"chunk": e["chunk"], "microbatch": e["microbatch"]}})
+    from teton.atomic import write_text
+
     try:
-        path.write_text(json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
+        write_text(path, json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
     except OSError as err:
         from teton.errors import SpecError
 
-        raise SpecError("--trace", str(path), f"cannot write the trace ({err.strerror})") from None
+        raise SpecError("--timeline", str(path), f"cannot write the trace ({err.strerror})") from None
 
 
 PREDICTION_MODES = {
@@ -99,6 +137,10 @@ def print_table(d: dict) -> None:
     title = (f"{d['gpus']} GPUs  tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} "
              f"v={lay['virtual_stages']}  micro-batches/DP rank={d['micro_batches']}  "
              f"[{d['fidelity']}, {d['placement']}]")
+    for line in spec_echo(d):
+        console.print(line, markup=False, highlight=False)
+    for warning in d.get("warnings") or []:  # before the tables, where it cannot be missed
+        console.print(f"WARNING: {warning}", style="bold red", markup=False, highlight=False)
     t = Table(title=title, show_header=False)
     t.add_column("metric")
     t.add_column("value", justify="right")
@@ -107,11 +149,14 @@ def print_table(d: dict) -> None:
         band = f"  (band {d['step_time_s_low']:.3f} - {d['step_time_s_high']:.3f} s)"
     t.add_row("step time", f"{d['step_time_s']:.3f} s{band}")
     t.add_row("prediction", PREDICTION_MODES.get(d.get("prediction_mode", ""), d.get("prediction_mode", "")))
-    if abs(d["mfu_bf16"] - d["mfu"]) > 1e-12:  # fp8: MFU against the fp8 peak, and against bf16's
-        t.add_row("MFU", f"{d['mfu'] * 100:.1f} % of the fp8 peak ({d['mfu_bf16'] * 100:.1f} % of bf16's)")
-    else:
-        t.add_row("MFU", f"{d['mfu'] * 100:.1f} %")
-    t.add_row("HFU", f"{d['hfu'] * 100:.1f} %")
+    # MFU / HFU against the bf16 peak, as every table shows them; an fp8 job's against its own peak too
+    t.add_row("MFU", f"{d['mfu_bf16'] * 100:.1f} %")
+    own_peak = d.get("precision", "bf16") != "bf16"
+    if own_peak:
+        t.add_row(f"MFU ({d['precision']} peak)", f"{d['mfu'] * 100:.1f} %")
+    t.add_row("HFU", f"{d['hfu_bf16'] * 100:.1f} %")
+    if own_peak:
+        t.add_row(f"HFU ({d['precision']} peak)", f"{d['hfu'] * 100:.1f} %")
     t.add_row("TFLOPs / GPU", f"{d['tflops_per_gpu']:.0f}")
     t.add_row("tokens / s", f"{d['tokens_per_s']:,.0f}")
     fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"
@@ -144,7 +189,7 @@ def register(app: typer.Typer) -> None:
         spec: SpecPath,
         set_: SetOverrides = None,
         json_: JsonFlag = False,
-        trace: Annotated[Path | None, typer.Option("--trace", help="write the pipeline schedule as a "
+        trace: Annotated[Path | None, typer.Option("--timeline", help="write the pipeline schedule as a "
                                                    "Chrome/Perfetto trace (JSON)")] = None,
     ) -> None:
         """Simulate one training step of SPEC: step time, MFU, memory, where the time goes."""

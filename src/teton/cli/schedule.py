@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from teton.cli._common import print_json
-from teton.errors import SpecError, closest
-from teton.progress import progress_bar
+from teton.cli._common import JsonFlag, parse_names, print_json
+from teton.errors import SpecError
+from teton.progress import eta_columns, progress_bar
+from teton.spec.load import DEFAULT_CLUSTER, load_cluster
 
 MAX_WARNINGS = 20
-
-
-def resolve_cluster(name: str):
-    """A cluster preset name, a cluster file (YAML / TOML / JSON: a preset's fields, ``base:`` +
-    overrides) or a spec file (its ``cluster:`` section). Bad fields are one-line errors."""
-    from teton.spec.load import _build, _resolve_named, read_file
-    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
-
-    if name in CLUSTER_PRESETS:
-        return ClusterSpec(**CLUSTER_PRESETS[name])
-    path = Path(name)
-    if not path.is_file():
-        raise SpecError("--cluster", name, closest(name, CLUSTER_PRESETS) + "; or a cluster / spec file")
-    raw = read_file(path)
-    if "cluster" in raw and ("job" in raw or "model" in raw):  # a whole spec: its cluster section
-        fields = _resolve_named("cluster", raw["cluster"], CLUSTER_PRESETS, path.parent)
-        return _build(ClusterSpec, "cluster", fields, path)
-    fields = _resolve_named("cluster", raw, CLUSTER_PRESETS, path.parent, (path.resolve(),))
-    return _build(ClusterSpec, "cluster", fields, None, where=lambda section, loc: str(path))
 
 
 def load_trace(trace: str, fmt: str, strict: bool, cluster, seed: int, load: float):
@@ -55,13 +36,10 @@ def warn_issues(trace) -> None:
 
 
 def run_policies(trace, cluster, policies: list[str], fidelity: str, show_progress: bool = True) -> list:
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-
     from teton.placement.scheduler import simulate_schedule
 
     results = []
-    with progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      disable=not show_progress) as bar:
+    with progress_bar(*eta_columns(), disable=not show_progress) as bar:
         for policy in policies:
             task = bar.add_task(f"{policy}: jobs finished", total=max(1, len(trace.jobs)))
             last = [0]
@@ -101,37 +79,43 @@ def print_table(results, trace) -> None:
         ("slowdown p90", lambda r: f"{r.slowdown['p90']:.3f}"),
         ("slowdown max", lambda r: f"{r.slowdown['max']:.3f}"),
         ("fragmentation (free GPUs on partly used hosts)", lambda r: f"{r.fragmentation_mean * 100:.1f} %"),
+        ("head-job reservations kept", lambda r: "-" if r.policy == "fifo" else
+         f"{r.reservations()['held'] - r.reservations()['delayed']} / {r.reservations()['held']}"),
         ("simulated in", lambda r: f"{r.wall_s:.1f} s"),
     ]
     for name, fn in rows:
         t.add_row(name, *[fn(r) for r in results])
     output_console().print(t)
+    from teton.placement.scheduler import schedule_notes
+
+    for note in schedule_notes(results):
+        output_console().print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def schedule(
-        trace: Annotated[str, typer.Argument(help="trace file, or synthetic:N for N seeded synthetic jobs")],
-        cluster: Annotated[str, typer.Option("--cluster", help="cluster preset or file")] = "meta-roce-24k",
-        policy: Annotated[str, typer.Option("--policy", help="fifo | backfill | topology-aware | all")] = "all",
+        trace: Annotated[str, typer.Argument(metavar="TRACE", help="trace file, or synthetic:N for N seeded synthetic jobs")],
+        cluster: Annotated[str | None, typer.Option("--cluster", help="cluster preset or file "
+                                                    "(default: meta-roce-24k)")] = None,
+        policy: Annotated[list[str] | None, typer.Option("--policy", help="fifo | backfill | topology-aware; "
+                                                         "repeatable or comma-separated (default: all)")] = None,
         fmt: Annotated[str, typer.Option("--format", help="auto | ours | philly | alibaba (pai_task_table.csv)")] = "auto",
         strict: Annotated[bool, typer.Option("--strict", help="reject the trace on a malformed line")] = False,
         fidelity: Annotated[str, typer.Option("--fidelity", help="network model: analytical | flow")] = "analytical",
-        seed: Annotated[int, typer.Option("--seed", help="seed of synthetic:N traces")] = 0,
+        seed: Annotated[int | None, typer.Option("--seed", help="seed of synthetic:N traces (default: 0)")] = None,
         load: Annotated[float, typer.Option("--load", help="offered load of synthetic:N traces")] = 0.9,
         jobs_detail: Annotated[bool, typer.Option("--per-job", help="with --json: one row per job")] = False,
-        json_: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+        json_: JsonFlag = False,
     ) -> None:
         """Simulate a job trace on a cluster: utilisation, queueing delay, fragmentation, slowdown."""
         from teton.placement.scheduler import SCHEDULER_POLICIES
 
-        policies = list(SCHEDULER_POLICIES) if policy == "all" else [policy]
-        for p in policies:
-            if p not in SCHEDULER_POLICIES:
-                raise SpecError("--policy", p, "must be fifo, backfill, topology-aware or all")
+        policies = list(parse_names(policy, tuple(SCHEDULER_POLICIES), "--policy"))
+        seed = 0 if seed is None else seed
         if seed < 0:
             raise SpecError("--seed", seed, "must be a non-negative integer")
-        cl = resolve_cluster(cluster)
+        cl = load_cluster(cluster or DEFAULT_CLUSTER)
         tr = load_trace(trace, fmt, strict, cl, seed, load)
         warn_issues(tr)
         if not tr.jobs:
@@ -144,6 +128,9 @@ def register(app: typer.Typer) -> None:
             print(f"warning: {issue.message}; skipped", file=sys.stderr)
         if json_:
             rows = [r.to_dict(include_jobs=jobs_detail) for r in results]
-            print_json(rows[0] if len(rows) == 1 else {"trace": tr.source, "results": rows})
+            from teton.placement.scheduler import schedule_notes
+
+            print_json(rows[0] if len(rows) == 1 else {"trace": tr.source, "results": rows,
+                                                       "notes": schedule_notes(results)})
         else:
             print_table(results, tr)

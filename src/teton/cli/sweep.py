@@ -1,4 +1,4 @@
-"""``teton sweep SWEEP.yaml --out results.duckdb``: evaluate a grid of what-ifs, store, resume, rank."""
+"""``teton sweep SWEEP.yaml --db results.duckdb``: evaluate a grid of what-ifs, store, resume, rank."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import typer
 
 from teton.cli._common import JsonFlag, print_json
 from teton.progress import progress_bar
-
-GIB = 2**30  # memory per GPU in GiB, as teton run prints it
-
+from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
 # whole-run columns (teton.whole_run) shown when the points have them: column -> heading
 RUN_COLUMNS = {"checkpoint_save_s": "save s", "checkpoint_blocking_s": "pause s", "ettr": "ETTR",
@@ -26,6 +24,18 @@ def _fmt_run(col: str, value) -> str:
     return f"{value:.3f}" if col.endswith("_s") else f"{value:.1f}"
 
 
+def own_peak_label(rows) -> str | None:
+    """"MFU (fp8 peak)" when some rows are not bf16 jobs: the "MFU" column is against the bf16 peak
+    for every point, so points of both precisions rank and compare on one scale; this column adds
+    the MFU against the point's own peak (``mfu``), "-" for bf16 points. None: all bf16."""
+    own = sorted({r.get("precision") for r in rows} - {None, "bf16"})
+    return f"MFU ({'/'.join(own)} peak)" if own else None
+
+
+def _own_peak_mfu(row) -> str:
+    return "-" if row.get("precision") in (None, "bf16") else f"{row['mfu'] * 100:.1f} %"
+
+
 def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:g}"
@@ -36,17 +46,17 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def sweep(
         sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP", help="sweep file: base spec, grid, zip, filter")],
-        out: Annotated[Path, typer.Option("--out", help="DuckDB results file (created; re-run to resume)")],
+        out: Annotated[Path, typer.Option("--db", help="DuckDB results store (created; re-run to resume)")],
         executor: Annotated[str, typer.Option("--executor", help="local (process pool) | ray | serial")] = "local",
         workers: Annotated[int | None, typer.Option("--workers", help="parallel workers (default: CPU count)")] = None,
         batch: Annotated[int, typer.Option("--batch", help="points per task")] = 64,
-        top: Annotated[int, typer.Option("--top", help="rows to print")] = 10,
+        top: Annotated[int, typer.Option("--top", min=1, help="rows to print")] = 10,
         parquet: Annotated[Path | None, typer.Option("--parquet", help="also export this sweep's rows")] = None,
-        html: Annotated[Path | None, typer.Option("--html", help="also write an offline HTML page of the "
+        html: Annotated[Path | None, typer.Option("--out", "-o", help="also write an offline HTML page of the "
                                                   "sweep: best points, effect of each key, time vs memory")] = None,
         json_: JsonFlag = False,
     ) -> None:
-        """Simulate every point of a sweep (skipping points already in --out) and show the best."""
+        """Simulate every point of a sweep (skipping points already in --db) and show the best."""
         import sys
 
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
@@ -59,7 +69,7 @@ def register(app: typer.Typer) -> None:
         from teton.sweep.store import ResultStore
 
         check_executor(executor, workers)
-        for name, path in (("--html", html), ("--parquet", parquet)):  # fail before the sweep, not after it
+        for name, path in (("--out", html), ("--parquet", parquet)):  # fail before the sweep, not after it
             if path is not None:
                 check_writable_file(path, name)
         for name, value in (("--batch", batch), ("--top", top)):
@@ -80,12 +90,17 @@ def register(app: typer.Typer) -> None:
                     summary = run_sweep(spec, store, executor=executor, workers=workers, batch=batch,
                                         progress=progress)
             except KeyboardInterrupt:
+                try:  # the store itself: a batch can be committed after the last progress call
+                    c = store.counts()
+                    stored[0] = c["ok"] + c["invalid"] + c["failed"]
+                except (Exception, KeyboardInterrupt):
+                    pass
                 print(f"interrupted: {stored[0]} of {stored[1]} points are stored in {out}; "
                       "run the same command again to resume", file=sys.stderr)
                 sys.exit(130)  # SystemExit passes the CLI wrapper unchanged
             point_cols = list(spec.keys)
-            metric_cols = ["step_time_s", "mfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes",
-                           "fits_in_memory"]
+            metric_cols = ["step_time_s", "mfu_bf16", "mfu", "precision", "tflops_per_gpu", "tokens_per_s",
+                           "memory_per_gpu_bytes", "fits_in_memory"]
             run_cols = [c for c in RUN_COLUMNS if c in store.columns]  # points that modelled a whole run
             metric_cols += run_cols
             best = store.rows(order="best", limit=top, only_ok=True, columns=["key", *point_cols, *metric_cols])
@@ -112,10 +127,12 @@ def register(app: typer.Typer) -> None:
             print(f"  ... and {len(errors) - 3} more (every one is in the store, with its error)", file=sys.stderr)
         order = "time-to-train" if "time_to_train_days" in run_cols else "fastest"
         t = Table(title=f"top {len(best)} of {s.ok} (fitting first, then {order})")
-        for col in (*point_cols, "step s", "MFU", "TFLOP/s/GPU", "mem GiB", "fits", *(RUN_COLUMNS[c] for c in run_cols)):
+        own = own_peak_label(best)
+        for col in (*point_cols, "step s", "MFU", *([own] if own else []), "TFLOP/s/GPU", "mem GiB", "fits",
+                    *(RUN_COLUMNS[c] for c in run_cols)):
             t.add_column(col, justify="right")
         for r in best:
-            t.add_row(*(_fmt(r[k]) for k in point_cols), f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %",
-                      f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
+            t.add_row(*(_fmt(r[k]) for k in point_cols), f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
+                      *([_own_peak_mfu(r)] if own else []), f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       "yes" if r["fits_in_memory"] else "no", *(_fmt_run(c, r[c]) for c in run_cols))
         output_console(t).print(t)

@@ -12,6 +12,12 @@ class StepResult:
 
     ``breakdown`` sums to ``step_time_s``: compute, exposed tp/cp/pp/dp communication, the
     pipeline bubble and the optimizer step, as seen by the busiest pipeline rank.
+
+    Two peaks: ``mfu`` and ``hfu`` are against the dense peak of the job's ``precision`` (the
+    fp8 peak for an fp8 job: DESIGN.md's MFU; JSON keeps these keys); ``mfu_bf16`` and
+    ``hfu_bf16`` against the bf16 dense peak whatever the precision, the one peak every table's
+    "MFU" / "HFU" shows, so runs of different precisions compare (an fp8 run that is faster has
+    the higher MFU). Tables label the precision-peak figures "MFU (fp8 peak)".
     """
 
     step_time_s: float
@@ -39,7 +45,12 @@ class StepResult:
     # MFU against the dense bf16 peak whatever the precision: ``mfu`` of an fp8 job is against
     # the fp8 peak (twice bf16's on Hopper), so this is the figure to compare fp8 and bf16 runs by
     mfu_bf16: float = 0.0
+    hfu_bf16: float = 0.0
+    precision: str = "bf16"  # whose dense peak ``mfu`` and ``hfu`` are against
     notes: tuple[str, ...] = ()
+    # what the user must hear (a pipeline mostly idle for want of micro-batches): `teton run` prints
+    # these before its tables, --json lists them
+    warnings: tuple[str, ...] = ()
     # the step time's band from the leave-one-out errors of the in-situ fit (None: burst profile,
     # or in-situ values with no fit behind them): a run predicted with error e in [lo, hi]
     # measured step_time_s / (1 + e)
@@ -53,6 +64,7 @@ class StepResult:
         d = asdict(self)
         extra = d.pop("extra")
         d["notes"] = list(self.notes)
+        d["warnings"] = list(self.warnings)
         d.update(extra)
         return d
 

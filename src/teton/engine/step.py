@@ -14,7 +14,9 @@
    order the step grows by that SM fraction of the overlapped DP time (``sm_contention``).
 4. Then the optimizer step (memory-bound Adam over this GPU's shard).
 
-MFU (DESIGN.md): model FLOPs per step / (step time x GPUs x dense peak of the job's precision).
+MFU (DESIGN.md): model FLOPs per step / (step time x GPUs x dense peak of the job's precision);
+``mfu_bf16`` (and ``hfu_bf16``) over the bf16 dense peak whatever the precision, the figure tables
+show as "MFU" so that fp8 and bf16 runs compare against one peak.
 Model FLOPs per token = 6 N + 12 L s d_attn, the definition that introduced MFU (Chowdhery et
 al. 2022, PaLM, Appendix B; also Narayanan et al. 2021's Megatron formula and torchtitan): N the
 matmul parameters a token touches (the input-embedding lookup is not a matmul) and the attention
@@ -104,6 +106,22 @@ def _dp_collective_s(cost, placement: Placement, job, work, op: str, bytes_per_p
                     + (cost.collective_time(op, edp_groups, e * bytes_per_param) if edp_groups is not None else 0.0)
                     for d, e in values])
     return out[np.asarray(inverse).ravel()].reshape(params.shape)
+
+
+def pipeline_warnings(job, micro_batches: int, bubble_fraction: float) -> tuple[str, ...]:
+    """A warning when a pipelined job runs fewer micro-batches per DP rank than it has stages:
+    the 1F1B bubble, (p - 1) / (v m) of the compute, then dominates the step. A spec without
+    ``job.global_batch`` (or ``global_batch_tokens``) runs one micro-batch per DP rank."""
+    p, m = job.pp, micro_batches
+    if p <= 1 or m >= p:
+        return ()
+    unset = job.global_batch is None and job.global_batch_tokens is None
+    why = (f" job.global_batch is not set, so it defaulted to dp x micro_batch = {job.sequences_per_step} "
+           "sequences (one micro-batch per DP rank);" if unset else "")
+    return (f"only {m} micro-batch{'es' if m != 1 else ''} per DP rank on pp={p}: the pipeline bubble is "
+            f"{bubble_fraction * 100:.0f} % of the step time.{why} set job.global_batch (or "
+            f"job.global_batch_tokens) so that micro-batches per DP rank >= pp, e.g. "
+            f"job.global_batch={job.dp_degree * job.micro_batch * p}",)
 
 
 def blocking_p2p(fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -277,6 +295,9 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         notes=(*spec.notes, mode_note) if mode_note else spec.notes,
         hfu=hw_flops / (step * job.gpus * gpu.peak_flops(job.precision)),
         mfu_bf16=flops / (step * job.gpus * gpu.peak_flops("bf16")),
+        hfu_bf16=hw_flops / (step * job.gpus * gpu.peak_flops("bf16")),
+        precision=job.precision,
+        warnings=pipeline_warnings(job, m, breakdown["pipeline_bubble"] / step),
         hardware_flops_per_step=hw_flops,
         step_time_s_low=step / (1 + band[1]) if band else None,
         step_time_s_high=step / (1 + band[0]) if band else None,

@@ -258,8 +258,11 @@ def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None
 
     Memoised by value, so that every simulation of one cluster shares one table (the engine's
     identity-keyed caches then hit across calls)."""
-    key = (gpu.name, tuple(sorted((overrides or {}).items())))
-    hit = _CLUSTER_EFFICIENCY.get(key)
+    try:
+        key = (gpu.name, tuple(sorted((overrides or {}).items())))
+        hit = _CLUSTER_EFFICIENCY.get(key)
+    except TypeError:  # a value no spec allows (a list, a mapping) or a key that is not a name
+        return with_overrides(efficiency_for(gpu), overrides)  # raises the SpecError naming it
     if hit is None:
         eff = efficiency_for(gpu)
         if profile_of(overrides) == "in_situ":

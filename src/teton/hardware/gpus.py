@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TB = 1e12
-GB = 1e9
-GIB = 2**30
-MIB = 2**20
+from teton.units import GB, GIB, MIB, TB  # noqa: F401  (the catalog's units)
 
 
 @dataclass(frozen=True)

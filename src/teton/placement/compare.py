@@ -5,7 +5,9 @@ hold: ``occupancy_busy``), prices each placement with a step simulator (``simula
 placement=..., cost_model=...)``, e.g. ``teton.simulate``; ``cost_model`` None is the spec's
 own network; without a simulator, the cheap model of ``cost``), and
 compares it with the ideal: topology-aware placement on an empty cluster. The axis that pays is
-the ``<axis>_comm`` entry of the breakdown that grew most against the ideal.
+the ``<axis>_comm`` entry of the breakdown that grew most against the ideal. Each row carries
+``notes`` (``add_notes``): a capped occupancy, a job that takes every free GPU (the policies then
+differ only in rank order), and why a policy beats the ideal when one does.
 """
 
 from __future__ import annotations
@@ -42,12 +44,26 @@ def occupancy_busy(cluster: ClusterSpec, fraction: float, seed: int = 0, keep_fr
     return (chosen[:, None] * half + np.arange(half)).ravel().astype(np.int64)
 
 
+def occupancy_capped(cluster: ClusterSpec, fraction: float, keep_free: int) -> bool:
+    """Does ``occupancy_busy`` cap ``fraction`` to keep ``keep_free`` GPUs free?"""
+    return int(round(fraction * cluster.gpus)) > cluster.gpus - keep_free
+
+
 def span(cluster: ClusterSpec, gpu_ids: np.ndarray) -> dict[str, int]:
     """Hosts and domains of each fabric layer a set of GPUs touches."""
     out = {"hosts": int(np.unique(gpu_ids // cluster.gpus_per_host).size)}
     for layer in cluster.layers:
-        out[f"{layer.name}s"] = int(np.unique(gpu_ids // layer.span_gpus).size)
+        out[plural(layer.name)] = int(np.unique(gpu_ids // layer.span_gpus).size)
     return out
+
+
+def plural(name: str) -> str:
+    """English plural of a fabric layer's name: leaf -> leaves, switch -> switches, rack -> racks."""
+    if name.endswith("f"):
+        return name[:-1] + "ves"
+    if name.endswith(("s", "x", "ch", "sh")):
+        return name + "es"
+    return name + "s"
 
 
 def _estimate_row(spec, placement: Placement) -> dict[str, Any]:
@@ -91,13 +107,13 @@ def neighbour_groups(busy: np.ndarray, unit_gpus: int, seed: int = 0, job_gpus: 
 
 def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tuple[str, ...] = POLICIES,
                      simulate: Callable[..., Any] | None = None,
-                     progress: Callable[[str], None] | None = None, neighbours: bool = False) -> list[dict[str, Any]]:
+                     progress: Callable[[int, int], None] | None = None, neighbours: bool = False) -> list[dict[str, Any]]:
     """One row per policy: step time, breakdown, slowdown and deltas vs the ideal, the axis that
     pays, and the hosts / racks / pods the job spans. ``spec``: a resolved ``teton.Spec``.
 
     ``neighbours``: the other jobs on the busy GPUs (:func:`neighbour_groups`, scattered as a
     busy cluster leaves them) all-reduce all the time on the same fabric (flow model with
-    background traffic; needs ``simulate``)."""
+    background traffic; needs ``simulate``). ``progress(done, total)``: policies priced so far."""
     cluster: ClusterSpec = spec.cluster
     job = spec.job
     degrees = {"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": job.dp_degree}
@@ -122,11 +138,12 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
         r = simulate(spec, placement=p, cost_model=cost_model)
         return {"step_time_s": float(r.step_time_s), "breakdown": {k: float(v) for k, v in r.breakdown.items()}}
 
-    ideal = price(place(cluster, degrees, order, "topology-aware", seed), empty if neighbours else None)
+    ideal_p = place(cluster, degrees, order, "topology-aware", seed)
+    ideal = price(ideal_p, empty if neighbours else None)
     rows = []
-    for policy in policies:
+    for i, policy in enumerate(policies):
         if progress is not None:
-            progress(policy)
+            progress(i, len(policies))
         p = place(cluster, degrees, order, policy, seed, busy)
         row = price(p, crowded)
         bd = row["breakdown"]
@@ -139,7 +156,75 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
             "delta_vs_ideal_s": {k: bd.get(k, 0.0) - ideal["breakdown"].get(k, 0.0) for k in bd},
             "span": span(cluster, p.gpu_of_rank),
             "occupancy": float(busy.size / cluster.gpus),
+            "occupancy_requested": float(occupancy),
+            "occupancy_capped": occupancy_capped(cluster, occupancy, job.gpus),
+            "ranks_per_host": ranks_per_host(cluster, p),
             "priced_by": "estimate" if simulate is None else "simulate",
             "neighbours": neighbours,
         })
+    if progress is not None:
+        progress(len(policies), len(policies))
+    add_notes(spec, rows, ranks_per_host(cluster, ideal_p), free_gpus=cluster.gpus - busy.size)
     return rows
+
+
+def ranks_per_host(cluster: ClusterSpec, p: Placement) -> dict[str, int]:
+    """Members on one host of each axis' groups (the fewest over groups and hosts): how many ranks
+    of a group NVLink joins before its collective reaches the NICs. ``dp``: the gradient group
+    (dp x cp, as the step simulator reduces it)."""
+    out = {}
+    for axis, groups in (("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "dp_cp")):
+        g = p.groups(groups)
+        if g.shape[1] > 1:
+            hosts = np.sort(g // cluster.gpus_per_host, axis=1)
+            distinct = 1 + (np.diff(hosts, axis=1) != 0).sum(axis=1)
+            out[axis] = int((g.shape[1] // distinct).min())
+    return out
+
+
+def add_notes(spec, rows: list[dict[str, Any]], ideal_per_host: dict[str, int], free_gpus: int) -> None:
+    """Attach to each row (``row["notes"]``) what a reader needs to trust it: a capped occupancy;
+    a job that takes every free GPU (the policies then only reorder ranks); a policy faster than
+    the ideal and why (a rank order that puts more ranks of a group on a host, whose collective
+    NVLink pre-reduces: a genuine effect, not a cost-model error); random no slower than
+    topology-aware on a non-blocking fabric priced by the analytical model."""
+    cluster, job = spec.cluster, spec.job
+    common = []
+    if rows and rows[0]["occupancy_capped"]:
+        common.append(f"occupancy capped: {rows[0]['occupancy_requested']:.3f} requested, "
+                      f"{rows[0]['occupancy']:.3f} used, so that the job's {job.gpus} GPUs stay free")
+    if job.gpus == free_gpus:
+        common.append(f"the job takes every free GPU ({job.gpus} of {cluster.gpus}): every policy uses the "
+                      "same GPUs, so they differ only in rank order")
+    for r in rows:
+        r["notes"] = list(common)
+        note = _faster_note(r, ideal_per_host, tuple(job.parallel_order))
+        if note:
+            r["notes"].append(note)
+        if (r["policy"] == "random" and abs(r["slowdown"] - 1.0) < 1e-3 and spec.network.fidelity == "analytical"
+                and all(layer.oversubscription <= 1.0 for layer in cluster.layers)):
+            r["notes"].append("random is as fast as topology-aware: it shuffles whole hosts, and on this "
+                              "non-blocking fabric (1:1 at every layer) the analytical model charges host order "
+                              "only switch-hop latency; network.fidelity=flow prices ECMP collisions")
+
+
+def _faster_note(r: dict[str, Any], ideal_per_host: dict[str, int], order: tuple[str, ...]) -> str | None:
+    """Why a policy beats the ideal: the axis whose communication fell most, with its ranks per host."""
+    if r["slowdown"] >= 1.0 - 1e-3:
+        return None
+    deltas = {k[: -len("_comm")]: d for k, d in r["delta_vs_ideal_s"].items() if k.endswith("_comm")}
+    gain, d_gain = min(deltas.items(), key=lambda kv: kv[1])
+    lose, d_lose = max(deltas.items(), key=lambda kv: kv[1])
+    text = f"{r['policy']} is {(1 - r['slowdown']) * 100:.1f} % faster than topology-aware: {gain}_comm {d_gain:+.3f} s"
+    if d_lose > 5e-4:
+        text += f", {lose}_comm {d_lose:+.3f} s"
+    k, k0 = r["ranks_per_host"].get(gain, 0), ideal_per_host.get(gain, 0)
+    if k > k0:
+        text += (f". Its rank order puts {k} ranks of each {gain} group on a host (topology-aware: {k0}), "
+                 "which reduce over NVLink before the NICs: a real effect of the rank order, not a cost-model "
+                 f"error. Topology-aware placement follows job.parallel_order {list(order)}")
+        if gain == "dp" and "pp" in order and order.index("dp") > order.index("pp"):
+            inner = [a for a in order if a != "dp"]
+            inner.insert(inner.index("pp"), "dp")
+            text += f"; with {inner} it gets the same"
+    return text

@@ -7,11 +7,12 @@ Policies (all serve jobs in arrival order):
   backfill        - FIFO + EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001): when the head
                     job cannot start, it gets a reservation at the earliest time enough GPUs free
                     up (the running jobs' expected ends: their speed on their placement is known
-                    once they run); a later job may start now if it fits and its *ideal* run time
-                    (the user's estimate) ends before that time, or it uses only GPUs the
-                    reservation leaves spare. Same first-fit GPU choice as fifo. A backfilled job
-                    that runs slower than its estimate can delay the head (as with real
-                    under-estimates).
+                    once they run); a later job may start now if it fits and its run time on the
+                    GPUs it would get (its ideal run time, the user's estimate, times the
+                    placement slowdown the scheduler prices before starting it) ends before that
+                    time, or it uses only GPUs the reservation leaves spare. So backfilled jobs
+                    never delay the head past its first reservation (``reserved_s``). Same
+                    first-fit GPU choice as fifo.
   topology-aware  - the backfill queue with topology-aware packing: a job that fits in a host
                     goes to the fullest host it fits in (best fit); a larger job takes whole free
                     hosts from the smallest rack / pod / ... that holds it (best fit at the lowest
@@ -23,11 +24,13 @@ Policies (all serve jobs in arrival order):
 A job's run time is its ideal run time (trace ``duration_s``, or tokens / tokens-per-step x the
 ideal step time) times its placement slowdown from ``cost.SlowdownModel`` (step time on its
 actual GPUs / on the ideal placement, by the network cost model; cached per job shape and
-placement structure). Backfill reservations use the ideal run time, as a user estimate would.
+placement structure). Backfill decisions use the ideal run time times the slowdown on the GPUs
+the candidate would get (the run time the simulation will give it), so reservations hold.
 
 Reports: GPU utilisation over time (time-weighted), queueing delay percentiles, fragmentation
 (time-weighted share of free GPUs that sit on partly used hosts), per-job placement slowdown,
-jobs finished.
+jobs finished, the reservations backfill made and kept; ``schedule_notes`` explains a comparison
+whose makespan or slowdown goes against the expected order (the makespan is one job's end).
 """
 
 from __future__ import annotations
@@ -172,6 +175,8 @@ class ScheduleResult:
     end_s: np.ndarray = field(repr=False)
     job_slowdown: np.ndarray = field(repr=False)
     pods_spanned: np.ndarray = field(repr=False)
+    reserved_s: np.ndarray | None = field(default=None, repr=False)  # backfill: first reservation, else NaN
+    hosts_spanned: np.ndarray | None = field(default=None, repr=False)
     cache: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -184,13 +189,63 @@ class ScheduleResult:
             "slowdown": self.slowdown, "fragmentation_mean": self.fragmentation_mean,
             "utilisation_series": [list(p) for p in self.utilisation_series],
             "cache": self.cache, "wall_s": self.wall_s,
+            "reservations": self.reservations(), "last_job": self.last_job(),
         }
         if include_jobs:
+            n = len(self.job_ids)
+            reserved = self.reserved_s if self.reserved_s is not None else np.full(n, np.nan)
+            hosts = self.hosts_spanned if self.hosts_spanned is not None else np.zeros(n, dtype=np.int64)
             d["per_job"] = [{"job_id": j, "start_s": float(s), "end_s": float(e), "slowdown": float(x),
-                             "pods_spanned": int(p)}
-                            for j, s, e, x, p in zip(self.job_ids, self.start_s, self.end_s,
-                                                     self.job_slowdown, self.pods_spanned, strict=True)]
+                             "pods_spanned": int(p), "hosts_spanned": int(h),
+                             "reserved_s": None if math.isnan(r) else float(r)}
+                            for j, s, e, x, p, h, r in zip(self.job_ids, self.start_s, self.end_s, self.job_slowdown,
+                                                           self.pods_spanned, hosts, reserved, strict=True)]
         return d
+
+    def reservations(self) -> dict[str, int]:
+        """Head jobs that got a backfill reservation, and how many started after it (0 expected)."""
+        if self.reserved_s is None:
+            return {"held": 0, "delayed": 0}
+        made = ~np.isnan(self.reserved_s)
+        late = self.start_s[made] - self.reserved_s[made] > 1e-9 * np.maximum(1.0, np.abs(self.reserved_s[made]))
+        return {"held": int(made.sum()), "delayed": int(late.sum())}
+
+    def last_job(self) -> dict | None:
+        """The job that finishes last (its end is the makespan): id, GPUs, hosts, ideal run time, slowdown."""
+        if not len(self.job_ids) or np.isnan(self.end_s).all():
+            return None
+        i = int(np.nanargmax(self.end_s))
+        hosts = int(self.hosts_spanned[i]) if self.hosts_spanned is not None else None
+        return {"job_id": self.job_ids[i], "start_s": float(self.start_s[i]), "end_s": float(self.end_s[i]),
+                "ideal_s": float((self.end_s[i] - self.start_s[i]) / self.job_slowdown[i]),
+                "slowdown": float(self.job_slowdown[i]), "hosts_spanned": hosts}
+
+
+def schedule_notes(results: list[ScheduleResult], rel_tol: float = 1e-3) -> list[str]:
+    """Explanations for a comparison against FIFO whose makespan or mean placement slowdown goes
+    the unexpected way for a backfilling policy. The makespan is the end of one job, the last to
+    finish, so a single long job on a poor placement decides it."""
+    fifo = next((r for r in results if r.policy == "fifo"), None)
+    if fifo is None:
+        return []
+    notes = []
+    for r in results:
+        if r.policy == "fifo":
+            continue
+        res, last = r.reservations(), r.last_job()
+        if r.makespan_s > fifo.makespan_s * (1 + rel_tol) and last is not None:
+            notes.append(
+                f"{r.policy}'s makespan ({r.makespan_s / 3600:.1f} h) is longer than fifo's "
+                f"({fifo.makespan_s / 3600:.1f} h): it is the end of the last job to finish, {last['job_id']} "
+                f"(ideal run time {last['ideal_s'] / 3600:.1f} h), which ran {last['slowdown']:.2f}x slower on the "
+                f"{last['hosts_spanned']} host(s) it got; head-job reservations kept: "
+                f"{res['held'] - res['delayed']} of {res['held']}")
+        if r.slowdown["mean"] > fifo.slowdown["mean"] * (1 + rel_tol):
+            notes.append(
+                f"{r.policy}'s mean placement slowdown ({r.slowdown['mean']:.3f}) is worse than fifo's "
+                f"({fifo.slowdown['mean']:.3f}): it starts jobs in the gaps fifo leaves idle, where the free GPUs "
+                "sit on partly used hosts")
+    return notes
 
 
 def _percentiles(x: np.ndarray) -> dict[str, float]:
@@ -199,6 +254,24 @@ def _percentiles(x: np.ndarray) -> dict[str, float]:
     p = np.percentile(x, [50, 90, 99])
     return {"mean": float(x.mean()), "p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]),
             "max": float(x.max())}
+
+
+def easy_reservation(running: list[tuple[float, int]], n_free: int, gpus: np.ndarray,
+                     need: int) -> tuple[float, int]:
+    """EASY backfilling's reservation for a head job of ``need`` GPUs: (shadow time s, extra GPUs).
+
+    The shadow time is the earliest end of a running job (``running``: (end s, job) pairs, ends
+    exact: each job's speed on its placement is known once it runs) after which ``n_free`` plus
+    the GPUs released so far cover ``need``; the extra GPUs are those left over then, which a
+    backfilled job may hold past the shadow time without delaying the head.
+    """
+    ends = np.array([e for e, _ in running])
+    order = np.argsort(ends, kind="stable")
+    freed = n_free + np.cumsum(gpus[[running[k][1] for k in order]])
+    k = int(np.searchsorted(freed, need))
+    if k >= len(order):
+        return math.inf, 0
+    return float(ends[order[k]]), int(freed[k] - need)
 
 
 def _shape_of(job, cluster: ClusterSpec) -> JobShape:
@@ -239,7 +312,9 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
     start = np.full(n, np.nan)
     end = np.full(n, np.nan)
     slow = np.full(n, np.nan)
+    reserved = np.full(n, np.nan)  # backfill: the first reservation a blocked head job got
     pods = np.zeros(n, dtype=np.int64)
+    hosts = np.zeros(n, dtype=np.int64)
     pod_span = max(layer.span_gpus for layer in cluster.layers if layer.span_gpus < cluster.gpus) \
         if any(layer.span_gpus < cluster.gpus for layer in cluster.layers) else cluster.gpus
     alloc = Allocator(cluster)
@@ -254,15 +329,20 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
     choose = alloc.packed if policy == "topology-aware" else alloc.first_fit
     compact_only = policy == "topology-aware"
 
-    def start_job(i: int, now: float) -> None:
+    def placed(i: int) -> tuple[np.ndarray, float]:
+        """The GPUs job ``i`` would get now and its slowdown on them."""
         chosen = choose(int(gpus[i]))
+        return chosen, (sm.slowdown(shapes[i], chosen) if gpus[i] > 1 else 1.0)
+
+    def start_job(i: int, now: float, where: tuple[np.ndarray, float] | None = None) -> None:
+        chosen, s = where if where is not None else placed(i)
         alloc.take(chosen)
         held[i] = chosen
-        s = sm.slowdown(shapes[i], chosen) if gpus[i] > 1 else 1.0
         slow[i] = s
         start[i] = now
         end[i] = now + ideal_s[i] * s
         pods[i] = np.unique(chosen // pod_span).size
+        hosts[i] = np.unique(chosen // cluster.gpus_per_host).size
         heapq.heappush(running, (end[i], i))
 
     while nxt < n or queue or running:
@@ -281,25 +361,29 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
             start_job(queue.pop(0), t)
         if use_backfill and queue and alloc.n_free > 0:
             head = queue[0]
-            ends = np.array([e for e, _ in running])
-            order = np.argsort(ends)
-            freed = alloc.n_free + np.cumsum(gpus[[running[k][1] for k in order]])
-            k = int(np.searchsorted(freed, gpus[head]))
-            shadow = float(ends[order[k]]) if k < len(order) else math.inf
-            extra = int(freed[k] - gpus[head]) if k < len(order) else 0
+            shadow, extra = easy_reservation(running, alloc.n_free, gpus, int(gpus[head]))
+            if math.isnan(reserved[head]):
+                reserved[head] = shadow
             kept = [head]
             for pos, i in enumerate(queue[1:], start=1):
                 if pos > BACKFILL_DEPTH:
                     kept.extend(queue[pos:])
                     break
                 gi = int(gpus[i])
-                if gi <= alloc.n_free and (t + ideal_s[i] <= shadow or gi <= extra) and (
-                        not compact_only or alloc.compact_possible(gi)):
-                    if t + ideal_s[i] > shadow:
-                        extra -= gi
-                    start_job(i, t)
-                else:
+                # cheap rejections first: no room now, no compact room, or past the reservation on
+                # reserved GPUs even at the ideal speed
+                if gi > alloc.n_free or (compact_only and not alloc.compact_possible(gi)) or (
+                        gi > extra and t + ideal_s[i] > shadow):
                     kept.append(i)
+                    continue
+                where = placed(i)
+                past = t + ideal_s[i] * where[1] > shadow  # its run time on the GPUs it gets
+                if past and gi > extra:
+                    kept.append(i)
+                    continue
+                if past:
+                    extra -= gi
+                start_job(i, t, where)
             queue = kept
         ev_t.append(t)
         ev_busy.append(cluster.gpus - alloc.n_free)
@@ -323,7 +407,7 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
         queue_delay_s=_percentiles(start - arrival), slowdown=_percentiles(slow[multi]) | {
             "mean_all_jobs": float(slow.mean()) if n else 0.0},
         fragmentation_mean=frag_mean, job_ids=tuple(j.job_id for j in jobs), start_s=start, end_s=end,
-        job_slowdown=slow, pods_spanned=pods, cache={"hits": sm.hits, "misses": sm.misses}, wall_s=wall)
+        job_slowdown=slow, pods_spanned=pods, reserved_s=reserved, hosts_spanned=hosts, cache={"hits": sm.hits, "misses": sm.misses}, wall_s=wall)
 
 
 def _window_mean(t: np.ndarray, busy: np.ndarray, a: float, b: float) -> float:

@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import math
+import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -111,6 +113,14 @@ def _num(text: str, name: str, kind=float, positive: bool = False):
     return v
 
 
+def _csv_cells(line: str) -> list[str]:
+    """The cells of one CSV line; ValueError (a malformed line) where csv cannot read it."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as err:
+        raise ValueError(f"not a CSV line ({err})") from None
+
+
 def parse_ours(text: str, source: str = "<trace>", strict: bool = False) -> Trace:
     """Read our CSV format (module docstring)."""
     col = _Collector(source, strict)
@@ -118,7 +128,10 @@ def parse_ours(text: str, source: str = "<trace>", strict: bool = False) -> Trac
     header_at = next((i for i, ln in enumerate(lines) if ln.strip() and not ln.lstrip().startswith("#")), None)
     if header_at is None:
         raise SpecError("trace", source, "is empty; expected a header " + ",".join(OUR_COLUMNS))
-    header = [h.strip() for h in next(csv.reader([lines[header_at]]))]
+    try:
+        header = [h.strip() for h in _csv_cells(lines[header_at])]
+    except ValueError as err:
+        raise SpecError("trace header", lines[header_at], str(err), where=f"{source}:{header_at + 1}") from None
     for need in ("job_id", "arrival_s", "gpus"):
         if need not in header:
             raise SpecError("trace header", ",".join(header), f"needs column {need!r}; columns: "
@@ -132,7 +145,11 @@ def parse_ours(text: str, source: str = "<trace>", strict: bool = False) -> Trac
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
         lineno = i + 1
-        cells = next(csv.reader([raw]))
+        try:
+            cells = _csv_cells(raw)
+        except ValueError as err:
+            col.bad(lineno, str(err))
+            continue
         if len(cells) != len(header):
             col.bad(lineno, f"{len(cells)} fields, expected {len(header)} ({','.join(header)})")
             continue
@@ -195,8 +212,8 @@ def parse_philly(text: str, source: str = "<trace>", strict: bool = False) -> Tr
         lineno = text.count("\n", 0, pos) + 1
         try:
             obj, end = dec.raw_decode(text, pos)
-        except json.JSONDecodeError as err:
-            col.bad(lineno, f"invalid JSON ({err.msg})")
+        except (json.JSONDecodeError, RecursionError) as err:
+            col.bad(lineno, f"invalid JSON ({getattr(err, 'msg', 'nested too deeply')})")
             nxt = text.find("\n", pos)  # resynchronise at the next line that starts an object
             while nxt != -1 and not text[nxt + 1:].lstrip(" \t").startswith(("{", "]")):
                 nxt = text.find("\n", nxt + 1)
@@ -252,7 +269,15 @@ def parse_alibaba(text: str, source: str = "<trace>", strict: bool = False) -> T
     """Read an Alibaba PAI ``pai_task_table.csv`` (module docstring), grouping tasks into jobs."""
     col = _Collector(source, strict)
     per_job: dict[str, dict] = {}
-    for i, cells in enumerate(csv.reader(io.StringIO(text)), start=1):
+    reader = csv.reader(io.StringIO(text))
+    for i in itertools.count(1):
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as err:  # the reader goes on with the next line
+            col.bad(i, f"not a CSV line ({err})")
+            continue
         if not cells or (len(cells) == 1 and not cells[0].strip()) or cells[0].startswith("#"):
             continue
         if len(cells) != len(ALIBABA_TASK_COLUMNS):
@@ -294,7 +319,7 @@ def read_trace(path: str | Path, fmt: str = "auto", strict: bool = False) -> Tra
     """Read a trace file; ``fmt``: ours | philly | alibaba | auto (.json: philly; a file named
     pai_task_table*: alibaba; otherwise ours)."""
     p = Path(path)
-    if not p.is_file():
+    if not os.path.isfile(p):
         raise SpecError("trace", str(path), "no such file")
     if fmt == "auto":
         fmt = "philly" if p.suffix.lower() == ".json" else "alibaba" if "pai_task_table" in p.name else "ours"
@@ -313,13 +338,16 @@ SYNTH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 SYNTH_WEIGHTS = (30, 8, 8, 20, 8, 7, 6, 4, 3, 2, 1.5, 1, 0.5, 0.2)
 
 
+MAX_SYNTHETIC_JOBS = 1_000_000  # synthetic:N beyond this would take hours to simulate (or exhaust memory)
+
+
 def synthetic_trace(n_jobs: int, cluster_gpus: int, seed: int = 0, load: float = 0.9,
                     median_duration_s: float = 3600.0, sigma: float = 1.2) -> Trace:
     """A seeded synthetic trace: sizes from ``SYNTH_SIZES`` / ``SYNTH_WEIGHTS`` (capped at the
     cluster), log-normal ideal run times (median ``median_duration_s``), Poisson arrivals at the
     rate that offers ``load`` x the cluster's GPU-seconds: rate = load x GPUs / E[gpus x duration]."""
-    if n_jobs <= 0:
-        raise SpecError("jobs", n_jobs, "must be > 0")
+    if not 0 < n_jobs <= MAX_SYNTHETIC_JOBS:
+        raise SpecError("jobs", n_jobs, f"must be between 1 and {MAX_SYNTHETIC_JOBS:,}")
     if not 0 < load <= 10:
         raise SpecError("load", load, "must be in (0, 10]")
     rng = np.random.default_rng(seed)

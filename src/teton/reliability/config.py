@@ -7,34 +7,16 @@ a one-line :class:`teton.errors.SpecError` naming ``reliability.<field>``.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from teton.errors import SpecError, closest, from_validation
 from teton.reliability.rates import CAUSE_KEYS
+from teton.units import parse_count
 
 PRESETS = ("llama3-table5",)  # the defaults: Table 5 rates
 MAX_RUNS = 100_000  # Monte Carlo runs (memory and time grow linearly; see ``runs``)
-
-
-_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([KMBGT]?)\s*$")
-_DECIMAL = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
-
-
-def parse_count(value: Any, field: str) -> float:
-    """A positive decimal count: 15.6e12, "15.6e12" (YAML 1.1 reads it as a string), "15.6T", "2B"."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        x = float(value)
-    else:
-        m = _COUNT.match(str(value))
-        if not m:
-            raise SpecError(field, value, "expected a positive number like 15.6e12 or 15.6T")
-        x = float(m.group(1)) * _DECIMAL[m.group(2).upper()]
-    if not math.isfinite(x) or x <= 0:
-        raise SpecError(field, value, "must be a positive, finite number")
-    return x
 
 
 def _finite_nonneg(field: str, value: Any) -> float:

@@ -137,8 +137,11 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
             tokens_per_step: float | None = None, breakdown: dict | None = None, days: float | None = None,
             tokens: float | None = None, runs: int | None = None, seed: int | None = None,
             interval_s: float | None = None, interval_sweep: bool = False,
-            progress: Callable[[float], None] | None = None) -> dict:
-    """Monte Carlo of the whole run; returns a JSON-ready dict (keys documented in the CLI)."""
+            progress: Callable[[float], None] | None = None, samples: bool = False) -> dict:
+    """Monte Carlo of the whole run; returns a JSON-ready dict (keys documented in the CLI).
+
+    ``samples``: also return every run's time to train (``time_to_train_samples_days``, a numpy
+    array), for a caller that combines the failure spread with another (``teton plan``)."""
     cfg = cfg or parse_reliability(spec.reliability)
     if days is not None and tokens is not None:
         raise SpecError("--tokens", tokens, "give either --days or --tokens, not both")
@@ -278,11 +281,49 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
         best = max(sweep_rows, key=lambda r: r["ettr_mean"])
         out["mc_optimal_interval_s"] = best["interval_s"]
         out["mc_optimal_ettr"] = best["ettr_mean"]
+    if samples and ttt is not None:
+        out["time_to_train_samples_days"] = ttt
     out["assumptions"] = _assumptions(out, cfg, pm)
+    out["warnings"] = spare_warnings(out, cfg, inp, cluster.hosts)
     for key in ("young_interval_s", "young_daly_interval_s", "mtbi_h"):  # no failures: no optimum
         if not math.isfinite(out[key]):
             out[key] = None
     return out
+
+
+SPARE_WAIT_WARN_FRACTION = 0.02  # warn when waiting for a spare host takes this share of the wall time
+SPARE_COVER_QUANTILE = 0.99
+
+
+def spares_to_cover(inp: MCInputs, quantile: float = SPARE_COVER_QUANTILE) -> int:
+    """Spare hosts that cover the host replacements of one repair time with probability
+    ``quantile``: the Poisson quantile of (rate of host-replacing interruptions) x repair time,
+    at least 1."""
+    lam = float(np.sum(inp.rates_per_s[inp.replaces_host])) * inp.repair_s
+    k, term = 0, math.exp(-lam)
+    cdf = term
+    while cdf < quantile and k < 100_000:
+        k += 1
+        term *= lam / k
+        cdf += term
+    return max(k, 1)
+
+
+def spare_warnings(out: dict, cfg: ReliabilityConfig, inp: MCInputs, cluster_hosts: int) -> list[str]:
+    """A warning when the wait for spare hosts takes at least ``SPARE_WAIT_WARN_FRACTION`` of the
+    wall time: its cause (no / too few spare hosts, the repair time) and what to set."""
+    wall_gpu_h = out["gpu_hours"]
+    frac = out["lost_gpu_hours_by_kind"]["spare_wait"] / wall_gpu_h if wall_gpu_h > 0 else 0.0
+    if frac < SPARE_WAIT_WARN_FRACTION:
+        return []
+    why = (f"reliability.spare_hosts = {cfg.spare_hosts}" if cfg.spare_hosts is not None else
+           f"the job uses {out['hosts']} of the cluster's {cluster_hosts} hosts")
+    need = max(spares_to_cover(inp), out["spare_hosts"] + 1)
+    return [f"ETTR {out['ettr']:.1%}: {frac:.0%} of the wall time is spent waiting for a spare host. "
+            f"There are {out['spare_hosts']} spare hosts ({why}), and a failed host returns only after its repair "
+            f"(reliability.repair_h = {cfg.repair_h:g} h). Add spares: reliability.spare_hosts = {need} "
+            f"(--set reliability.spare_hosts={need}; covers the host failures of one repair time at "
+            f"{SPARE_COVER_QUANTILE:.0%}), or shorten reliability.repair_h"]
 
 
 def _check_interruptions(inp: MCInputs, field: str, value: float | None) -> None:

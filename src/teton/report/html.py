@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from teton.atomic import write_text
 from teton.errors import SpecError
-from teton.progress import progress_bar
 from teton.report.sections import GOODPUT_RUNS, Context, Section, spec_section
 from teton.report.sections import SECTIONS as SECTION_BUILDERS
 
@@ -30,19 +29,19 @@ def check_writable_file(path: Path, field: str = "--out") -> Path:
     """The file can be created (or overwritten) at ``path``; SpecError naming the field if not."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
+    if os.path.isdir(path):  # os.path, not pathlib: False (not OSError) for a name too long
         raise SpecError(field, str(path), "is a directory; give a file path like report.html")
-    if not parent.is_dir():
+    if not os.path.isdir(parent):
         raise SpecError(field, str(path), f"directory {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise SpecError(field, str(path), "not writable")
     return path
 
 
-def check_png_dir(path: Path, field: str = "--png") -> Path:
+def check_png_dir(path: Path, field: str = "--png-dir") -> Path:
     """Create the PNG directory if needed; SpecError if it cannot be a writable directory."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
+    if os.path.exists(path) and not os.path.isdir(path):
         raise SpecError(field, str(path), "exists and is not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -51,15 +50,6 @@ def check_png_dir(path: Path, field: str = "--png") -> Path:
     if not os.access(path, os.W_OK):
         raise SpecError(field, str(path), "directory is not writable")
     return path
-
-
-def _progress(enabled: bool):
-    if not enabled:
-        return nullcontext(None)
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-
-    return progress_bar(TextColumn("report: {task.description:<22}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn())
 
 
 def build_sections(spec, sections: Sequence[str], goodput_runs: int = GOODPUT_RUNS, occupancy: float = 0.0,
@@ -136,37 +126,40 @@ def write_pngs(sections: Sequence[Section], directory: Path) -> list[Path]:
 
 def write_report(spec_path: str | Path, overrides: Sequence[str] | None, out: str | Path,
                  sections: Sequence[str], png_dir: str | Path | None = None,
-                 goodput_runs: int = GOODPUT_RUNS, occupancy: float = 0.0, progress: bool = True) -> dict:
+                 goodput_runs: int = GOODPUT_RUNS, occupancy: float = 0.0,
+                 progress: Callable[[int, int], None] | None = None) -> dict:
     """Load the spec, build the sections, write the HTML (and PNGs); returns what was written.
 
     Output paths are checked before any simulation, so a bad ``--out`` fails in milliseconds.
+    ``progress(done, total)`` as each piece of work (the step, a section, the HTML, the PNGs) ends.
+    Every file is written whole or not at all (:mod:`teton.atomic`).
     """
     from teton.spec import load_spec
 
     out = check_writable_file(Path(out))
     png = check_png_dir(Path(png_dir)) if png_dir is not None else None
     spec = load_spec(spec_path, list(overrides or []))
-    with _progress(progress) as bar:
-        task = bar.add_task("", total=2 + len(sections) + (png is not None)) if bar else None
-        started = [False]
+    total = 2 + len(sections) + (png is not None)
+    done = [0]
 
-        def tick(label: str) -> None:
-            if bar:
-                bar.update(task, description=label, advance=1 if started[0] else 0)
-            started[0] = True
+    def tick(_label: str) -> None:  # before each piece of work: the one before it is done
+        if progress:
+            progress(done[0], total)
+        done[0] += 1
 
-        built, result = build_sections(spec, sections, goodput_runs, occupancy, tick)
-        tick("writing HTML")
-        html = render_html(built, spec, str(spec_path), list(overrides or []))
-        try:
-            out.write_text(html, encoding="utf-8")
-        except OSError as err:
-            raise SpecError("--out", str(out), f"cannot write ({err.strerror})") from None
-        pngs = []
-        if png is not None:
-            tick("writing PNGs")
-            pngs = write_pngs(built, png)
-        if bar:
-            bar.update(task, completed=bar.tasks[0].total)
+    built, result = build_sections(spec, sections, goodput_runs, occupancy, tick)
+    tick("writing HTML")
+    html = render_html(built, spec, str(spec_path), list(overrides or []))
+    try:
+        write_text(out, html)
+    except OSError as err:
+        raise SpecError("--out", str(out), f"cannot write ({err.strerror})") from None
+    pngs = []
+    if png is not None:
+        tick("writing PNGs")
+        pngs = write_pngs(built, png)
+    if progress:
+        progress(total, total)
     return {"html": str(out), "bytes": len(html.encode()), "sections": [s.key for s in built],
-            "pngs": [str(p) for p in pngs], "step_time_s": result.step_time_s, "mfu": result.mfu}
+            "pngs": [str(p) for p in pngs], "step_time_s": result.step_time_s, "mfu": result.mfu,
+            "mfu_bf16": result.mfu_bf16}

@@ -13,13 +13,15 @@ cluster": no ECMP choice, no oversubscription).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from teton.atomic import save_figure
 from teton.network.analytical import bus_factor
 from teton.network.flow_model import FlowCostModel
 from teton.placement.compare import neighbour_groups
 from teton.placement.mapping import place
-from teton.progress import progress_bar
 from teton.topology.cluster import ClusterSpec
 
 SERIES = {
@@ -39,14 +41,16 @@ def roofline_busbw(model: FlowCostModel, op: str, groups: np.ndarray) -> float:
 
 def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_gpus=(64, 128, 256, 512, 1024, 2048),
                     busy_fraction: float = 0.5, op: str = "all_gather",
-                    series: tuple[str, ...] | None = None, neighbours: bool = False) -> dict:
+                    series: tuple[str, ...] | None = None, neighbours: bool = False,
+                    progress: Callable[[int, int], None] | None = None) -> dict:
     """Normalised AllGather bus bandwidth of ``trials`` random jobs per series (module docstring).
 
     ``neighbours``: the busy hosts are not idle but other jobs of 128 GPUs
     (:func:`teton.placement.compare.neighbour_groups`), each all-reducing all the time over the
     same fabric (a worst case for sharing: every neighbour communicates at once), placed by the
     series' own policy: compact under topology-aware placement (the whole system optimised, as
-    Meta's "after" case), scattered under random placement."""
+    Meta's "after" case), scattered under random placement. ``progress(done, total)`` after each
+    (trial, series) bandwidth."""
 
     names = tuple(series or SERIES)
     rng = np.random.default_rng(seed)
@@ -56,24 +60,28 @@ def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_g
     out: dict = {"cluster": cluster.name, "op": op, "ideal_busbw_gbps": ideal / 1e9, "job_gpus": [],
                  "neighbours": neighbours,
                  "normalized_busbw": {n: [] for n in names}}
-    with progress_bar() as progress:
-        task = progress.add_task("placement study", total=trials * len(names))
-        for t in range(trials):
-            gpus = int(rng.choice(job_gpus))
-            n_busy = int(busy_fraction * cluster.hosts)
-            busy_hosts = rng.choice(cluster.hosts, n_busy, replace=False)
-            busy = (busy_hosts[:, None] * g + np.arange(g)).ravel()
-            out["job_gpus"].append(gpus)
-            for name in names:
-                policy, routing, qps = SERIES[name]
-                pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=policy,
-                           seed=seed * 1000 + t, busy=busy)
-                background = ((("all_reduce", neighbour_groups(busy, g, seed * 1000 + t,
-                                                                compact=policy == "topology-aware")),)
-                              if neighbours else ())
-                model = FlowCostModel(cluster, routing=routing, qps=qps, seed=seed * 1000 + t, background=background)
-                out["normalized_busbw"][name].append(roofline_busbw(model, op, pl.groups("dp")) / ideal)
-                progress.advance(task)
+    total = trials * len(names)
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    for t in range(trials):
+        gpus = int(rng.choice(job_gpus))
+        n_busy = int(busy_fraction * cluster.hosts)
+        busy_hosts = rng.choice(cluster.hosts, n_busy, replace=False)
+        busy = (busy_hosts[:, None] * g + np.arange(g)).ravel()
+        out["job_gpus"].append(gpus)
+        for name in names:
+            policy, routing, qps = SERIES[name]
+            pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=policy,
+                       seed=seed * 1000 + t, busy=busy)
+            background = ((("all_reduce", neighbour_groups(busy, g, seed * 1000 + t,
+                                                            compact=policy == "topology-aware")),)
+                          if neighbours else ())
+            model = FlowCostModel(cluster, routing=routing, qps=qps, seed=seed * 1000 + t, background=background)
+            out["normalized_busbw"][name].append(roofline_busbw(model, op, pl.groups("dp")) / ideal)
+            done += 1
+            if progress is not None:
+                progress(done, total)
     return out
 
 
@@ -98,7 +106,7 @@ def plot_placement_study(result: dict, path: str) -> None:
     ax.set_title(f"{result['op']} on {result['cluster']}: {len(result['job_gpus'])} random jobs "
                  f"({min(result['job_gpus'])}-{max(result['job_gpus'])} GPUs)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

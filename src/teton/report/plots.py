@@ -14,7 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-GIB = 2**30  # memory per GPU, as teton run prints it
+from teton.atomic import save_figure
+from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
+
 FWD_COLOR = "#4C78A8"
 BWD_COLOR = "#F58518"
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D")
@@ -149,7 +151,7 @@ def search_bars(rows: Sequence[dict]) -> go.Figure:
     labels = [f"tp{r['tp']} cp{r['cp']} pp{r['pp']} v{r['virtual_stages']} mb{r['micro_batch']} "
               f"{r['recompute']} z{r['zero']}" for r in rows]
     fig = go.Figure(go.Bar(x=[r["step_time_s"] for r in rows], y=labels, orientation="h", marker_color=FWD_COLOR,
-                           text=[f"{r['step_time_s']:.3f} s, MFU {r['mfu'] * 100:.1f} %" for r in rows],
+                           text=[f"{r['step_time_s']:.3f} s, MFU {r['mfu_bf16'] * 100:.1f} %" for r in rows],
                            textposition="auto", name="step time"))
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, "fastest layouts that fit", "step time (s)", "", height=max(260, 60 + 26 * len(rows)))
@@ -260,5 +262,5 @@ def figure_to_png(fig: go.Figure, path: str, dpi: int = 150, label_limit: int = 
     if len(set(labels)) > 1:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     mpl_fig.tight_layout()
-    mpl_fig.savefig(path, dpi=dpi)
+    save_figure(mpl_fig, path, dpi=dpi)
     plt.close(mpl_fig)

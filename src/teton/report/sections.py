@@ -14,9 +14,8 @@ from typing import Any
 
 from teton.errors import SpecError
 from teton.report import plots
+from teton.units import GB, GIB  # checkpoint sizes in GB (as storage vendors count), memory in GiB
 
-GB = 1e9  # data sizes (checkpoints), as storage vendors and teton checkpoint count them
-GIB = 2**30  # memory per GPU and HBM, as teton run prints them (an "80 GB" H100 holds 79.6 GiB)
 GOODPUT_RUNS = 32  # Monte Carlo runs per interval in the report (teton goodput uses the spec's, more)
 SEARCH_TOP = 10
 
@@ -91,7 +90,9 @@ def spec_section(ctx: Context) -> Section:
 def step_section(ctx: Context) -> Section:
     r = ctx.result
     lay = r.layout
-    rows = [("step time", fmt_s(r.step_time_s)), ("MFU", fmt_pct(r.mfu)),
+    # MFU against the bf16 peak, as every table shows it; an fp8 job's against its own peak too
+    own = [(f"MFU ({r.precision} peak)", fmt_pct(r.mfu))] if r.precision != "bf16" else []
+    rows = [("step time", fmt_s(r.step_time_s)), ("MFU", fmt_pct(r.mfu_bf16)), *own,
             ("TFLOPs / GPU", f"{r.tflops_per_gpu:.0f}"), ("tokens / s", f"{r.tokens_per_s:,.0f}"),
             ("tokens / step", f"{r.tokens_per_step:,}"),
             ("layout", f"tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']}"
@@ -101,9 +102,9 @@ def step_section(ctx: Context) -> Section:
     bd = Table(("category", "seconds", "share"),
                tuple((k, f"{v:.3f}", fmt_pct(v / r.step_time_s)) for k, v in r.breakdown.items()),
                "where the step time goes")
-    return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu)} MFU.",
+    return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu_bf16)} MFU.",
                    (_kv(rows, "key metrics"), bd), (("breakdown", plots.breakdown_bar(r.breakdown, r.step_time_s)),),
-                   data={"step_time_s": r.step_time_s, "mfu": r.mfu})
+                   data={"step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16})
 
 
 def memory_section(ctx: Context) -> Section:
@@ -269,7 +270,7 @@ def search_section(ctx: Context) -> Section:
     table = Table(("tp", "cp", "pp", "dp", "v", "micro-batch", "recompute", "zero", "step time", "MFU", "memory"),
                   tuple((str(r["tp"]), str(r["cp"]), str(r["pp"]), str(r["dp"]), str(r["virtual_stages"]),
                          str(r["micro_batch"]), r["recompute"], str(r["zero"]), fmt_s(r["step_time_s"]),
-                         fmt_pct(r["mfu"]), f"{r['memory_per_gpu_bytes'] / GIB:.1f} GiB") for r in top),
+                         fmt_pct(r["mfu_bf16"]), f"{r['memory_per_gpu_bytes'] / GIB:.1f} GiB") for r in top),
                   f"top {len(top)} layouts that fit")
     lead = f"{d['evaluated']:,} layouts simulated, {d['fitting']:,} distinct ones fit in memory."
     figs = (("top-layouts", plots.search_bars(top)),) if top else ()

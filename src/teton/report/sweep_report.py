@@ -3,7 +3,8 @@
 Sections: the best points (as the sweep's summary ranks them), the effect of each swept key
 (the ranking metric of the points that fit, one box per value of the key), and step time against
 memory per GPU for every point. The numbers are the stored rows; nothing is re-simulated. Memory
-is in GiB (2**30 bytes), as ``teton run`` prints it.
+is in GiB (2**30 bytes), as ``teton run`` prints it; MFU is against the bf16 peak for every point
+(``mfu_bf16``), as the sweep's table shows it.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from teton.report.sections import Section, Table
-
-GIB = 2**30
+from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
 
 def ranking_metric(rows: Sequence[dict[str, Any]]) -> tuple[str, str]:
@@ -41,7 +41,7 @@ def sweep_sections(rows: Sequence[dict[str, Any]], keys: Sequence[str], top: int
     fitting = [r for r in ok if r.get("fits_in_memory")]
     best = sorted(fitting, key=lambda r: (r[col] is None, r[col] if r[col] is not None else 0.0))[:top]
     table = Table((*keys, "step s", "MFU", "mem GiB", *(["days"] if col != "step_time_s" else [])), tuple(
-        (*(_value(r[k]) for k in keys), f"{r['step_time_s']:.3f}", f"{r['mfu'] * 100:.1f} %",
+        (*(_value(r[k]) for k in keys), f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
          f"{r['memory_per_gpu_bytes'] / GIB:.1f}", *([f"{r[col]:.1f}"] if col != "step_time_s" else []))
         for r in best), f"the {len(best)} best of {len(fitting)} points that fit (by {label})")
     lead = (f"{len(rows):,} stored point{'s' if len(rows) != 1 else ''}: {len(ok):,} simulated, {invalid:,} invalid"
@@ -82,9 +82,10 @@ def write_sweep_page(rows: Sequence[dict[str, Any]], keys: Sequence[str], sweep_
     """Write the page for ``rows`` (a sweep's stored points) to ``out``."""
     from pathlib import Path
 
+    from teton.atomic import write_text
     from teton.report.html import check_writable_file, render_page
 
-    path = check_writable_file(Path(out), "--html")
+    path = check_writable_file(Path(out), "--out")
     sections = sweep_sections(rows, keys)
-    path.write_text(render_page(sections, f"sweep {Path(sweep_file).name}", f"{len(rows):,} stored point{'s' if len(rows) != 1 else ''}",
-                                str(sweep_file)), encoding="utf-8")
+    write_text(path, render_page(sections, f"sweep {Path(sweep_file).name}", f"{len(rows):,} stored point{'s' if len(rows) != 1 else ''}",
+                                str(sweep_file)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -17,11 +18,12 @@ import yaml
 from pydantic import ValidationError
 
 from teton.errors import SpecError, closest, from_validation
-from teton.spec.schema import JobSpec, NetworkSpec, Spec, check_job
+from teton.spec.plan import PlanSpec
+from teton.spec.schema import JobSpec, NetworkSpec, Spec, check_job, job_defaults
 from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.workload.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
 
-SPEC_SECTIONS = {"cluster", "model", "job", "network", "storage", "reliability", "seed", "notes", "run"}
+SPEC_SECTIONS = {"cluster", "model", "job", "network", "storage", "reliability", "plan", "seed", "notes", "run"}
 
 
 class _DuplicateKey(Exception):
@@ -73,6 +75,10 @@ def read_file(path: str | Path) -> dict[str, Any]:
         mark = err.problem_mark
         line = f"{path}:{mark.line + 1}" if mark else str(path)
         raise SpecError("yaml", (err.problem or "syntax error"), "malformed YAML", where=line) from None
+    except yaml.YAMLError as err:  # the reader's: a control character, a bad encoding
+        raise SpecError("yaml", str(err).splitlines()[0], "malformed YAML", where=str(path)) from None
+    except RecursionError:
+        raise SpecError("spec", str(path), f"nested too deeply (at most {MAX_DEPTH} levels)") from None
     except json.JSONDecodeError as err:
         raise SpecError("json", err.msg, "malformed JSON", where=f"{path}:{err.lineno}") from None
     except tomllib.TOMLDecodeError as err:
@@ -81,7 +87,38 @@ def read_file(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise SpecError("spec", type(data).__name__, "the top level must be a mapping", where=str(path))
+    check_depth(data, "spec", str(path))
     return data
+
+
+MAX_DEPTH = 32  # levels of nesting in a spec: its deepest real key (cluster.layers.0.span_gpus) has 4
+
+
+def check_depth(data: Any, field: str, value: Any, where: str | None = None) -> None:
+    """A SpecError when ``data`` nests deeper than :data:`MAX_DEPTH` or contains itself (YAML
+    aliases can do both, and share nodes): the code that reads a spec recurses, and would hit
+    Python's recursion limit. Each distinct mapping or list is measured once."""
+    if not isinstance(data, (dict, list)):
+        return
+    height: dict[int, int] = {}
+    open_: set[int] = set()  # the nodes whose subtree is being measured: the current one's ancestors
+    stack: list[tuple[Any, bool]] = [(data, False)]
+    while stack:
+        node, done = stack.pop()
+        children = [c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, (dict, list))]
+        if done:
+            open_.discard(id(node))
+            height[id(node)] = 1 + max((height[id(c)] for c in children), default=0)
+            if height[id(node)] > MAX_DEPTH:
+                raise SpecError(field, value, f"nested too deeply (at most {MAX_DEPTH} levels)", where=where)
+            continue
+        if id(node) in height:
+            continue
+        if id(node) in open_:
+            raise SpecError(field, value, "contains itself (a YAML alias inside its own anchor)", where=where)
+        open_.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children)
 
 
 # Exponent notation YAML 1.1 leaves a string ("1e3", "16e6", "1.5E+3"): read as a number.
@@ -95,8 +132,9 @@ def parse_value(text: str) -> Any:
     PyYAML's YAML 1.1 resolver would keep it a string."""
     try:
         value = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return text
+    check_depth(value, "--set", text)
     if isinstance(value, str) and _EXPONENT_NUMBER.match(value.strip()):
         number = float(value)
         return int(number) if number.is_integer() and abs(number) < 2**63 else number
@@ -193,7 +231,7 @@ def _resolve_named(section: str, value: Any, presets: dict[str, dict], base_dir:
         if value in presets:
             return copy.deepcopy(presets[value])
         if value.endswith(SPEC_SUFFIXES) or "/" in value:
-            if not path.is_file():
+            if not os.path.isfile(path):  # pathlib's raises on a name too long
                 raise SpecError(field, value, f"not a preset, and no such file ({path}); presets: "
                                 f"{', '.join(sorted(presets))}")
             if path.resolve() in seen:
@@ -327,7 +365,36 @@ def _build(cls, section: str, fields: dict, path: Path | None, where=None):
 
 
 def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:
-    """Resolve a spec file path or mapping into a validated :class:`Spec`."""
+    """Resolve a spec file path or mapping into a validated :class:`Spec`.
+
+    A failure is blamed on what caused it: the ``--set`` that set the field, or the file's line of
+    the field; when overrides are given and the spec is valid without them, a rule that spans
+    fields (``tp*cp*pp*dp = gpus``) is blamed on the overrides, not on the file's line."""
+    try:
+        return _load_spec(source, overrides)
+    except SpecError as err:
+        if not overrides or (err.where or "").startswith("--set"):
+            raise
+        try:
+            _load_spec(source, None)
+        except SpecError:
+            raise err from None
+        blame = " ".join(f"--set {i}" for i in _culprits(source, overrides))
+        raise SpecError(err.field, err.value, err.allowed, where=blame) from None
+
+
+def _culprits(source: str | Path | dict[str, Any], overrides: list[str]) -> list[str]:
+    """The overrides that break a valid spec on their own (all of them when only together)."""
+    alone = []
+    for item in overrides:
+        try:
+            _load_spec(source, [item])
+        except SpecError:
+            alone.append(item)
+    return alone or list(overrides)
+
+
+def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None) -> Spec:
     path: Path | None = None
     if isinstance(source, dict):
         data = source
@@ -349,6 +416,7 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
                      path, where)
     model = _build(ModelSpec, "model", _resolve_named("model", data["model"], MODEL_PRESETS, base_dir), path, where)
     job = _build(JobSpec, "job", data["job"], path, where)
+    defaults = job_defaults(job)  # before check_job fills dp in
     network = _build(NetworkSpec, "network", {} if data.get("network") is None else data["network"], path, where)
     try:
         job = check_job(job, model, cluster)
@@ -363,10 +431,33 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
             raise SpecError(section, data[section], "must be a mapping or a preset name")
     storage = data.get("storage")
     reliability = data.get("reliability")
+    plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
     return Spec(cluster=cluster, model=model, job=job, network=network,
                 storage={"preset": storage} if isinstance(storage, str) else storage,
                 reliability={"preset": reliability} if isinstance(reliability, str) else reliability,
-                seed=seed, notes=_notes(data.get("notes"), path))
+                plan=plan, seed=seed, notes=_notes(data.get("notes"), path), job_defaults=defaults)
+
+
+DEFAULT_CLUSTER = "meta-roce-24k"  # what --cluster means in a verb without a spec
+
+
+def load_cluster(name: str | dict[str, Any], field: str = "--cluster") -> ClusterSpec:
+    """A cluster preset name, a cluster file (YAML / TOML / JSON: a preset's fields, ``base:`` +
+    overrides), a spec file (its ``cluster:`` section) or a mapping (``{base: meta-roce-24k, gpu:
+    b200}``). Bad fields are one-line errors."""
+    if isinstance(name, dict):
+        return _build(ClusterSpec, field, _resolve_named("cluster", name, CLUSTER_PRESETS, None), None)
+    if name in CLUSTER_PRESETS:
+        return ClusterSpec(**CLUSTER_PRESETS[name])
+    path = Path(name)
+    if not os.path.isfile(path):
+        raise SpecError(field, name, closest(name, CLUSTER_PRESETS) + "; or a cluster / spec file")
+    raw = read_file(path)
+    if "cluster" in raw and ("job" in raw or "model" in raw):  # a whole spec: its cluster section
+        fields = _resolve_named("cluster", raw["cluster"], CLUSTER_PRESETS, path.parent)
+        return _build(ClusterSpec, "cluster", fields, path)
+    fields = _resolve_named("cluster", raw, CLUSTER_PRESETS, path.parent, (path.resolve(),))
+    return _build(ClusterSpec, "cluster", fields, None, where=lambda section, loc: str(path))
 
 
 def _notes(value: Any, path: Path | None) -> tuple[str, ...]:

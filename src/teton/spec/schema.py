@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from teton.errors import SpecError
 from teton.hardware import GPUS
 from teton.hardware.efficiency import cluster_efficiency
+from teton.spec.plan import PlanSpec
 from teton.topology.cluster import ClusterSpec
 from teton.workload.model import ModelSpec
 
@@ -184,8 +185,27 @@ class Spec(BaseModel):
     network: NetworkSpec = NetworkSpec()
     storage: dict[str, Any] | None = None
     reliability: dict[str, Any] | None = None
+    plan: PlanSpec | None = None  # what `teton plan` chooses between (teton.spec.plan)
     seed: int = 0
     notes: tuple[str, ...] = ()
+    # the job fields the loaded file and its --set overrides did not give (``job.<field>``, schema
+    # order): they took their defaults (``job.dp``: derived from gpus / (tp cp pp)). Set by
+    # ``load_spec`` (``job_defaults``); a Spec built otherwise, or a search's candidate, keeps ()
+    # or the loaded job's.
+    job_defaults: tuple[str, ...] = ()
+
+
+BATCH_FIELDS = ("global_batch", "global_batch_tokens")  # two ways to give one batch
+
+
+def job_defaults(job: JobSpec) -> tuple[str, ...]:
+    """``job.<field>`` of every field not in ``job.model_fields_set`` (call it before
+    :func:`check_job`, which fills ``dp`` in); the batch counts as given when either of
+    ``global_batch`` / ``global_batch_tokens`` is."""
+    given = set(job.model_fields_set)
+    if given & set(BATCH_FIELDS):
+        given |= set(BATCH_FIELDS)
+    return tuple(f"job.{name}" for name in JobSpec.model_fields if name not in given)
 
 
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:

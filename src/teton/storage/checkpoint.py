@@ -45,11 +45,11 @@ from teton.placement import place
 from teton.storage.hardware import d2h_bytes_s_per_gpu
 from teton.storage.system import StorageSystem, spec_storage
 from teton.storage.transfer import Transfer, transfer
+from teton.units import ADAM_STATE_BYTES, BF16_BYTES
 from teton.workload.memory import params_per_rank
 from teton.workload.pipeline import split_layers
 
-BF16_BYTES = 2
-OPTIMIZER_BYTES = 12  # fp32 master + Adam m + v
+OPTIMIZER_BYTES = ADAM_STATE_BYTES  # fp32 master + Adam m + v
 
 
 class CheckpointPolicy(BaseModel):

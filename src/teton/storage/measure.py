@@ -116,7 +116,7 @@ def measure(spec, directory: str | Path, scale: float = 1e-4, writers: int = 4, 
         raise SpecError("--writers", writers, "must be > 0")
     if max_files <= 0:
         raise SpecError("--files", max_files, "must be > 0")
-    if not directory.is_dir():
+    if not os.path.isdir(directory):
         raise SpecError("--measure", str(directory), "not an existing directory")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise SpecError("--measure", str(directory), "directory not writable (Permission denied)")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from teton.atomic import save_figure
 from teton.errors import SpecError
 from teton.storage.system import StorageSystem
 from teton.storage.transfer import transfer
@@ -88,9 +89,9 @@ def plot_scaling(points: list[ScalingPoint], storage_limit_bytes_s: float, path:
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path, dpi=120)
     except OSError as err:
-        raise SpecError("--out", str(path), f"cannot write ({err.strerror})") from None
+        raise SpecError("--png", str(path), f"cannot write ({err.strerror})") from None
     finally:
         plt.close(fig)
     return path

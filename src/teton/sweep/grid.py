@@ -33,6 +33,7 @@ import hashlib
 import itertools
 import json
 import operator
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,7 +214,7 @@ class FilterExpr:
 def _absolutise(value: Any, base_dir: Path) -> Any:
     """Relative file paths in a base spec's cluster / model become absolute (resolved once, here)."""
     if isinstance(value, str):
-        if value.endswith((".json", ".yaml", ".yml", ".toml")) and (base_dir / value).exists():
+        if value.endswith((".json", ".yaml", ".yml", ".toml")) and os.path.exists(base_dir / value):
             return str((base_dir / value).resolve())
         return value
     if isinstance(value, dict) and "base" in value:
@@ -322,7 +323,7 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
     raw_base = data["base"]
     if isinstance(raw_base, str):
         bpath = base_dir / raw_base
-        if not bpath.is_file():
+        if not os.path.isfile(bpath):
             raise SpecError("base", raw_base, "no such spec file", where=where)
         base = read_file(bpath)
         base_dir = bpath.resolve().parent

@@ -26,7 +26,7 @@ from teton.sweep.grid import Point, Sweep, canonical_json
 from teton.sweep.store import ResultStore, sql_type
 
 EXECUTORS = ("local", "ray", "serial")
-SCALAR_METRICS = ("step_time_s", "mfu", "hfu", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes", "fits_in_memory",
+SCALAR_METRICS = ("step_time_s", "mfu", "mfu_bf16", "hfu", "hfu_bf16", "precision", "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_bytes", "fits_in_memory",
                   "hbm_bytes", "largest_memory_term", "model_flops_per_step", "tokens_per_step", "gpus",
                   "micro_batches", "fidelity", "placement")
 INT_METRICS = ("tokens_per_step", "gpus", "micro_batches")
@@ -54,6 +54,7 @@ def result_row(result) -> dict[str, Any]:
     for k, v in result.layout.items():
         row[f"layout_{k}"] = int(v)
     row["notes"] = "; ".join(result.notes) or None
+    row["warnings"] = "; ".join(result.warnings) or None
     return row
 
 
@@ -272,6 +273,7 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
     points, filtered = sweep_points(sweep)
     store.scope([p.key for p in points])
     store.discard_failed()
+    store.discard_outdated()
     done = store.done_keys()
     todo = [p for p in points if p.key not in done]
     already = len(points) - len(todo)

@@ -1,5 +1,10 @@
-"""Layout search: every valid TP/CP/PP/DP (and schedule, recompute, ZeRO) layout of a job,
+"""Layout search: every valid TP/CP/PP/DP/EP (and schedule, recompute, ZeRO) layout of a job,
 simulated, filtered to what fits in memory, ranked by step time.
+
+EP (expert parallelism) is searched on MoE models only: its degrees are carved out of DP, so
+they must divide ``model.experts`` and dp (the job rules); a dense model searches ep 1 alone, and
+asking it for another degree is an error. Rows carry ``mfu`` (against the job's precision peak)
+and ``mfu_bf16`` (against the bf16 peak, what tables show as "MFU"); the ranking is by step time.
 
 The global batch (tokens per step), sequence length, GPU count, model and cluster stay fixed;
 the search varies how the job is laid out. Invalid layouts (a degree that doesn't divide heads,
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from teton.engine.step import simulate_step
 from teton.errors import SpecError
 from teton.spec.schema import RECOMPUTE_INTERVAL_DEFAULT, Spec, check_job
+from teton.workload.memory import memory_per_gpu
 
 TP_CHOICES = (1, 2, 4, 8, 16)
 CP_CHOICES = (1, 2, 4, 8, 16, 32)
@@ -26,6 +32,7 @@ MICRO_BATCH_CHOICES = (1, 2, 4)
 # selective_op is skipped where the job rules refuse it (MoE, biases, fp8)
 RECOMPUTE_CHOICES = ("none", "selective", "full", "selective_op", "selective_layer")
 ZERO_CHOICES = (1, 2, 3)
+EP_CHOICES = None  # every divisor of model.experts (ep 1 alone for a dense model)
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,40 @@ class SearchSpace:
     micro_batch: tuple[int, ...] = MICRO_BATCH_CHOICES
     recompute: tuple[str, ...] = RECOMPUTE_CHOICES
     zero: tuple[int, ...] = ZERO_CHOICES
+    ep: tuple[int, ...] | None = EP_CHOICES
+
+
+def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    if text is None:
+        return default
+    try:
+        values = tuple(int(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values or any(x <= 0 for x in values):
+        raise SpecError(field, text, "expected a comma-separated list of positive integers")
+    return values
+
+
+def search_space(tp: str | None = None, cp: str | None = None, pp: str | None = None,
+                 virtual_stages: str | None = None, ep: str | None = None) -> SearchSpace:
+    """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ...`` (None: every choice)."""
+    return SearchSpace(tp=_degrees(tp, "--tp", TP_CHOICES), cp=_degrees(cp, "--cp", CP_CHOICES),
+                       pp=_degrees(pp, "--pp", PP_CHOICES),
+                       virtual_stages=_degrees(virtual_stages, "--virtual-stages", V_CHOICES),
+                       ep=_degrees(ep, "--ep", None))
+
+
+def ep_degrees(spec: Spec, space: SearchSpace) -> tuple[int, ...]:
+    """The EP degrees to search: ``space.ep``, or every divisor of the MoE model's experts.
+    A dense model has ep 1 only; another degree asked of it is a SpecError."""
+    experts = spec.model.experts
+    if space.ep is None:
+        return tuple(d for d in range(1, experts + 1) if experts % d == 0)
+    if experts == 1 and set(space.ep) != {1}:
+        raise SpecError("--ep", ",".join(map(str, space.ep)),
+                        f"expert parallelism needs a MoE model (model.experts > 1); {spec.model.name} is dense")
+    return space.ep
 
 
 def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[Spec]:
@@ -46,8 +87,9 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
     # ZeRO-2 both ways: gradients reduced once per step (Llama 3's FSDP; the unsharded accumulation
     # buffer stays) or after every micro-batch (DeepSpeed; sharded gradients, more traffic)
     zeros = [(z, gr) for z in space.zero for gr in ((None, "per_microbatch") if z == 2 else (None,))]
-    for tp, cp, pp, v, mb, rc, (z, gr) in itertools.product(space.tp, space.cp, space.pp, space.virtual_stages,
-                                                              space.micro_batch, space.recompute, zeros):
+    for tp, cp, pp, v, mb, rc, (z, gr), ep in itertools.product(
+            space.tp, space.cp, space.pp, space.virtual_stages, space.micro_batch, space.recompute, zeros,
+            ep_degrees(spec, space)):
         model_par = tp * cp * pp
         if job.gpus % model_par:
             continue
@@ -60,7 +102,7 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
         if seqs % (dp * mb):
             continue
         interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
-        update = dict(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, recompute=rc, recompute_interval=interval,
+        update = dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=mb, recompute=rc, recompute_interval=interval,
                       zero=z, grad_reduce=gr,
                       pp_schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
                       global_batch=seqs, global_batch_tokens=None,
@@ -74,20 +116,31 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
         yield spec.model_copy(update={"job": candidate})
 
 
+def fits_in_memory(spec: Spec) -> bool:
+    """The memory verdict :func:`teton.engine.step.simulate_step` gives, without the step."""
+    return memory_per_gpu(spec.model, spec.job)[0].total <= spec.cluster.gpu_spec.hbm_bytes
+
+
 def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
-                   progress: Callable[[int, int], None] | None = None) -> dict:
-    """Simulate every candidate; rows sorted by step time, fitting layouts first."""
+                   progress: Callable[[int, int], None] | None = None, fitting_only: bool = False) -> dict:
+    """Simulate every candidate; rows sorted by step time, fitting layouts first.
+
+    ``fitting_only``: simulate only the layouts that fit in memory (``teton plan``, which keeps no
+    other); their rows are the same, ``evaluated`` still counts every valid layout."""
     candidates = list(candidate_jobs(spec, space))
+    evaluated = len(candidates)
+    if fitting_only:
+        candidates = [c for c in candidates if fits_in_memory(c)]
     rows = []
     for i, cand in enumerate(candidates):
         r = simulate_step(cand)
         j = cand.job
         rows.append({
-            "tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree, "virtual_stages": j.virtual_stages,
+            "tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree, "ep": j.ep, "virtual_stages": j.virtual_stages,
             "micro_batch": j.micro_batch, "recompute": j.recompute,
             "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
             "grad_reduce": j.grad_reduce_mode,
-            "step_time_s": r.step_time_s, "mfu": r.mfu, "tflops_per_gpu": r.tflops_per_gpu,
+            "step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16, "tflops_per_gpu": r.tflops_per_gpu,
             "tokens_per_s": r.tokens_per_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
             "fits_in_memory": r.fits_in_memory, "breakdown": r.breakdown,
         })
@@ -96,9 +149,9 @@ def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     rows.sort(key=lambda row: (not row["fits_in_memory"], row["step_time_s"]))
     unique, seen = [], set()
     for row in rows:  # e.g. selective == none under flash attention: keep the simpler choice once
-        key = tuple(row[k] for k in ("tp", "cp", "pp", "virtual_stages", "micro_batch")) + (
+        key = tuple(row[k] for k in ("tp", "cp", "pp", "ep", "virtual_stages", "micro_batch")) + (
             round(row["step_time_s"], 12), round(row["memory_per_gpu_bytes"]))
         if key not in seen:
             seen.add(key)
             unique.append(row)
-    return {"evaluated": len(rows), "fitting": sum(r["fits_in_memory"] for r in unique), "rows": unique}
+    return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in unique), "rows": unique}

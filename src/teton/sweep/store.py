@@ -5,7 +5,10 @@ spec failed validation, ``error`` holds the one-line reason | ``failed``: the si
 retried on resume), ``error``, ``point`` (canonical JSON of the varied values), one column per
 swept key (named by the dotted key, e.g. ``"job.tp"``), then the result's scalar metrics
 (``step_time_s``, ``mfu``, ... , ``breakdown_<category>_s``, ``memory_<term>_bytes``,
-``layout_<axis>``). Columns are added as new keys or metrics appear, so one file can hold
+``layout_<axis>``). ``mfu`` is against the dense peak of the point's ``precision`` and
+``mfu_bf16`` against the bf16 peak whatever the precision (what the tables show as "MFU");
+a store written before ``mfu_bf16`` existed gets the column when opened, and a resume simulates
+its rows again (:meth:`ResultStore.discard_outdated`). Columns are added as new keys or metrics appear, so one file can hold
 several sweeps; each batch is one transaction, so a killed sweep loses at most the batches
 still in flight. Parquet export goes through DuckDB's own ``COPY ... (FORMAT parquet)``.
 """
@@ -13,6 +16,7 @@ still in flight. Parquet export goes through DuckDB's own ``COPY ... (FORMAT par
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from collections.abc import Iterable, Sequence
@@ -20,12 +24,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from teton.atomic import atomic_path
 from teton.errors import SpecError
 
 TABLE = "results"
 FIXED_COLUMNS = (("key", "VARCHAR PRIMARY KEY"), ("status", "VARCHAR"), ("error", "VARCHAR"), ("point", "VARCHAR"))
 METRIC_COLUMNS = (("step_time_s", "DOUBLE"), ("mfu", "DOUBLE"), ("tflops_per_gpu", "DOUBLE"),
-                  ("tokens_per_s", "DOUBLE"), ("memory_per_gpu_bytes", "DOUBLE"), ("fits_in_memory", "BOOLEAN"))
+                  ("tokens_per_s", "DOUBLE"), ("memory_per_gpu_bytes", "DOUBLE"), ("fits_in_memory", "BOOLEAN"),
+                  ("mfu_bf16", "DOUBLE"), ("precision", "VARCHAR"))
+# an ok row without it was stored by a teton before it existed: simulated again on resume
+CURRENT_COLUMN = "mfu_bf16"
 
 
 _NATIVE = {"VARCHAR": {str, type(None)}, "DOUBLE": {float, type(None)}, "BIGINT": {int, type(None)},
@@ -91,10 +99,10 @@ class ResultStore:
         import duckdb
 
         self.path = Path(path)
-        if self.path.is_dir():
-            raise SpecError("--out", str(path), "is a directory; give a .duckdb file path")
-        if not self.path.parent.is_dir():
-            raise SpecError("--out", str(path), f"directory {self.path.parent} does not exist")
+        if os.path.isdir(self.path):  # os.path: False, not OSError, for a name too long
+            raise SpecError("--db", str(path), "is a directory; give a .duckdb file path")
+        if not os.path.isdir(self.path.parent):
+            raise SpecError("--db", str(path), f"directory {self.path.parent} does not exist")
         try:
             self.con = duckdb.connect(str(self.path))
             self._execute(
@@ -108,13 +116,14 @@ class ResultStore:
                 why = f"not a DuckDB results file ({msg})"
             else:
                 why = f"cannot open or write it ({msg})"
-            raise SpecError("--out", str(path), why) from None
+            raise SpecError("--db", str(path), why) from None
         self._columns = self._read_columns()
         missing = [n for n, _ in FIXED_COLUMNS if n not in self._columns]
         if missing:  # a DuckDB file of someone else's with a table of the same name
             self.con.close()
-            raise SpecError("--out", str(path), f"its {TABLE!r} table is not a teton sweep's (it lacks "
-                            f"{', '.join(missing)}); use another --out")
+            raise SpecError("--db", str(path), f"its {TABLE!r} table is not a teton sweep's (it lacks "
+                            f"{', '.join(missing)}); use another --db")
+        self._ensure({n: t for n, t in METRIC_COLUMNS if n not in self._columns})  # a store of an older teton
         self._scope: tuple[str, ...] | None = None
 
     # -------------------------------------------------------------- schema
@@ -161,6 +170,16 @@ class ResultStore:
             self._execute(f"DELETE FROM {TABLE} WHERE status = 'failed' {where}")
         return int(n)
 
+    def discard_outdated(self) -> int:
+        """Delete the scoped ``ok`` rows an older teton stored without ``mfu_bf16`` (NULL there), so a
+        resume simulates them again rather than show a column it cannot fill."""
+        where = self._where().replace("WHERE", "AND")
+        sql = f"FROM {TABLE} WHERE status = 'ok' AND {_quote(CURRENT_COLUMN)} IS NULL {where}"
+        n = self._execute(f"SELECT count(*) {sql}").fetchone()[0]
+        if n:
+            self._execute(f"DELETE {sql}")
+        return int(n)
+
     @staticmethod
     def _arrays(rows: Sequence[dict[str, Any]], cols: list[str], columns: dict[str, str]) -> dict[str, Any]:
         """One numpy object array per column, every value of its column's Python type."""
@@ -198,7 +217,7 @@ class ResultStore:
         try:
             arrays = self._arrays(rows, cols, columns)
         except ValueError as err:
-            raise SpecError("--out", str(self.path), f"cannot store this sweep's rows ({err}); use another --out") from None
+            raise SpecError("--db", str(self.path), f"cannot store this sweep's rows ({err}); use another --db") from None
         select = ", ".join(f"CAST(c{i} AS {columns[n].split()[0]})" for i, n in enumerate(cols))
         sql = f"INSERT INTO {TABLE} ({', '.join(map(_quote, cols))}) SELECT {select} FROM _batch"
         with _sigint_deferred():
@@ -218,8 +237,8 @@ class ResultStore:
             if "KeyboardInterrupt" in str(err):  # Ctrl-C inside DuckDB's scan of the batch
                 raise KeyboardInterrupt from None
             self._columns = self._read_columns()
-            raise SpecError("--out", str(self.path),
-                            f"cannot store this sweep's rows ({str(err).splitlines()[0]}); use another --out") from None
+            raise SpecError("--db", str(self.path),
+                            f"cannot store this sweep's rows ({str(err).splitlines()[0]}); use another --db") from None
         finally:
             self.con.unregister("_batch")
 
@@ -254,8 +273,8 @@ class ResultStore:
             except (duckdb.Error, ValueError, TypeError) as err:  # e.g. a value that does not fit another sweep's column
                 self._execute("ROLLBACK")
                 self._columns = self._read_columns()
-                raise SpecError("--out", str(self.path), f"cannot store this sweep's rows ({str(err).splitlines()[0]}); "
-                                "use another --out") from None
+                raise SpecError("--db", str(self.path), f"cannot store this sweep's rows ({str(err).splitlines()[0]}); "
+                                "use another --db") from None
             finally:
                 try:
                     self.con.unregister("_fill")
@@ -316,14 +335,17 @@ class ResultStore:
         import duckdb
 
         target = Path(path)
-        if not target.parent.is_dir():
+        if not os.path.isdir(target.parent):
             raise SpecError("--parquet", str(path), f"directory {target.parent} does not exist")
-        literal = "'" + str(target).replace("'", "''") + "'"
         try:
-            self._execute(f"COPY (SELECT {self._select(columns)} FROM {TABLE} {self._where()} ORDER BY key) "
-                             f"TO {literal} (FORMAT parquet)")
+            with atomic_path(target) as tmp:  # a whole Parquet file or none
+                literal = "'" + str(tmp).replace("'", "''") + "'"
+                self._execute(f"COPY (SELECT {self._select(columns)} FROM {TABLE} {self._where()} ORDER BY key) "
+                              f"TO {literal} (FORMAT parquet)")
         except duckdb.Error as err:
             raise SpecError("--parquet", str(path), f"cannot write it ({str(err).splitlines()[0]})") from None
+        except OSError as err:  # the temporary file next to it
+            raise SpecError("--parquet", str(path), f"cannot write it ({err.strerror})") from None
 
     def close(self) -> None:
         self.con.close()

@@ -25,6 +25,8 @@ def read_overrides(path: Path) -> tuple[dict[str, float], dict]:
         raise SpecError("calibration", str(path), f"cannot be read ({err.strerror})") from None
     except json.JSONDecodeError as err:
         raise SpecError("calibration", str(path), f"is not JSON (line {err.lineno}: {err.msg})") from None
+    except RecursionError:
+        raise SpecError("calibration", str(path), "is nested too deeply to be a calibration file") from None
     if not isinstance(data, dict):
         raise SpecError("calibration", str(path), "must be a JSON object")
     overrides = data.get("efficiency_overrides", data)

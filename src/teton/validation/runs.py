@@ -20,6 +20,7 @@ or from a CSV with a ``spec`` column (a path), ``step_time_s`` or ``tflops_per_g
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,8 @@ def _csv_runs(path: Path) -> list[MeasuredRun]:
         rows = list(csv.DictReader(path.read_text().splitlines()))
     except UnicodeDecodeError:
         raise SpecError("runs", str(path), "not a UTF-8 CSV file") from None
+    except csv.Error as err:
+        raise SpecError("runs", str(path), f"not a readable CSV file ({err})") from None
     if not rows:
         raise SpecError("runs", str(path), "a CSV with a header and at least one run")
     header = set(rows[0])
@@ -130,7 +133,7 @@ def load_runs(path: str | Path) -> list[MeasuredRun]:
     from teton.spec.load import read_file
 
     path = Path(path)
-    if not path.exists():
+    if not os.path.exists(path):
         raise SpecError("runs", str(path), "no such file (a YAML/JSON list of runs or a CSV)")
     if path.suffix.lower() == ".csv":
         return _csv_runs(path)
@@ -139,8 +142,11 @@ def load_runs(path: str | Path) -> list[MeasuredRun]:
 
         try:  # a top-level list is allowed here (read_file wants a mapping)
             data = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, UnicodeDecodeError) as err:
+        except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as err:
             raise SpecError("runs", str(path), f"not a readable YAML file ({type(err).__name__})") from None
+        from teton.spec.load import check_depth
+
+        check_depth(data, "runs", str(path))
     else:
         data = read_file(path)
     entries = data.get("runs") if isinstance(data, dict) else data

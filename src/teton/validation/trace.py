@@ -145,6 +145,8 @@ def _load(path: str | Path) -> Any:
     except json.JSONDecodeError as e:
         raise SpecError("trace", str(path), f"not JSON ({e.msg} at line {e.lineno} column {e.colno}): "
                         "a Chrome trace .json or .json.gz") from None
+    except RecursionError:
+        raise SpecError("trace", str(path), "nested too deeply: a Chrome trace .json or .json.gz") from None
 
 
 def _num(e: dict, key: str, i: int) -> float:

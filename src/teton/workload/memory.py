@@ -33,13 +33,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from teton.spec.schema import JobSpec
+from teton.units import ADAM_STATE_BYTES
 from teton.workload.elementwise import eager_saved_bytes
 from teton.workload.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
 from teton.workload.recompute import checkpointed_layers, sac_op_recomputed_bytes, sac_op_saved_bytes
 
-ADAM_STATE_BYTES = 12  # fp32 master weights + first and second moments
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
 # "CUDA semantics" notes: context 300-500 MB; cuBLAS workspace 32 MiB per stream; NCCL_BUFFSIZE
 # 4 MiB x channels x peers).

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 from teton.errors import SpecError
 from teton.workload.model import ModelSpec
@@ -79,7 +80,8 @@ def require_torch():
     try:
         import torch
     except ImportError:
-        raise SpecError("torch", "not installed", "teton flops needs PyTorch: pip install -e '.[torch]'") from None
+        raise SpecError("torch", "not installed", "teton flops needs PyTorch (the CPU build is enough): pip install -e "
+                         "'.[torch]' --extra-index-url https://download.pytorch.org/whl/cpu") from None
     return torch
 
 
@@ -348,20 +350,25 @@ def _teton_sums(block) -> dict:
             "recompute_flops": total(block.bwd, "gemm", True) + total(block.bwd, "attention", True)}
 
 
-def compare_layer_flops(model: ModelSpec, job, attention_kernel: str = "flash") -> dict:
+def compare_layer_flops(model: ModelSpec, job, attention_kernel: str = "flash",
+                        progress: Callable[[int, int], None] | None = None) -> dict:
     """teton's ``layer_block`` / ``head_block`` FLOPs next to the PyTorch reference's, per category.
 
     Each row: ``teton_flops``, ``torch_flops``, ``ratio`` (teton / torch) and ``expected_ratio``
     (1 for GEMMs; the attention conventions of the module docstring). teton's backward excludes
     recomputed forward ops (reported as ``teton_recompute_flops``, for a checkpointed layer
     under ``job.recompute = selective_layer``; ``teton_recompute_per`` says which): the
-    reference runs none.
+    reference runs none. ``progress(done, total)`` after each of the reference layer and head.
     """
     from teton.workload.ops import head_block, layer_block
 
     kw = dict(seq_len=job.seq_len, micro_batch=job.micro_batch, tp=job.tp, cp=job.cp)
+    tick = progress or (lambda done, total: None)
+    tick(0, 2)
     ref = torch_layer_flops(model, attention_kernel=attention_kernel, **kw)
+    tick(1, 2)
     ref_head = torch_head_flops(model, **kw)
+    tick(2, 2)
     per_layer = job.recompute != "selective_layer"  # else: the checkpointed layers replay as full's do
     layer_job = job if per_layer else job.model_copy(update={"recompute": "full"})
     ours, ours_head = _teton_sums(layer_block(model, layer_job)), _teton_sums(head_block(model, job))

@@ -1,0 +1,112 @@
+"""``teton plan SPEC --tokens 15.6T``: how many GPUs, which layout, how much storage, how long and at
+what cost (see :mod:`teton.plan`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
+
+
+def _print(d: dict, top: int) -> None:
+    from rich.table import Table
+
+    from teton.cli._common import console as output_console
+
+    plans = {p["id"]: p for p in d["plans"]}
+    t = Table(title=f"{d['model']} on {d['tokens'] / 1e12:,.2f}T tokens: the Pareto front "
+                    f"({len(d['front'])} of {len(plans)} plans; days = time to train with failures)")
+    for col in ("GPUs", "cluster", "layout", "batch", "storage", "days p50", "days p90", "cost", "MWh",
+                "GPU-hours", "ETTR", ""):
+        t.add_column(col, justify="left" if col in ("cluster", "layout", "") else "right")
+    for i in d["front"][:top]:
+        p = plans[i]
+        lay = p["layout"]
+        layout = f"tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
+        t.add_row(f"{p['gpus']:,}", p["cluster"], layout, f"{p['batch_tokens'] / 1e6:,.1f}M",
+                  f"{p['storage_servers']:,}", f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}",
+                  f"${p['cost_usd'] / 1e6:,.1f}M", f"{p['energy_mwh']:,.0f}", f"{p['gpu_hours'] / 1e6:,.2f}M",
+                  f"{p['ettr'] * 100:.1f} %", "<- chosen" if p["chosen"] else "")
+    console = output_console(t)
+    console.print(t)
+    chosen = plans[d["chosen"]]
+    console.print(f"[bold]Plan:[/bold] {d['why']}", highlight=False)
+    console.print(f"spread: {chosen['days_spread']}; {d['runs']:,} Monte Carlo runs, seed {d['seed']}; "
+                  f"batch rule: {d['global_batch_rule']}", highlight=False)
+    sizes = {(c["cluster"], c["gpus"]): c["batch_tokens"] for c in d["counts"]}
+    console.print("batch at each size: " + ", ".join(f"{n:,} GPUs ({cl}) {b / 1e6:,.1f}M tokens"
+                                                     for (cl, n), b in sizes.items()), highlight=False)
+    for c in d["counts"]:
+        if c.get("reason"):
+            console.print(f"note: {c['gpus']:,} GPUs of {c['cluster']}: {c['reason']}", highlight=False)
+    for n in d["notes"]:
+        console.print(f"note: {n}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def plan(
+        spec: SpecPath,
+        set_: SetOverrides = None,
+        tokens: Annotated[str | None, typer.Option("--tokens", help="tokens to train on, e.g. 15.6T "
+                                                   "(default: plan.tokens)")] = None,
+        deadline_days: Annotated[float | None, typer.Option("--deadline-days", help="pick the cheapest plan "
+                                                            "that finishes by then at p90")] = None,
+        budget_usd: Annotated[float | None, typer.Option("--budget-usd", help="pick the fastest plan that "
+                                                         "costs at most this")] = None,
+        gpus: Annotated[str | None, typer.Option("--gpus", help="GPU counts: 8192,16384 | lo:hi:step | lo:hi "
+                                                 "(default: 0.5x ... 2x the spec's)")] = None,
+        storage_servers: Annotated[str | None, typer.Option("--storage-servers", help="storage sizes in "
+                                                            "servers, as --gpus (default: the preset's)")] = None,
+        global_batch: Annotated[str | None, typer.Option("--global-batch", help="fixed (the spec's tokens "
+                                                         "per step at every size) | per_gpu | 16M")] = None,
+        runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte Carlo runs per plan "
+                                                 "(default: the spec's reliability.runs, 1,000)")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", min=0, help="seed of the Monte Carlo "
+                                                 "(default: the spec's)")] = None,
+        executor: Annotated[str, typer.Option("--executor", help="local (process pool) | ray | serial")] = "local",
+        workers: Annotated[int | None, typer.Option("--workers", min=1, help="parallel workers "
+                                                    "(default: CPU count)")] = None,
+        tp: Annotated[str | None, typer.Option("--tp", help="TP degrees to try (default: all)")] = None,
+        cp: Annotated[str | None, typer.Option("--cp", help="CP degrees to try")] = None,
+        pp: Annotated[str | None, typer.Option("--pp", help="PP degrees to try")] = None,
+        vs: Annotated[str | None, typer.Option("--virtual-stages", help="virtual stages to try")] = None,
+        ep: Annotated[str | None, typer.Option("--ep", help="EP degrees to try (MoE models)")] = None,
+        top: Annotated[int, typer.Option("--top", min=1, help="rows to print")] = 10,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="also write an offline HTML page: the "
+                                                 "Pareto plot and the chosen plan's breakdown")] = None,
+        json_: JsonFlag = False,
+    ) -> None:
+        """GPUs, layout, storage, days (p10/p50/p90), GPU-hours, MWh and cost to train SPEC's model on N tokens."""
+        from teton.plan import make_plan, plan_request
+        from teton.progress import progress_bar
+        from teton.report.html import check_writable_file
+        from teton.spec import load_spec
+        from teton.sweep.run import check_executor
+        from teton.sweep.search import ep_degrees, search_space
+
+        check_executor(executor, workers)
+        if out is not None:
+            check_writable_file(out, "--out")
+        s = load_spec(spec, set_)
+        req = plan_request(s, {"tokens": tokens, "deadline_days": deadline_days, "budget_usd": budget_usd,
+                               "gpus": gpus, "storage_servers": storage_servers, "global_batch": global_batch,
+                               "runs": runs, "seed": seed,
+                               "space": search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep)})
+        ep_degrees(s, req.space)
+        with progress_bar(disable=json_) as bar:
+            task = bar.add_task("planning: layouts and runs per GPU count", total=None)
+            d = make_plan(req, executor, workers, lambda i, n: bar.update(task, completed=i, total=n))
+        if out is not None:
+            from teton.plan.page import write_plan_page
+
+            write_plan_page(d, str(spec), out)
+        if json_:
+            print_json(d)
+        else:
+            _print(d, top)
+            if out is not None:
+                print(f"wrote {out}")

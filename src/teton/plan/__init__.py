@@ -1,0 +1,67 @@
+"""``teton plan``: how many GPUs, which layout, how much storage, how long and at what cost, to
+train a model on N tokens.
+
+:func:`make_plan` resolves the question (:mod:`teton.plan.candidates`), runs one task per
+(cluster, GPU count) through a sweep executor (:mod:`teton.plan.evaluate`: the layout search, then
+the failure Monte Carlo on each storage size) and answers it (:mod:`teton.plan.answer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from teton.plan.answer import pareto_front, recommend, why
+from teton.plan.candidates import PlanRequest, count_tasks, plan_request
+from teton.plan.evaluate import evaluate_count
+
+__all__ = ["PlanRequest", "make_plan", "plan_request", "evaluate_count", "pareto_front"]
+
+
+def run_tasks(tasks: list, executor: str, workers: int | None,
+              progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """:func:`evaluate_count` of every task, in task order, on a sweep executor."""
+    from concurrent.futures import as_completed
+
+    from teton.sweep.run import make_executor
+
+    if executor == "serial" or len(tasks) == 1:
+        out = []
+        for i, t in enumerate(tasks):
+            out.append(evaluate_count(t))
+            if progress:
+                progress(i + 1, len(tasks))
+        return out
+    results: dict[int, dict[str, Any]] = {}
+    ex = make_executor(executor, min(workers or len(tasks), len(tasks)) if executor == "local" else workers)
+    try:
+        futures = {ex.submit(evaluate_count, t): i for i, t in enumerate(tasks)}
+        for f in as_completed(futures):
+            results[futures[f]] = f.result()
+            if progress:
+                progress(len(results), len(tasks))
+    finally:
+        ex.shutdown(wait=False, cancel_futures=True)
+    return [results[i] for i in range(len(tasks))]
+
+
+def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """The whole plan: every candidate's rows, the Pareto front, the chosen plan and why."""
+    tasks, notes = count_tasks(req)
+    counts = run_tasks(tasks, executor, workers, progress)
+    plans = [p for c in counts for p in c["plans"]]
+    chosen, rule = recommend(plans, req.deadline_days, req.budget_usd)
+    front = pareto_front(plans)
+    for i, p in enumerate(plans):
+        p["id"] = i
+        p["on_front"] = any(p is f for f in front)
+        p["chosen"] = p is chosen
+    return {
+        "model": req.spec.model.name, "tokens": req.tokens, "seq_len": req.spec.job.seq_len,
+        "global_batch_rule": req.global_batch, "deadline_days": req.deadline_days, "budget_usd": req.budget_usd,
+        "runs": req.runs, "seed": req.seed, "storage_preset": req.storage_preset,
+        "counts": [{k: v for k, v in c.items() if k != "plans"} for c in counts],
+        "plans": plans, "front": [p["id"] for p in front], "chosen": chosen["id"], "rule": rule,
+        "why": why(chosen, rule, plans, counts, req.deadline_days, req.budget_usd), "notes": notes,
+    }

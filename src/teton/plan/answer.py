@@ -1,0 +1,156 @@
+"""The answer of a plan: the Pareto front, the recommended plan, and why.
+
+* **Front**: the plans no other plan beats on both time to train (p50) and cost.
+* **Recommendation**: with ``--deadline-days``, the cheapest plan whose p90 meets the deadline
+  (and the budget, if given); with only ``--budget-usd``, the fastest (p50) within it; with
+  neither, the front's knee: the plan with the least ``days / fastest + cost / cheapest``.
+* **Why**: the constraint that binds the choice (the deadline or the budget, memory, the storage
+  sustained rate), and why more GPUs do not buy proportionally fewer days: the pipeline bubble at
+  a fixed batch, exposed communication on the fabric layer the job spans, failures at scale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teton.errors import SpecError
+
+
+def pareto_front(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Plans not dominated on (days p50, cost), sorted by days."""
+    ordered = sorted(plans, key=lambda p: (p["days_p50"], p["cost_usd"]))
+    front, cheapest = [], float("inf")
+    for p in ordered:
+        if p["cost_usd"] < cheapest:
+            front.append(p)
+            cheapest = p["cost_usd"]
+    return front
+
+
+def describe(p: dict[str, Any]) -> str:
+    lay = p["layout"]
+    return (f"{p['gpus']:,} GPUs of {p['cluster']} (tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}"
+            + (f" ep{lay['ep']}" if lay["ep"] > 1 else "") + f", {p['storage_servers']:,} storage servers)")
+
+
+def recommend(plans: list[dict[str, Any]], deadline_days: float | None,
+              budget_usd: float | None) -> tuple[dict[str, Any], str]:
+    """The chosen plan and the rule that chose it; a one-line SpecError when nothing qualifies."""
+    if not plans:
+        raise SpecError("--gpus", None, "no candidate has a layout that fits in memory; try more GPUs")
+    if budget_usd is not None and min(p["cost_usd"] for p in plans) > budget_usd:
+        cheapest = min(plans, key=lambda p: p["cost_usd"])
+        raise SpecError("--budget-usd", budget_usd, f"below every plan; the cheapest, {describe(cheapest)}, "
+                        f"costs ${cheapest['cost_usd']:,.0f}")
+    within = [p for p in plans if budget_usd is None or p["cost_usd"] <= budget_usd]
+    if deadline_days is not None:
+        meets = [p for p in within if p["days_p90"] <= deadline_days]
+        if not meets:
+            fastest = min(within, key=lambda p: p["days_p90"])
+            raise SpecError("--deadline-days", deadline_days,
+                            f"no plan{' within the budget' if budget_usd is not None else ''} meets it at p90; "
+                            f"the fastest, {describe(fastest)}, takes {fastest['days_p90']:.1f} days (p90)")
+        return min(meets, key=lambda p: (p["cost_usd"], p["days_p90"])), \
+            f"the cheapest plan that meets the {deadline_days:g}-day deadline at p90"
+    if budget_usd is not None:
+        return min(within, key=lambda p: (p["days_p50"], p["cost_usd"])), \
+            f"the fastest plan (p50) within the ${budget_usd:,.0f} budget"
+    front = pareto_front(plans)
+    fast, cheap = min(p["days_p50"] for p in front), min(p["cost_usd"] for p in front)
+    return min(front, key=lambda p: p["days_p50"] / fast + p["cost_usd"] / cheap), \
+        "the knee of the front (no deadline or budget given: least days / fastest + cost / cheapest)"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.0f} %"
+
+
+def scaling_reason(chosen: dict[str, Any], plans: list[dict[str, Any]]) -> str | None:
+    """Why the next larger GPU count on the same cluster and storage is not proportionally faster."""
+    same = [p for p in plans if p["cluster"] == chosen["cluster"] and p["storage_servers"] == chosen["storage_servers"]]
+    bigger = sorted((p for p in same if p["gpus"] > chosen["gpus"]), key=lambda p: p["gpus"])
+    if not bigger:
+        smaller = sorted((p for p in same if p["gpus"] < chosen["gpus"]), key=lambda p: -p["gpus"])
+        if not smaller:
+            return None
+        a, b = smaller[0], chosen
+    else:
+        a, b = chosen, bigger[-1] if len(bigger) > 1 and bigger[-1]["gpus"] <= 2 * chosen["gpus"] else bigger[0]
+    ratio, speedup = b["gpus"] / a["gpus"], a["days_p50"] / b["days_p50"]
+    causes = []
+    d_bubble = b["bubble_fraction"] - a["bubble_fraction"]
+    if d_bubble > 0.005:
+        causes.append((d_bubble, f"the pipeline bubble grows from {_pct(a['bubble_fraction'])} to "
+                       f"{_pct(b['bubble_fraction'])} of the step (micro-batches per DP rank {a['micro_batches']} -> "
+                       f"{b['micro_batches']} at the {b['batch_tokens'] / 1e6:,.1f}M-token batch)"))
+    d_comm = b["comm_fraction"] - a["comm_fraction"]
+    if d_comm > 0.005:
+        grew = max((k for k in b["breakdown"] if k.endswith("_comm")),
+                   key=lambda k: b["breakdown"][k] / b["step_time_s"] - a["breakdown"].get(k, 0.0) / a["step_time_s"])
+        causes.append((d_comm, f"exposed communication grows from {_pct(a['comm_fraction'])} to "
+                       f"{_pct(b['comm_fraction'])} of the step, most in {grew} ({fabric_span(b)})"))
+    d_ettr = a["ettr"] - b["ettr"]
+    if d_ettr > 0.002:
+        causes.append((d_ettr, f"ETTR falls from {_pct(a['ettr'])} to {_pct(b['ettr'])} (failures at scale: "
+                       f"an interruption every {b['goodput']['mtbi_h']:.1f} h)"))
+    d_step = (b["gpus"] * b["step_time_s"]) / (a["gpus"] * a["step_time_s"]) - 1.0
+    if not causes and d_step > 0.005:
+        causes.append((d_step, f"the step takes {d_step * 100:.0f} % more GPU-time ({b['layout']})"))
+    head = (f"{a['gpus']:,} -> {b['gpus']:,} GPUs ({ratio:.2g}x) buys {speedup:.2f}x the speed"
+            + (" (scaling is near-linear)" if speedup >= 0.97 * ratio else ""))
+    if not causes:
+        return head + "."
+    return head + ": " + "; ".join(text for _, text in sorted(causes, reverse=True)) + "."
+
+
+def fabric_span(p: dict[str, Any]) -> str:
+    """The highest fabric layer the job spans more than one domain of, and its oversubscription."""
+    multi = [f for f in p.get("fabric", []) if f["domains"] > 1]
+    if not multi:
+        return "the job sits under one switch domain"
+    f = multi[-1]
+    over = f" at 1:{f['oversubscription']:g} above them" if f["oversubscription"] > 1 else ""
+    return f"the job spans {f['domains']} {f['layer']} domains of {f['span_gpus']:,} GPUs{over}"
+
+
+def binding_constraints(chosen: dict[str, Any], plans: list[dict[str, Any]], counts: list[dict[str, Any]],
+                        deadline_days: float | None, budget_usd: float | None) -> list[str]:
+    """The constraints that shape the choice, in words."""
+    out = []
+    cheaper = [p for p in plans if p["cost_usd"] < chosen["cost_usd"]]
+    if deadline_days is not None and cheaper:
+        c = min(cheaper, key=lambda p: p["days_p90"])
+        out.append(f"the deadline: the cheaper plans miss it, the closest being {describe(c)} at "
+                   f"{c['days_p90']:.1f} days p90 for ${chosen['cost_usd'] - c['cost_usd']:,.0f} less")
+    faster = [p for p in plans if p["days_p50"] < chosen["days_p50"]]
+    if budget_usd is not None and deadline_days is None and faster:
+        out.append(f"the budget: every faster plan costs more than ${budget_usd:,.0f}")
+    for kind in ("memory", "layout"):
+        no_fit = [c for c in counts if not c["plans"] and c["cluster"] == chosen["cluster"]
+                  and c["reason"].startswith(kind)]
+        if no_fit:
+            out.append(f"{no_fit[0]['reason']} at {', '.join(format(c['gpus'], ',') for c in no_fit)} GPUs "
+                       f"on {chosen['cluster']}")
+    same = [p for p in plans if p["cluster"] == chosen["cluster"] and p["gpus"] == chosen["gpus"]]
+    bound = [p for p in same if p["checkpoint_interval_source"] == "storage sustained write rate"]
+    if bound:
+        worst = min(bound, key=lambda p: p["storage_servers"])
+        out.append(f"the storage sustained write rate: on {worst['storage_servers']:,} servers it sets the "
+                   f"checkpoint interval ({worst['checkpoint_interval_s']:,.0f} s) and ETTR falls to "
+                   f"{_pct(worst['ettr'])}" + ("" if chosen in bound else
+                                                f"; {chosen['storage_servers']:,} servers lift that limit"))
+    return out
+
+
+def why(chosen: dict[str, Any], rule: str, plans: list[dict[str, Any]], counts: list[dict[str, Any]],
+        deadline_days: float | None, budget_usd: float | None) -> str:
+    """One paragraph: what was chosen, by which rule, what binds it, and how it scales."""
+    text = (f"{describe(chosen)}: {chosen['days_p50']:.1f} days p50 ({chosen['days_p90']:.1f} p90), "
+            f"${chosen['cost_usd']:,.0f}, {chosen['energy_mwh']:,.0f} MWh; {rule}.")
+    binds = binding_constraints(chosen, plans, counts, deadline_days, budget_usd)
+    if binds:
+        text += " Binding: " + "; ".join(binds) + "."
+    scale = scaling_reason(chosen, plans)
+    if scale:
+        text += " Scaling: " + scale
+    return text

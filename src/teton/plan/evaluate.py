@@ -1,0 +1,171 @@
+"""One cluster at one GPU count: the best layouts, then the whole run on each storage size.
+
+:func:`evaluate_count` is what an executor runs (a top-level function of picklable input). It uses
+the very functions ``teton search`` and ``teton goodput`` use, with the same arguments, so a plan's
+row is what those verbs print for it by hand (its ``reproduce`` entry gives the ``--set``\\ s):
+
+* layouts: :func:`teton.sweep.search.search_layouts` on the job at this count and batch, keeping
+  the ``top_layouts`` fastest that fit in memory;
+* the run: :func:`teton.reliability.goodput` (the failure Monte Carlo, seeded) on the fastest, for
+  each storage size: time to train, checkpoint interval, ETTR, GPU-hours, energy (with PUE), cost.
+
+Time to train, p10 / p50 / p90, combines the Monte Carlo with the step-time band of the fidelity
+work (``step_time_s_low`` .. ``step_time_s_high``, the whole-set leave-one-out range): each run's
+time is scaled by a step-time factor drawn uniformly from the band (seeded). Wall time is taken as
+proportional to the step time, a first-order approximation (failures per hour do not change).
+Where the prediction has no band (burst mode), the spread is the failures' only, and the row says so.
+
+Cost = GPU-hours x price per GPU-hour (goodput's ``cost_usd``) + storage held for the run:
+usable TB x ``usd_per_tb_month`` x months.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from teton.plan.candidates import CountTask
+
+DAYS_PER_MONTH = 365.25 / 12
+GOODPUT_KEYS = ("time_to_train_days", "time_to_train_percentiles", "gpu_hours", "ideal_gpu_hours", "energy_mwh",
+                "cost_usd", "ettr", "goodput", "checkpoint_interval_s", "checkpoint_interval_source",
+                "checkpoint_save_s", "checkpoint_blocking_s", "unexpected_interruptions", "mtbi_h",
+                "spare_hosts", "lost_gpu_hours_by_kind", "power_train_mw", "warnings")
+LAYOUT_KEYS = ("tp", "cp", "pp", "dp", "ep", "virtual_stages", "micro_batch", "recompute", "zero", "grad_reduce")
+
+
+def best_layouts(task: CountTask) -> dict[str, Any]:
+    """``teton search`` on the task's job, layouts that fit only: the ``top_layouts`` fastest."""
+    from teton.sweep.search import search_layouts
+
+    found = search_layouts(task.spec, task.space, fitting_only=True)
+    rows = [r for r in found["rows"] if r["fits_in_memory"]][:task.top_layouts]
+    return {"evaluated": found["evaluated"], "fitting": found["fitting"], "rows": rows}
+
+
+def layout_spec(spec, row: dict[str, Any]):
+    """The full spec of one search row, built by the search's own rules (no second copy of them)."""
+    from teton.sweep.search import SearchSpace, candidate_jobs
+
+    space = SearchSpace(tp=(row["tp"],), cp=(row["cp"],), pp=(row["pp"],), virtual_stages=(row["virtual_stages"],),
+                        micro_batch=(row["micro_batch"],), recompute=(row["recompute"],), zero=(row["zero"],),
+                        ep=(row["ep"],))
+    for cand in candidate_jobs(spec, space):
+        if cand.job.grad_reduce_mode == row["grad_reduce"]:
+            return cand
+    raise AssertionError(f"search row {row} has no spec")  # the search produced it: cannot happen
+
+
+def overrides(base, spec, storage: dict[str, Any], price: float) -> list[str]:
+    """``--set`` items that turn the user's spec file (``base``) into this plan's ``spec``."""
+    out = []
+    if spec.cluster != base.cluster:
+        from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+
+        name = spec.cluster.name
+        if name in CLUSTER_PRESETS and ClusterSpec(**CLUSTER_PRESETS[name]) == spec.cluster:
+            out.append(f"cluster={name}")
+        else:
+            out.append("cluster=" + json.dumps(spec.cluster.model_dump(mode="json", exclude_defaults=True)))
+    a, b = base.job.model_dump(mode="json"), spec.job.model_dump(mode="json")
+    out += [f"job.{k}={json.dumps(v) if isinstance(v, (list, dict)) else _scalar(v)}"
+            for k, v in b.items() if a.get(k) != v]
+    out += [f"storage.{k}={v}" for k, v in storage.items() if (base.storage or {}).get(k) != v]
+    if (base.reliability or {}).get("usd_per_gpu_hour") != price:
+        out.append(f"reliability.usd_per_gpu_hour={price!r}")
+    return out
+
+
+def _scalar(v: Any) -> str:
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def search_by_hand(task: CountTask) -> dict[str, Any] | None:
+    """The ``teton search`` command line that prints this task's layouts: the user's spec at this
+    GPU count and batch (its own layout, with dp scaled; None where that layout does not divide
+    the count), with the plan's layout space."""
+    from teton.sweep.search import SearchSpace
+
+    base, job = task.base.job, task.spec.job
+    model_par = base.tp * base.cp * base.pp
+    if task.gpus % model_par:
+        return None
+    sets = [f"job.gpus={task.gpus}", f"job.dp={task.gpus // model_par}", f"job.global_batch={job.global_batch}"]
+    if base.global_batch_tokens:
+        sets.append("job.global_batch_tokens=null")
+    default, options = SearchSpace(), []
+    for name, flag in (("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("virtual_stages", "--virtual-stages"),
+                       ("ep", "--ep")):
+        value = getattr(task.space, name)
+        if value != getattr(default, name):
+            options += [flag, ",".join(map(str, value))]
+    return {"set": sets, "options": options}
+
+
+def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
+    """``teton goodput`` of the plan's spec on ``servers`` storage servers, and the plan's figures."""
+    from teton.reliability import goodput, parse_reliability
+    from teton.storage import storage_system
+
+    storage = {**(task.spec.storage or {}), "preset": task.storage_preset, "servers": servers}
+    rel = {**(task.spec.reliability or {}), "usd_per_gpu_hour": task.usd_per_gpu_hour}
+    run_spec = spec.model_copy(update={"storage": storage, "reliability": rel})
+    g = goodput(run_spec, parse_reliability(rel), tokens=task.tokens, runs=task.runs, seed=task.seed, samples=True)
+    days = np.asarray(g.pop("time_to_train_samples_days"), dtype=float)
+    band = step.step_time_s_low is not None and step.step_time_s_high is not None
+    if band:
+        rng = np.random.default_rng(task.seed)
+        days = days * rng.uniform(step.step_time_s_low, step.step_time_s_high, days.size) / step.step_time_s
+    p10, p50, p90 = (float(x) for x in np.percentile(days, [10, 50, 90]))
+    usable_tb = storage_system(storage).usable_capacity_bytes() / 1e12
+    storage_usd = usable_tb * task.usd_per_tb_month * float(np.mean(days)) / DAYS_PER_MONTH
+    return {
+        "storage_preset": task.storage_preset, "storage_servers": servers, "storage_usable_tb": usable_tb,
+        "days_p10": p10, "days_p50": p50, "days_p90": p90,
+        "days_spread": "failures and the step-time band" if band else "failures only (no step-time band)",
+        "gpu_hours": g["gpu_hours"], "energy_mwh": g["energy_mwh"], "gpu_cost_usd": g["cost_usd"],
+        "storage_cost_usd": storage_usd, "cost_usd": g["cost_usd"] + storage_usd,
+        "ettr": g["ettr"], "checkpoint_interval_s": g["checkpoint_interval_s"],
+        "checkpoint_interval_source": g["checkpoint_interval_source"],
+        "goodput": {k: g[k] for k in GOODPUT_KEYS if k in g},
+        "reproduce": {"set": overrides(task.base, run_spec, storage, task.usd_per_gpu_hour),
+                      "tokens": task.tokens, "runs": task.runs, "seed": task.seed},
+    }
+
+
+def evaluate_count(task: CountTask) -> dict[str, Any]:
+    """The layouts and the runs of one (cluster, GPU count) task, as JSON-ready rows."""
+    from teton.engine.step import simulate_step
+
+    found = best_layouts(task)
+    job = task.spec.job
+    head = {"cluster": task.cluster_name, "gpu": task.spec.cluster.gpu_spec.name, "gpus": task.gpus,
+            "batch_tokens": job.tokens_per_step, "batch_sequences": job.sequences_per_step,
+            "usd_per_gpu_hour": task.usd_per_gpu_hour, "layouts_evaluated": found["evaluated"],
+            "reproduce_search": search_by_hand(task),
+            "layouts_fitting": found["fitting"],
+            "layouts": [{**{k: r[k] for k in LAYOUT_KEYS}, "step_time_s": r["step_time_s"], "mfu": r["mfu_bf16"],
+                         "memory_per_gpu_bytes": r["memory_per_gpu_bytes"]} for r in found["rows"]]}
+    if not found["rows"]:
+        return {**head, "plans": [], "reason": "memory: no layout fits in memory" if found["evaluated"]
+                else "layout: no layout passes the job rules at this count and batch"}
+    best = found["rows"][0]
+    spec = layout_spec(task.spec, best)
+    step = simulate_step(spec)
+    bd = step.breakdown
+    comm = {k: v for k, v in bd.items() if k.endswith("_comm")}
+    layout = {"layout": {k: best[k] for k in LAYOUT_KEYS}, "micro_batches": spec.job.micro_batches,
+              "step_time_s": step.step_time_s, "step_time_s_low": step.step_time_s_low,
+              "step_time_s_high": step.step_time_s_high, "mfu": step.mfu_bf16, "tokens_per_s": step.tokens_per_s,
+              "memory_per_gpu_bytes": step.memory_per_gpu_bytes,
+              "bubble_fraction": bd.get("pipeline_bubble", 0.0) / step.step_time_s,
+              "comm_fraction": sum(comm.values()) / step.step_time_s,
+              "top_comm": max(comm, key=comm.get) if comm else None, "breakdown": bd,
+              "fabric": [{"layer": lay.name, "span_gpus": lay.span_gpus, "domains": -(-task.gpus // lay.span_gpus),
+                          "oversubscription": lay.oversubscription} for lay in task.spec.cluster.layers]}
+    plans = [{**head, **layout, **run_on_storage(task, spec, n, step)} for n in task.storage_servers]
+    for p in plans:
+        p.pop("layouts")
+    return {**head, "plans": plans}

@@ -1,0 +1,38 @@
+"""Units, byte sizes, and the counts a user types (``15.6T`` tokens, ``16M`` tokens per step).
+
+Decimal units (GB, TB) for bandwidths and storage, as vendors quote them; binary ones (GiB, MiB)
+for memory, as ``teton run`` prints it (an "80 GB" H100 holds 79.6 GiB)."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from teton.errors import SpecError
+
+GB = 1e9
+TB = 1e12
+MIB = 2**20
+GIB = 2**30
+BF16_BYTES = 2
+FP32_BYTES = 4
+# Mixed-precision Adam state per parameter: fp32 master weights + first and second moments
+ADAM_STATE_BYTES = 3 * FP32_BYTES
+
+_COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?\d+)?)\s*([KMBGT]?)\s*$")
+_DECIMAL = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def parse_count(value: Any, field: str) -> float:
+    """A positive decimal count: 15.6e12, "15.6e12" (YAML 1.1 reads it as a string), "15.6T", "2B"."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        x = float(value)
+    else:
+        m = _COUNT.match(str(value))
+        if not m:
+            raise SpecError(field, value, "expected a positive number like 15.6e12 or 15.6T")
+        x = float(m.group(1)) * _DECIMAL[m.group(2).upper()]
+    if not math.isfinite(x) or x <= 0:
+        raise SpecError(field, value, "must be a positive, finite number")
+    return x

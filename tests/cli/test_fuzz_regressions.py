@@ -1,0 +1,172 @@
+"""Regression tests for the crashes the fuzz test (``tests/cli/test_fuzz.py``) found: each was a
+traceback, or an error spread over several lines, and is now a one-line ``error:`` with exit 2
+naming the field, the value and what is allowed."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "llama3-405b-16k.yaml"
+KINETO = ROOT / "tests" / "data" / "traces" / "a100-2rank-nccl.kineto.json.gz"
+DEEP = "[" * 3000 + "]" * 3000  # nested past Python's recursion limit
+LONG = "x" * 300  # longer than a file name may be (255 bytes): os.stat raises ENAMETOOLONG
+
+
+def one_error_line(code: int, err: str) -> str:
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+# ---- an error is one line, whatever characters the input echoed in it has
+
+
+@pytest.mark.parametrize("args", [
+    ("run", str(EXAMPLE), "--set", "job.t\np=8"),  # a newline in a --set key: raw in the field name
+    ("run", str(EXAMPLE), "--set", "bogus\x1ekey=1"),  # a record separator: str.splitlines breaks on it
+    ("run", str(EXAMPLE), "--set", "cluster=a\u2028b.yaml"),  # a Unicode line separator in a file name
+])
+def test_an_error_message_stays_on_one_line(cli, args):
+    line = one_error_line(*cli(*args)[::2])
+    assert "\\" in line  # the character is shown escaped
+
+
+def test_a_huge_value_is_shortened_in_the_error(cli, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"cluster: meta-roce-24k\nmodel: llama3-8b\njob: {{gpus: 8, tp: [{', '.join(['1'] * 20000)}]}}\n")
+    line = one_error_line(*cli("run", spec)[::2])
+    assert len(line) < 1000 and "characters)" in line
+
+
+# ---- a spec file with a character YAML's reader refuses
+
+
+def test_a_control_character_in_a_yaml_spec(cli, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("cluster: meta-roce-24k\nmodel: llama3-8b\x9e\njob: {gpus: 8}\n")
+    line = one_error_line(*cli("run", spec)[::2])
+    assert "malformed YAML" in line and "spec.yaml" in line
+
+
+# ---- input nested past the recursion limit, and YAML aliases that contain themselves
+
+
+@pytest.mark.parametrize("name, content", [
+    ("spec.yaml", f"cluster: meta-roce-24k\nmodel: llama3-8b\njob: {DEEP}\n"),
+    ("spec.json", '{"job": ' + DEEP + "}"),
+    ("spec.yaml", "cluster: meta-roce-24k\nmodel: llama3-8b\njob: &j {gpus: 8, tp: [[[*j]]]}\n"),
+])
+def test_a_deeply_nested_spec(cli, tmp_path, name, content):
+    spec = tmp_path / name
+    spec.write_text(content)
+    line = one_error_line(*cli("run", spec)[::2])
+    assert "nested too deeply" in line or "contains itself" in line
+
+
+def test_a_deeply_nested_set_value(cli):
+    one_error_line(*cli("run", EXAMPLE, "--set", f"job.tp={DEEP}")[::2])
+
+
+def test_deeply_nested_runs_calibration_and_traces(cli, tmp_path):
+    runs = tmp_path / "runs.yaml"
+    runs.write_text(f"runs: {DEEP}\n")
+    assert "runs" in one_error_line(*cli("fit", runs)[::2])
+    cal = tmp_path / "cal.json"
+    cal.write_text('{"efficiency_overrides": ' + DEEP + "}")
+    assert "calibration" in one_error_line(*cli("calibrate", cal)[::2])
+    assert "calibration" in one_error_line(*cli("validate", "--case", "korthikanti-2022-figure1",
+                                                "--calibration", cal)[::2])
+    kineto = tmp_path / "trace.json"
+    kineto.write_text('{"traceEvents": ' + DEEP + "}")
+    assert "trace" in one_error_line(*cli("fit", "--trace", kineto)[::2])
+    philly = tmp_path / "philly.json"
+    philly.write_text("[\n" + DEEP + "\n]\n")
+    code, out, err = cli("schedule", philly, "--json")
+    one_error_line(code, err.splitlines()[-1])  # the entry is reported and skipped: no job is left
+    assert "nested too deeply" in err
+
+
+# ---- names longer than a file name may be, where a path or a preset is expected
+
+
+@pytest.mark.parametrize("args", [
+    ("collective", "--cluster", LONG),
+    ("placement", "--slurm-topology", "topo.conf", "--cluster", LONG + ".yaml"),
+    ("schedule", LONG + ".csv"),
+    ("fit", LONG + ".yaml"),
+    ("report", str(EXAMPLE), "--sections", "step", "--out", LONG + ".html"),
+    ("sweep", str(ROOT / "examples" / "sweep-405b.yaml"), "--db", LONG + ".duckdb"),
+    ("checkpoint", str(EXAMPLE), "--measure", LONG),
+    ("run", str(EXAMPLE), "--timeline", LONG + ".json"),
+])
+def test_a_name_too_long(cli, tmp_path, monkeypatch, args):
+    monkeypatch.chdir(tmp_path)
+    one_error_line(*cli(*args)[::2])
+
+
+def test_a_spec_naming_a_cluster_file_too_long(cli, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"cluster: {LONG}.yaml\nmodel: llama3-8b\njob: {{gpus: 8}}\n")
+    assert "cluster" in one_error_line(*cli("run", spec)[::2])
+
+
+# ---- an output file that cannot be written
+
+
+@pytest.mark.parametrize("target", ["adir", "nodir/cluster.yaml", "afile/cluster.yaml", LONG + ".yaml"])
+def test_calibrate_cluster_out_that_cannot_be_written(cli, tmp_path, monkeypatch, target):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("")
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps({"efficiency_overrides": {"gemm_bf16": 0.7}}))
+    assert "--cluster-out" in one_error_line(*cli("calibrate", cal, "--cluster-out", target)[::2])
+
+
+def test_checkpoint_png_error_names_the_png_flag(cli, tmp_path):
+    line = one_error_line(*cli("checkpoint", EXAMPLE, "--png", tmp_path / (LONG + ".png"))[::2])
+    assert line.startswith("error: --png = ")
+
+
+# ---- a synthetic trace too large for numpy
+
+
+def test_a_synthetic_trace_too_large(cli):
+    line = one_error_line(*cli("schedule", "synthetic:99999999999999999999")[::2])
+    assert "1,000,000" in line
+
+
+# ---- a calibration whose values are not numbers (the efficiency memo hashed them)
+
+
+@pytest.mark.parametrize("overrides", [{"gemm_bf16": {"a": 1}}, {"mem": [0.5]}])
+def test_a_calibration_value_that_is_a_mapping_or_a_list(cli, tmp_path, overrides):
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(overrides))  # a plain mapping of override keys
+    for args in (("calibrate", cal), ("validate", "--case", "korthikanti-2022-figure1", "--calibration", cal)):
+        assert "cluster.efficiency." in one_error_line(*cli(*args)[::2])
+
+
+# ---- a CSV field larger than the csv module's limit
+
+
+def test_a_csv_field_too_large(cli, tmp_path):
+    big = "x" * 200_000
+    header = tmp_path / "header.csv"
+    header.write_text(big + "\n")
+    assert "not a CSV line" in one_error_line(*cli("schedule", header)[::2])
+    row = tmp_path / "row.csv"
+    row.write_text(f"job_id,arrival_s,gpus,duration_s\nj1,0,8,3600\n{big}\n")
+    code, out, err = cli("schedule", row, "--json", "--policy", "fifo")
+    assert code == 0 and "not a CSV line" in err and json.loads(out)["jobs"] == 1
+    alibaba = tmp_path / "pai_task_table.csv"
+    alibaba.write_text(f"{big}\nj,t,1,Terminated,0,100,1,1,100,V100\n")
+    code, out, err = cli("schedule", alibaba, "--json", "--policy", "fifo")
+    assert code == 0 and "not a CSV line" in err
+    runs = tmp_path / "runs.csv"
+    runs.write_text(f"spec,step_time_s\n{big},1\n")
+    assert "runs" in one_error_line(*cli("fit", runs)[::2])

@@ -1,0 +1,124 @@
+"""teton plan: GPUs, layout, storage, days, cost to train a model on N tokens."""
+
+import json
+
+import pytest
+import yaml
+
+
+def _plan(cli, spec, args, *extra):
+    code, out, err = cli("plan", spec, *args, *extra, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_json_rows_match_search_and_goodput_run_by_hand(cli, small_spec, plan_args):
+    """The chosen plan's figures are what `teton search` and `teton goodput` print for it."""
+    d = _plan(cli, small_spec, plan_args)
+    chosen = next(p for p in d["plans"] if p["chosen"])
+    rep = chosen["reproduce"]
+    sets = [a for item in rep["set"] for a in ("--set", item)]
+    code, out, err = cli("goodput", small_spec, *sets, "--tokens", str(rep["tokens"]), "--runs", str(rep["runs"]),
+                         "--seed", str(rep["seed"]), "--json")
+    assert code == 0, err
+    by_hand = json.loads(out)
+    for key, value in chosen["goodput"].items():
+        assert by_hand[key] == value, key
+    count = next(c for c in d["counts"] if c["gpus"] == chosen["gpus"] and c["cluster"] == chosen["cluster"])
+    rs = count["reproduce_search"]
+    code, out, err = cli("search", small_spec, *[a for i in rs["set"] for a in ("--set", i)], *rs["options"],
+                         "--top", "100000", "--json")
+    assert code == 0, err
+    rows = [r for r in json.loads(out)["rows"] if r["fits_in_memory"]]
+    for mine, theirs in zip(count["layouts"], rows, strict=False):
+        assert mine["step_time_s"] == theirs["step_time_s"] and mine["memory_per_gpu_bytes"] == theirs["memory_per_gpu_bytes"]
+        assert all(mine[k] == theirs[k] for k in ("tp", "cp", "pp", "dp", "virtual_stages", "micro_batch", "zero"))
+    assert chosen["step_time_s"] == rows[0]["step_time_s"]
+
+
+def test_every_plan_has_the_whole_answer(cli, small_spec, plan_args):
+    d = _plan(cli, small_spec, plan_args)
+    assert len(d["plans"]) == 3 * 2  # 3 GPU counts x 2 storage sizes
+    for p in d["plans"]:
+        assert p["days_p10"] <= p["days_p50"] <= p["days_p90"]
+        assert p["cost_usd"] == pytest.approx(p["gpu_cost_usd"] + p["storage_cost_usd"])
+        assert p["gpu_hours"] > 0 and p["energy_mwh"] > 0 and p["batch_tokens"] == 512 * 8192
+    front = [p for p in d["plans"] if p["on_front"]]
+    for f in front:  # nothing on the front is beaten on both days and cost
+        assert not any(q["days_p50"] < f["days_p50"] and q["cost_usd"] < f["cost_usd"] for q in d["plans"])
+    assert sum(p["chosen"] for p in d["plans"]) == 1 and d["why"]
+
+
+def test_llama3_405b_on_16k_gpus_and_why_doubling_does_not_halve_the_days(cli, example_spec):
+    """The 405B run for 15.6T tokens on meta-roce-24k around 16K GPUs (Llama 3's pipeline, tp8 pp16 v8)."""
+    args = ("plan", example_spec, "--tokens", "15.6T", "--gpus", "8192,16384", "--runs", "200", "--executor",
+            "serial", "--tp", "8", "--cp", "1", "--pp", "16", "--virtual-stages", "8")
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    by = {p["gpus"]: p for p in d["plans"]}
+    assert 1.0 < by[8192]["days_p50"] / by[16384]["days_p50"] < 2.0  # doubling the GPUs does not halve the days
+    assert by[16384]["bubble_fraction"] > by[8192]["bubble_fraction"]  # 16 -> 8 micro-batches at the fixed batch
+    assert "Scaling:" in d["why"] and "bubble" in d["why"]
+    code, text, _ = cli(*args)
+    assert code == 0
+    for needle in ("days p50", "GPU-hours", "MWh", "cost", "16,384", "Plan:"):
+        assert needle in text, needle
+
+
+def test_the_deadline_picks_the_cheapest_plan_that_meets_it(cli, small_spec, plan_args):
+    d = _plan(cli, small_spec, plan_args)
+    deadline = sorted(p["days_p90"] for p in d["plans"])[2] + 1e-6
+    d2 = _plan(cli, small_spec, plan_args, "--deadline-days", str(deadline))
+    chosen = next(p for p in d2["plans"] if p["chosen"])
+    meets = [p for p in d2["plans"] if p["days_p90"] <= deadline]
+    assert chosen["days_p90"] <= deadline and chosen["cost_usd"] == min(p["cost_usd"] for p in meets)
+
+
+def test_a_deadline_only_b200s_meet_picks_b200s(cli, tmp_path, plan_args, small_dict):
+    spec = {**small_dict, "plan": {"clusters": ["dgx-h100-superpod", {"base": "dgx-h100-superpod", "gpu": "b200",
+                                                                  "name": "superpod-b200"}]}}
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    d = _plan(cli, path, plan_args)
+    h100 = min(p["days_p90"] for p in d["plans"] if p["cluster"] == "dgx-h100-superpod")
+    b200 = min(p["days_p90"] for p in d["plans"] if p["cluster"] == "superpod-b200")
+    assert b200 < h100
+    d2 = _plan(cli, path, plan_args, "--deadline-days", str((b200 + h100) / 2))
+    chosen = next(p for p in d2["plans"] if p["chosen"])
+    assert chosen["cluster"] == "superpod-b200" and chosen["gpu"] == "b200"
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (("--deadline-days", "0.01"), "the fastest"),
+    (("--budget-usd", "1"), "the cheapest"),
+    (("--tokens", "-5"), "--tokens"),
+    (("--gpus", "100:50"), "--gpus"),
+    (("--gpus", "3"), "whole hosts"),
+    (("--storage-servers", "x"), "--storage-servers"),
+    (("--global-batch", "lots"), "plan.global_batch"),
+])
+def test_bad_inputs_are_one_line_errors(cli, small_spec, extra, needle, plan_args):
+    code, _, err = cli("plan", small_spec, *plan_args, *extra)
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_missing_token_count_is_a_one_line_error(cli, small_spec):
+    code, _, err = cli("plan", small_spec, "--gpus", "128")
+    assert code == 2 and "--tokens" in err
+
+
+def test_per_gpu_batch_scales_and_is_printed(cli, small_spec, plan_args):
+    d = _plan(cli, small_spec, plan_args, "--global-batch", "per_gpu")
+    by = {p["gpus"]: p["batch_tokens"] for p in d["plans"]}
+    assert by[256] == 2 * by[128] == 4 * by[64]
+    code, out, _ = cli("plan", small_spec, *plan_args, "--global-batch", "per_gpu")
+    assert code == 0 and "8.4M" in out and "4.2M" in out  # the batch at each size, on screen
+
+
+def test_html_page(cli, small_spec, tmp_path, plan_args):
+    page = tmp_path / "plan.html"
+    code, _, err = cli("plan", small_spec, *plan_args, "--out", page)
+    assert code == 0, err
+    html = page.read_text()
+    assert "Pareto front" in html and "fig-front-pareto" in html and "http" not in html.split("<script")[0][:0]
