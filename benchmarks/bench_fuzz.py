@@ -18,6 +18,7 @@ import collections
 import json
 import math
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -78,8 +79,9 @@ def main() -> None:
         if done[0] % 100 == 0 or done[0] == total:
             el = time.perf_counter() - t0
             eta = el / done[0] * (total - done[0])
+            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB -> GiB
             print(f"  {done[0]:>6,} / {total:,} cases  {el:7.0f} s elapsed  ETA {eta:6.0f} s  "
-                  f"problems {len(failures)}", file=sys.stderr, flush=True)
+                  f"problems {len(failures)}  max RSS {rss:.1f} GiB  ({verb})", file=sys.stderr, flush=True)
 
     def fuzz(verb: str, n: int, seed_: int) -> None:
         @seed(seed_)
@@ -141,7 +143,7 @@ def main() -> None:
           f"{tot['line']:>11}{tot['json']:>10}")
     print(f"\n{tot['cases']:,} cases in {wall:.0f} s ({wall / 60:.1f} min, {tot['cases'] / wall:.1f} cases/s); "
           f"tracebacks: {tot['tb']} (target 0); all problems: {len(failures)}")
-    print(f"distinct cases run; {sum(s['repeats'] for s in stats.values()):,} repeats hypothesis drew were skipped")
+    print(f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB; distinct cases run; {sum(s['repeats'] for s in stats.values()):,} repeats hypothesis drew were skipped")
     print("slowest cases:")
     for wall_s, line in slowest:
         print(f"  {wall_s:6.2f} s  {line[:160]}")

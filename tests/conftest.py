@@ -40,7 +40,15 @@ os.environ.setdefault("COLUMNS", "200")
 
 
 def pytest_configure(config):
-    """CI sets TETON_REQUIRE_TORCH=1: there the torch tests must run, not skip."""
+    """CI sets TETON_REQUIRE_TORCH=1: there the torch tests must run, not skip.
+
+    A shell starts a background job (``.ci/run &``, nohup) with Ctrl-C ignored, and every process it
+    starts inherits that: the Ctrl-C tests' subprocesses would never see their SIGINT. The tests run
+    with Python's default handler, so that the subprocesses start with the default disposition."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("TETON_REQUIRE_TORCH") == "1":
         try:
             import torch  # noqa: F401

@@ -62,7 +62,7 @@ def closest(name: str, choices: list[str] | tuple[str, ...] | set[str], n: int =
     """'did you mean ...' text for an unknown name."""
     import difflib
 
-    hits = difflib.get_close_matches(name, sorted(choices), n=n, cutoff=0.4)
+    hits = difflib.get_close_matches(str(name), sorted(choices), n=n, cutoff=0.4)
     known = ", ".join(sorted(choices))
     if hits:
         return f"unknown; did you mean {' or '.join(hits)}? (known: {known})"

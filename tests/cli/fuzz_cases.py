@@ -6,7 +6,7 @@ files it needs; :func:`run_case` runs it in-process in a scratch directory and :
 says what is wrong with the outcome: an exit code other than 0 or 2, a traceback, an exit-2
 error that is not one ``error:`` line, or ``--json`` output that is not one strict JSON document.
 
-Specs start from the bundled examples (and two small inline ones), mutated: fields set to
+Specs start from the bundled examples (and three small inline ones), mutated: fields set to
 random values, dropped, of the wrong type, out of range, unknown keys, misspelt presets; or
 replaced by random text. ``--set`` overrides take random key paths of the spec schema and random
 values. Each verb's options come from its click parameters and their type label in
@@ -196,7 +196,7 @@ SENSIBLE_SETS = ("job.seq_len=4096", "job.precision=fp8", "job.zero=3", "seed=3"
 COSTLY_SETS = ("network.fidelity=flow",)
 
 
-def set_items(cheap: bool = True) -> st.SearchStrategy[str]:
+def set_items() -> st.SearchStrategy[str]:
     """One ``--set`` argument: mostly ``key.path=value`` with a schema path (sometimes misspelt),
     sometimes malformed (no ``=``, empty key, empty value, random text)."""
     paths = schema_paths()
@@ -206,7 +206,7 @@ def set_items(cheap: bool = True) -> st.SearchStrategy[str]:
     good = st.tuples(path, set_value_text()).map(lambda kv: f"{kv[0]}={kv[1]}")
     malformed = st.one_of(set_value_text().map(lambda v: f"={v}"), path.map(lambda k: f"{k}="), ANY_TEXT)
     item = weighted((3, st.sampled_from(SENSIBLE_SETS)), (4, good), (1, path), (1, malformed))
-    return item.filter(lambda s: not s.startswith("-")).filter(lambda s: s not in COSTLY_SETS) if cheap else item
+    return item.filter(lambda s: not s.startswith("-") and s not in COSTLY_SETS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,7 +280,7 @@ def _base_specs() -> list[dict]:
 
 
 @st.composite
-def mutated_spec(draw, cheap: bool = True) -> dict:
+def mutated_spec(draw) -> dict:
     """An example or small spec with a few random mutations."""
     import copy
 
@@ -323,13 +323,13 @@ def mutated_spec(draw, cheap: bool = True) -> dict:
         else:  # a whole section replaced
             sec = draw(st.sampled_from(("cluster", "model", "job", "network", "storage", "reliability", "seed")))
             data[sec] = draw(st.one_of(scalar_values(), st.sampled_from(p["cluster"] + p["model"] + p["storage"])))
-    if cheap and isinstance(data.get("network"), dict) and data["network"].get("fidelity") == "flow":
+    if isinstance(data.get("network"), dict) and data["network"].get("fidelity") == "flow":  # seconds
         data["network"]["fidelity"] = "analytical"
     return data
 
 
 @st.composite
-def spec_arg(draw, b: _Builder, cheap: bool = True, kind: str = "spec") -> str:
+def spec_arg(draw, b: _Builder) -> str:
     """A SPEC argument: an example file, a mutated spec (YAML or JSON), random text, or a path
     that is missing, a directory or not a spec file."""
     how = draw(weighted((2, st.just("example")), (3, st.just("mutated")), (2, st.just("small")),
@@ -337,7 +337,7 @@ def spec_arg(draw, b: _Builder, cheap: bool = True, kind: str = "spec") -> str:
     if how == "example":
         return str(draw(st.sampled_from(SPEC_EXAMPLES)))
     if how in ("mutated", "small"):
-        data = draw(mutated_spec(cheap)) if how == "mutated" else draw(st.sampled_from(SMALL_SPECS))
+        data = draw(mutated_spec()) if how == "mutated" else draw(st.sampled_from(SMALL_SPECS))
         fmt = draw(st.sampled_from(("yaml", "yaml", "json")))
         return b.file(f".{fmt}" if fmt == "json" else draw(st.sampled_from((".yaml", ".yml"))), _dump(data, fmt))
     if how == "text":
@@ -490,7 +490,7 @@ def list_text(flag: str, verb: str) -> st.SearchStrategy[str]:
         cheap = st.lists(st.sampled_from(SECTIONS), min_size=1, max_size=3).map(",".join)
         odd = st.lists(item, max_size=2).map(",".join).filter(  # "" and "," mean the default: all
             lambda s: s.strip(" ,") and not any(x in s for x in ("search", "validation", "all")))
-        return st.one_of(cheap, cheap, cheap, odd)
+        return weighted((3, cheap), (1, odd))
     if flag == "--params":
         return st.one_of(st.lists(names(IN_SITU), max_size=3).map(",".join), st.sampled_from(NASTY_TEXT))
     small = st.lists(st.sampled_from((8, 1, 2, 4, 16, 0, -1, 3)), min_size=1, max_size=2).map(

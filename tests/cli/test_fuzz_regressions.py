@@ -170,3 +170,47 @@ def test_a_csv_field_too_large(cli, tmp_path):
     runs = tmp_path / "runs.csv"
     runs.write_text(f"spec,step_time_s\n{big},1\n")
     assert "runs" in one_error_line(*cli("fit", runs)[::2])
+
+
+# ---- a YAML key that is not a string (0:, 1.5:, true:, null:) was passed on as a keyword argument
+
+
+@pytest.mark.parametrize("extra, where", [
+    ("{0}", "0"),  # a flow mapping with an int key and no value: the whole file
+    ("cluster: meta-roce-24k\nmodel: llama3-8b\njob: {gpus: 8, 0: 1}\n", "job.0"),
+    ("cluster: meta-roce-24k\nmodel: llama3-8b\njob: {gpus: 8}\nnetwork: {true: 1}\n", "network.True"),
+    ("cluster: meta-roce-24k\nmodel: llama3-8b\njob: {gpus: 8}\nstorage: {preset: tectonic-llama3, checkpoint: "
+     "{null: 1}}\n", "storage.checkpoint.None"),
+    ("cluster: meta-roce-24k\nmodel: llama3-8b\njob: {gpus: 8}\nreliability: {1.5: 1}\n", "reliability.1.5"),
+])
+def test_a_yaml_key_that_is_not_a_string(cli, tmp_path, extra, where):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(extra)
+    for verb in ("run", "checkpoint"):
+        line = one_error_line(*cli(verb, spec)[::2])
+        assert f"{where} = " in line and "a key must be a name" in line
+
+
+def test_a_set_value_with_a_key_that_is_not_a_string(cli):
+    assert "a key must be a name" in one_error_line(*cli("run", EXAMPLE, "--set", "job={0: 1}")[::2])
+
+
+# ---- a step time so small that the run's step counts overflow (1e-308 s a step)
+
+
+@pytest.mark.parametrize("args, field", [
+    (("--step-time", "1e-308"), "--step-time"),
+    (("--set", "reliability.step_time_s=1e-300"), "reliability.step_time_s"),  # NaN in the JSON before
+    (("--tokens", "1e12", "--set", "reliability.tokens_per_step=1e-300"), "reliability.tokens_per_step"),
+])
+def test_goodput_with_a_vanishing_step(cli, args, field):
+    line = one_error_line(*cli("goodput", EXAMPLE, "--runs", "2", "--json", *args)[::2])
+    assert line.startswith(f"error: {field} = ")
+
+
+# ---- a global batch of billions of micro-batches per DP rank ran out of memory (the OOM killer)
+
+
+def test_a_batch_of_too_many_micro_batches(cli):
+    line = one_error_line(*cli("run", EXAMPLE, "--set", "job.global_batch=2147483648")[::2])
+    assert "micro-batches per DP rank" in line

@@ -151,7 +151,9 @@ def test_ctrl_c_exits_130_with_one_line_and_no_partial_file(interrupted, verb):
     if verb == "sweep":  # the store is resumable: it stays, consistent; nothing else does
         assert set(left) <= {"r.duckdb", "r.duckdb.wal"}, left
         m = re.fullmatch(r"interrupted: (\d+) of (\d+) points are stored in .*", lines[-1])
-        assert m, lines[-1]
+        if m is None:  # the signal landed after the last point, while the table printed
+            assert lines[-1] == "interrupted", lines[-1]
+            return
         import duckdb
 
         con = duckdb.connect(str(case["dir"] / "r.duckdb"), read_only=True)
@@ -170,6 +172,8 @@ def test_sweep_resumes_after_ctrl_c(interrupted):
     if r["rc"] != 130:
         pytest.skip("the sweep was not interrupted")
     m = re.search(r"interrupted: (\d+) of (\d+)", r["err"])
+    if m is None:
+        pytest.skip("the sweep had stored every point when the interrupt landed")
     stored, total = int(m.group(1)), int(m.group(2))
     rerun = subprocess.run([sys.executable, "-m", "teton", *case["args"], "--json"], capture_output=True, text=True,
                            cwd=case["dir"], timeout=300)

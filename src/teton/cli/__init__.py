@@ -81,12 +81,12 @@ def command():
 
 def main() -> None:
     """Console entry point: one-line errors with exit code 2 for bad input; Ctrl-C exits 130."""
-    from teton.cli._interrupt import exit_interrupted, ignore_further, install, is_interrupt
+    from teton.cli._interrupt import cancel_pending, exit_interrupted, install, is_interrupt
 
     install()
     try:
         code = command().main(prog_name="teton", standalone_mode=False)
-        ignore_further()
+        cancel_pending()
         if code == 130:  # typer turns a KeyboardInterrupt into this code
             exit_interrupted()
         if isinstance(code, int) and code:

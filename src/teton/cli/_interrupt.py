@@ -78,11 +78,16 @@ def is_interrupt(err: BaseException | None) -> bool:
     return False
 
 
+def cancel_pending() -> None:
+    """The command is over: drop a deferred Ctrl-C's profile hook and retry timer."""
+    if sys.getprofile() is _raise_outside_numba:
+        sys.setprofile(None)
+
+
 def ignore_further() -> None:
     """The work is over (done, or interrupted and reported): a Ctrl-C from now on, while the
     interpreter shuts down, must not turn a clean exit into a traceback or a death by signal."""
-    if sys.getprofile() is _raise_outside_numba:
-        sys.setprofile(None)
+    cancel_pending()
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except ValueError:  # not the main thread

@@ -43,6 +43,7 @@ from teton.topology.cluster import ClusterSpec
 # The Monte Carlo advances every run by one interruption per vector step (at most 200,000): a
 # run expected to see more than this many is refused up front rather than cut short.
 MAX_INTERRUPTIONS_PER_RUN = 100_000
+MIN_STEP_S = 1e-6  # a step time below this is a typo (1e-308), not a training step
 DEFAULT_DAYS = 54.0  # the Table 5 window, when the spec gives no run length
 HUMAN_INTERVALS_S = (600.0, 1800.0, 3600.0, 3 * 3600.0)  # intervals people pick, added to every sweep
 
@@ -158,6 +159,13 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
     seed = spec.seed if seed is None else seed
     cluster, gpus = spec.cluster, spec.job.gpus
     st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown)
+    # a run counts steps (checkpoint intervals, tokens) in floats: a step of 1e-308 s makes them inf
+    if not MIN_STEP_S <= st < math.inf:
+        raise SpecError("--step-time" if step_time_s else "reliability.step_time_s", st,
+                        f"must be at least {MIN_STEP_S:g} s (one training step)")
+    if not 1 <= tps < math.inf:
+        raise SpecError("tokens_per_step" if tokens_per_step else "reliability.tokens_per_step", tps,
+                        "must be at least 1 token")
     slow = 1.0 / (1.0 - cfg.diurnal_variation / 2.0) * (1.0 + cfg.straggler_slowdown)
     st_eff = st * slow
 

@@ -87,38 +87,46 @@ def read_file(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise SpecError("spec", type(data).__name__, "the top level must be a mapping", where=str(path))
-    check_depth(data, "spec", str(path))
+    check_tree(data, "spec", str(path), where=str(path))
     return data
 
 
 MAX_DEPTH = 32  # levels of nesting in a spec: its deepest real key (cluster.layers.0.span_gpus) has 4
 
 
-def check_depth(data: Any, field: str, value: Any, where: str | None = None) -> None:
-    """A SpecError when ``data`` nests deeper than :data:`MAX_DEPTH` or contains itself (YAML
-    aliases can do both, and share nodes): the code that reads a spec recurses, and would hit
-    Python's recursion limit. Each distinct mapping or list is measured once."""
+def check_tree(data: Any, field: str, value: Any, where: str | None = None) -> None:
+    """A SpecError when ``data`` nests deeper than :data:`MAX_DEPTH`, contains itself (YAML
+    aliases can do both, and share nodes), or has a key that is not a string (YAML reads ``0:``,
+    ``1.5:``, ``true:``, ``null:`` as a number, a boolean, null): the code that reads a spec
+    recurses, and passes mappings on as keyword arguments. Each distinct mapping or list is
+    visited once. An error names ``field`` and ``value`` (a key's error: the key, at ``where``)."""
     if not isinstance(data, (dict, list)):
         return
     height: dict[int, int] = {}
     open_: set[int] = set()  # the nodes whose subtree is being measured: the current one's ancestors
-    stack: list[tuple[Any, bool]] = [(data, False)]
+    stack: list[tuple[Any, bool, tuple]] = [(data, False, ())]
     while stack:
-        node, done = stack.pop()
-        children = [c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, (dict, list))]
+        node, done, at = stack.pop()
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        children = [(k, c) for k, c in items if isinstance(c, (dict, list))]
         if done:
             open_.discard(id(node))
-            height[id(node)] = 1 + max((height[id(c)] for c in children), default=0)
+            height[id(node)] = 1 + max((height[id(c)] for _, c in children), default=0)
             if height[id(node)] > MAX_DEPTH:
-                raise SpecError(field, value, f"nested too deeply (at most {MAX_DEPTH} levels)", where=where)
+                raise SpecError(field, value, f"nested too deeply (at most {MAX_DEPTH} levels)")
             continue
         if id(node) in height:
             continue
         if id(node) in open_:
-            raise SpecError(field, value, "contains itself (a YAML alias inside its own anchor)", where=where)
+            raise SpecError(field, value, "contains itself (a YAML alias inside its own anchor)")
+        if isinstance(node, dict):
+            key = next((k for k in node if not isinstance(k, str)), None)
+            if key is not None or None in node:
+                raise SpecError(".".join(map(str, (*at, key))), key, "a key must be a name: quote it (YAML reads "
+                                "0, 1.5, true and null as a number, a boolean and null)", where=where)
         open_.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in children)
+        stack.append((node, True, at))
+        stack.extend((c, False, (*at, k)) for k, c in children)
 
 
 # Exponent notation YAML 1.1 leaves a string ("1e3", "16e6", "1.5E+3"): read as a number.
@@ -134,7 +142,7 @@ def parse_value(text: str) -> Any:
         value = yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError):
         return text
-    check_depth(value, "--set", text)
+    check_tree(value, "--set", text)
     if isinstance(value, str) and _EXPONENT_NUMBER.match(value.strip()):
         number = float(value)
         return int(number) if number.is_integer() and abs(number) < 2**63 else number
@@ -398,6 +406,7 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
     path: Path | None = None
     if isinstance(source, dict):
         data = source
+        check_tree(data, "spec", "(a mapping)")
     else:
         path = Path(source)
         data = read_file(path)

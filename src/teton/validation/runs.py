@@ -144,9 +144,9 @@ def load_runs(path: str | Path) -> list[MeasuredRun]:
             data = yaml.safe_load(path.read_text())
         except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as err:
             raise SpecError("runs", str(path), f"not a readable YAML file ({type(err).__name__})") from None
-        from teton.spec.load import check_depth
+        from teton.spec.load import check_tree
 
-        check_depth(data, "runs", str(path))
+        check_tree(data, "runs", str(path), where=str(path))
     else:
         data = read_file(path)
     entries = data.get("runs") if isinstance(data, dict) else data
