@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 import tracemalloc
 
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.topology.graph import build_fabric
 
 

@@ -14,7 +14,8 @@ TRACES = Path(__file__).resolve().parents[1] / "tests" / "data" / "traces"
 
 def main() -> None:
     from teton.validation.fit import fit_runs
-    from teton.validation.trace import calibrate_from_trace, read_kineto
+    from teton.validation.kineto import read_kineto
+    from teton.validation.trace import calibrate_from_trace
     from teton.validation.training import ratio_pairs, training_runs
 
     t0 = time.perf_counter()

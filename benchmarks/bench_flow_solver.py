@@ -16,7 +16,7 @@ from teton.network.flow_model import FlowCostModel
 from teton.network.maxmin import complete, maxmin_rates
 from teton.network.routing import Router, flow_key
 from teton.placement.mapping import place
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.topology.graph import build_fabric
 
 

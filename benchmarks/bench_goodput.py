@@ -11,7 +11,7 @@ import time
 
 from teton.reliability import goodput, interruption_table
 from teton.spec import load_spec
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
 SPEC = {"cluster": "meta-roce-24k", "model": "llama3-405b",
         "job": {"gpus": 16384, "tp": 8, "pp": 16, "seq_len": 8192, "global_batch": 2048, "zero": 1,

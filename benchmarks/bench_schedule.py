@@ -12,7 +12,7 @@ import time
 
 from teton.placement.scheduler import SCHEDULER_POLICIES, simulate_schedule
 from teton.placement.traces import synthetic_trace
-from teton.topology import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
 TARGET_S = 60.0
 

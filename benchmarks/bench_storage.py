@@ -10,7 +10,8 @@ import time
 import numpy as np
 
 from teton.spec import load_spec
-from teton.storage import simulate_checkpoint, spec_storage
+from teton.spec.storage import spec_storage
+from teton.storage import simulate_checkpoint
 from teton.storage.scaling import writer_scaling
 from teton.storage.transfer import fair_share_fluid
 

@@ -13,6 +13,14 @@ def example_spec():
     return EXAMPLE
 
 
+@pytest.fixture(scope="session")
+def roce():
+    """Meta's RoCE cluster preset (meta-roce-24k: 24,576 H100s)."""
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+
+    return ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
+
+
 @pytest.fixture
 def cli(capsys, monkeypatch):
     """Run the ``teton`` console entry point in-process: returns (exit code, stdout, stderr)."""

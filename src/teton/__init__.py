@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from teton.engine.result import Result, StepResult
+from teton.engine.result import StepResult
 from teton.errors import SpecError
 from teton.spec import Spec, load_spec
 
@@ -33,4 +33,4 @@ def simulate(spec: Spec | str | Path | dict[str, Any], overrides: list[str] | No
     return simulate_step(spec, placement=placement, cost_model=cost_model)
 
 
-__all__ = ["simulate", "load_spec", "Spec", "Result", "StepResult", "SpecError", "__version__"]
+__all__ = ["simulate", "load_spec", "Spec", "StepResult", "SpecError", "__version__"]

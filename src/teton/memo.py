@@ -1,12 +1,20 @@
-"""A bounded memo keyed by the identity of live objects (frozen specs, placements, blocks, cost
-models) plus plain values, for the simulator's hot path.
+"""teton's one memoisation mechanism, for the simulator's hot path.
 
-Keys hold ``id()``s, which Python reuses once an object is freed; the memo keeps a reference to
-every object of a key, so an entry can only be hit by the very objects it was made for.
+- :class:`IdentityMemo`: a bounded memo keyed by the identity of live objects (frozen specs,
+  placements, blocks, cost models) plus plain values; with no objects (``objs=()``) it is a plain
+  value-keyed memo. Keys hold ``id()``s, which Python reuses once an object is freed; the memo keeps
+  a reference to every object of a key, so an entry can only be hit by the very objects it was
+  made for.
+- :func:`cached`: a decorator for a pure function of hashable arguments (``functools.lru_cache``,
+  bounded), where the arguments themselves are the key.
+
+Every cache of a module-level function goes through one of the two; both are bounded, and both
+only ever return what the function would compute (the functions are pure).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +27,7 @@ class IdentityMemo:
         self.maxsize = maxsize
         self._entries: dict[tuple, tuple[tuple, Any]] = {}
 
-    def get(self, objs: tuple, extra: tuple, make: Callable[[], Any]) -> Any:
+    def get(self, objs: tuple, extra: Any, make: Callable[[], Any]) -> Any:
         key = (tuple(map(id, objs)), extra)
         hit = self._entries.get(key)
         if hit is not None and all(a is b for a, b in zip(hit[0], objs, strict=True)):
@@ -32,3 +40,8 @@ class IdentityMemo:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+def cached(maxsize: int | None = 4096) -> Callable[[Callable], Callable]:
+    """Memoise a pure function of hashable arguments, keeping at most ``maxsize`` results."""
+    return functools.lru_cache(maxsize=maxsize)

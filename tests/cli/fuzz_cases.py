@@ -127,9 +127,9 @@ def names(known: tuple[str, ...]) -> st.SearchStrategy[str]:
 @functools.cache
 def presets() -> dict[str, tuple[str, ...]]:
     from teton.hardware import GPUS, HOSTS, NICS
-    from teton.storage import STORAGE_PRESETS
-    from teton.topology.cluster import CLUSTER_PRESETS
-    from teton.workload.model import MODEL_PRESETS
+    from teton.spec.cluster import CLUSTER_PRESETS
+    from teton.spec.model import MODEL_PRESETS
+    from teton.spec.storage import STORAGE_PRESETS
 
     return {"cluster": tuple(CLUSTER_PRESETS), "model": tuple(MODEL_PRESETS), "gpu": tuple(GPUS),
             "host": tuple(HOSTS), "nic": tuple(NICS), "storage": tuple(sorted(STORAGE_PRESETS))}
@@ -163,14 +163,14 @@ def set_value_text() -> st.SearchStrategy[str]:
 def schema_paths() -> tuple[str, ...]:
     """Key paths of the spec schema, as ``--set`` names them."""
     from teton.hardware.efficiency import BAND_KEYS, OVERRIDE_KEYS
-    from teton.reliability.config import ReliabilityConfig
+    from teton.spec.cluster import ClusterSpec, FabricLayer
+    from teton.spec.job import JobSpec
     from teton.spec.load import SPEC_SECTIONS
-    from teton.spec.schema import JobSpec, NetworkSpec
-    from teton.storage.checkpoint import CheckpointPolicy
+    from teton.spec.model import ModelSpec
+    from teton.spec.network import NetworkSpec
+    from teton.spec.reliability import ReliabilitySpec
+    from teton.spec.storage import CheckpointPolicy, StorageSystem
     from teton.storage.dataload import DATA_LOADING_KEYS
-    from teton.storage.system import StorageSystem
-    from teton.topology.cluster import ClusterSpec, FabricLayer
-    from teton.workload.model import ModelSpec
 
     out = list(SPEC_SECTIONS)
     out += [f"job.{k}" for k in JobSpec.model_fields] + [f"network.{k}" for k in NetworkSpec.model_fields]
@@ -181,7 +181,7 @@ def schema_paths() -> tuple[str, ...]:
     out += [f"storage.{k}" for k in StorageSystem.model_fields]
     out += [f"storage.checkpoint.{k}" for k in CheckpointPolicy.model_fields]
     out += [f"storage.data_loading.{k}" for k in DATA_LOADING_KEYS] + ["storage.devx.nfs"]
-    out += [f"reliability.{k}" for k in ReliabilityConfig.model_fields]
+    out += [f"reliability.{k}" for k in ReliabilitySpec.model_fields]
     out += ["reliability.rates_per_hour.gpu", "reliability.shares.gpu", "reliability.infant_mortality.weibull_shape"]
     return tuple(out)
 

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from golden_cases import CASES, VOLATILE_KEYS, VOLATILE_LINE
 
 ROOT = Path(__file__).resolve().parents[2]

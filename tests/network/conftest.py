@@ -1,11 +1,6 @@
 import pytest
 
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
-
-
-@pytest.fixture(scope="session")
-def roce():
-    return ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
 
 @pytest.fixture(scope="session")

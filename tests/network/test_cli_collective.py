@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from cli_checks import one_line_error
 
 from teton.network.analytical import bus_factor
 
@@ -63,3 +64,24 @@ def test_fidelity_defaults_to_analytical_as_in_every_verb(cli):
     assert json.loads(default) == json.loads(analytical)
     code, _, err = cli("collective", "--gpus", "128", "--fail-links", "3")
     assert code == 2 and "--fidelity flow only" in err
+
+
+@pytest.mark.parametrize("out_path,needle", [("NODIR/x.png", "existing directory"), ("x.txt", "image path")])
+def test_placement_study_checks_out_before_running(tmp_path, cli, out_path, needle):
+    # was: a traceback from matplotlib after the whole study had run
+    code, _, err = cli("collective", "--placement-study", "--trials", "1", "--png", tmp_path / out_path)
+    one_line_error(code, err, needle)
+
+
+def test_pinning_study_fits_a_small_cluster(cli):
+    # was: "groups = 'GPU ids 0..10239': must lie in 0..1119": 64 racks asked of a 7-rack cluster
+    code, out, err = cli("collective", "--cluster", "dgx-a100-superpod", "--pinning-study", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["racks"] == 7 and len(d["normalized_busbw"]) == 6
+
+
+@pytest.mark.parametrize("args", [("--png", "plot.png"), ("--neighbours",)])
+def test_study_only_options_are_not_silently_ignored(cli, args):
+    code, _, err = cli("collective", "--gpus", "8", *args)
+    one_line_error(code, err, "--placement-study only")

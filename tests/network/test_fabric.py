@@ -3,7 +3,7 @@ import pytest
 import rustworkx as rx
 
 from teton.network.routing import Router, flow_key
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.topology.graph import FABRIC, GPU_NODE, NIC_LINK, NIC_NODE, SWITCH, build_fabric
 
 

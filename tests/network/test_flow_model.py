@@ -5,7 +5,7 @@ from teton.errors import SpecError
 from teton.hardware import efficiency_for
 from teton.network.analytical import AnalyticalCostModel
 from teton.network.flow_model import FlowCostModel
-from teton.report.network_plots import roofline_busbw
+from teton.studies.network import roofline_busbw
 
 GIB = 2**30
 
@@ -142,7 +142,7 @@ def test_neighbours_traffic_shares_the_fabric(roce):
 
     from teton.network.flow_model import FlowCostModel
     from teton.placement.compare import neighbour_groups
-    from teton.report.network_plots import roofline_busbw
+    from teton.studies.network import roofline_busbw
 
     g = roce.gpus_per_host
     # our job: 8 hosts spread over 8 racks of pod 0; neighbours: 256 more hosts of the same pod,

@@ -6,12 +6,8 @@ import pytest
 from teton.cli.collective import sweep
 from teton.hardware import efficiency_for
 from teton.network.flow_model import FlowCostModel
-from teton.report.network_plots import (
-    pinning_study,
-    placement_study,
-    plot_placement_study,
-    roofline_busbw,
-)
+from teton.report.network_plots import plot_placement_study
+from teton.studies.network import pinning_study, placement_study, roofline_busbw
 
 
 def test_8_gpus_all_gather_runs_at_nvlink_peak_times_nccl_efficiency(roce):

@@ -1,20 +1,12 @@
 import pytest
+from layouts import LLAMA3_405B_16K
 
-from teton.topology import CLUSTER_PRESETS, ClusterSpec
-
-LLAMA3_405B_16K = {"cluster": "meta-roce-24k", "model": "llama3-405b",
-                   "job": {"gpus": 16384, "tp": 8, "pp": 16, "seq_len": 8192, "global_batch": 2048, "zero": 1,
-                           "pp_schedule": "interleaved", "virtual_stages": 8, "pp_embedding_slots": True}}
+from teton.spec.cluster import ClusterSpec
 
 
 @pytest.fixture(scope="session")
 def llama3_405b_16k():
     return LLAMA3_405B_16K
-
-
-@pytest.fixture(scope="session")
-def roce():
-    return ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
 
 
 @pytest.fixture(scope="session")

@@ -91,3 +91,9 @@ def test_neighbours_slow_placements_whose_traffic_crosses_the_fabric(cli, tmp_pa
     assert b["random"]["breakdown"]["tp_comm"] == q["random"]["breakdown"]["tp_comm"]
     code, _, err = cli("placement", spec, "--neighbours")  # nobody else on the cluster
     assert code == 2 and "--neighbours" in err and err.count("\n") == 1
+
+
+def test_the_placement_table_says_leaves(cli):
+    from teton.placement.compare import plural
+
+    assert [plural(n) for n in ("leaf", "rack", "switch", "pod")] == ["leaves", "racks", "switches", "pods"]

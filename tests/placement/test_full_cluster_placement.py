@@ -63,7 +63,7 @@ def test_fragmented_gain_is_its_rank_order_not_a_cost_model_error(cli, full_spec
 
 
 def test_occupancy_capped():
-    from teton.topology import CLUSTER_PRESETS, ClusterSpec
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
     roce = ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
     assert occupancy_capped(roce, 0.5, 16384) and not occupancy_capped(roce, 0.3, 16384)

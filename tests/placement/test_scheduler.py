@@ -66,7 +66,7 @@ def test_topology_aware_packing_beats_fifo_on_slowdown(roce):
 
 
 def test_public_format_sample_is_simulated():
-    from teton.topology import CLUSTER_PRESETS, ClusterSpec
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
     cluster = ClusterSpec(**CLUSTER_PRESETS["dgx-h100-superpod"])
     trace = tr.read_trace(DATA / "philly-format-synthetic-sample.json")
@@ -117,7 +117,7 @@ def test_allocator_packing(small_cluster):
 
 
 def test_alibaba_sample_is_simulated():
-    from teton.topology import CLUSTER_PRESETS, ClusterSpec
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
     cluster = ClusterSpec(**CLUSTER_PRESETS["dgx-a100-superpod"])
     trace = tr.read_trace(DATA / "pai_task_table-synthetic-sample.csv")

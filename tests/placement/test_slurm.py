@@ -4,7 +4,7 @@ import pytest
 
 from teton.errors import SpecError
 from teton.placement.slurm import expand_hostlist, hostlist, parse_topology_conf, slurm_topology
-from teton.topology import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
 
 @pytest.mark.parametrize("name", sorted(CLUSTER_PRESETS))

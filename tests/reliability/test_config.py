@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from cli_checks import one_line_error, write_spec
+from layouts import LLAMA3_8B_8_GPUS_YAML
 
 from teton.errors import SpecError
-from teton.reliability import parse_reliability
+from teton.spec.reliability import parse_reliability
 
 
 @pytest.mark.parametrize("raw, field", [
@@ -71,3 +73,16 @@ def test_no_failures_gives_valid_json_and_no_optimum():
     assert out["young_daly_interval_s"] is None and out["mtbi_h"] is None
     assert out["ettr"] == pytest.approx(1.0, abs=1e-3)
     json.loads(json.dumps(out, allow_nan=False))
+
+
+def test_reliability_typo_is_reported_not_ignored(tmp_path, cli):
+    code, _, err = cli("run", write_spec(tmp_path, LLAMA3_8B_8_GPUS_YAML + "reliability: {token: 15.6T}\n"))
+    one_line_error(code, err, "reliability.token")
+
+
+@pytest.mark.parametrize("field", ["step_time_s", "tokens_per_step", "days", "checkpoint_interval_s",
+                                   "storage_bytes_s", "usd_per_gpu_hour", "pue"])
+def test_reliability_rejects_infinite_values(field):
+    """inf was accepted for step_time_s / tokens_per_step (NaN results) and others."""
+    with pytest.raises(SpecError, match=f"reliability.{field}"):
+        parse_reliability({field: math.inf})

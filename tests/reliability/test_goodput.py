@@ -1,4 +1,5 @@
-"""Time-to-train, energy, cost, run_summary, the CLI, and the glue to teton.simulate / storage."""
+"""Time-to-train, energy, cost, run_summary, the CLI, and the glue to teton.simulate / storage
+(checkpoint costs and intervals from the storage model or the documented fallback)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import json
 import math
 
 import pytest
-from rel_helpers import CKPT, spec_405b
+from cli_checks import error_line
+from layouts import LLAMA3_405B_16K
+from rel_helpers import CKPT, STEP_S, spec_405b
 
 from teton.errors import SpecError
 from teton.reliability import goodput, run_summary
+from teton.spec import load_spec
+from teton.spec.reliability import parse_reliability
 
 
 def _table4_step_time_s(spec) -> float:
@@ -119,11 +124,7 @@ def test_checkpoint_costs_from_storage_model():
 def test_cli_json_and_errors(tmp_path, cli):
     """In-process CLI (the suite's ``cli`` fixture): JSON keys, exit code 2 on bad input."""
     path = tmp_path / "spec.json"
-    path.write_text(json.dumps({"cluster": "meta-roce-24k", "model": "llama3-405b",
-                                "job": {"gpus": 16384, "tp": 8, "pp": 16, "seq_len": 8192, "global_batch": 2048,
-                                        "pp_schedule": "interleaved", "virtual_stages": 8,
-                                        "pp_embedding_slots": True},
-                                "reliability": CKPT}))
+    path.write_text(json.dumps({**LLAMA3_405B_16K, "reliability": CKPT}))
     code, stdout, stderr = cli("goodput", path, "--step-time", "6", "--days", "54", "--runs", "50", "--seed", "3",
                                "--json")
     assert code == 0, stderr
@@ -151,3 +152,104 @@ def test_validation_case_rows():
     assert rows["unexpected_interruptions"]["kind"] == "check"
     assert rows["ettr"]["kind"] == "lower_bound" and rows["ettr"]["published"] == 0.90
     assert d["mean_abs_error"] == 0.0  # no point values in this case: checks and bounds only
+
+
+def test_goodput_table_when_no_unexpected_failures(cli, example_spec):
+    """rate_scale 0 (no failure loses work): MTBI and Young/Daly are undefined (null in JSON),
+    and the table said so with a TypeError traceback."""
+    args = ("goodput", example_spec, "--runs", "10", "--step-time", str(STEP_S), "--set", "reliability.rate_scale=0")
+    code, out, err = cli(*args)
+    assert code == 0, err
+    assert "MTBI" in out and "no unexpected interruptions" in out
+    code, out, err = cli(*args, "--json")
+    d = json.loads(out)
+    assert d["mtbi_h"] is None and d["young_interval_s"] is None and d["young_daly_interval_s"] is None
+
+
+def test_too_long_run_cli_one_line(cli, example_spec):
+    code, _, err = cli("goodput", example_spec, "--runs", "5", "--step-time", str(STEP_S), "--days", "1e9")
+    line = error_line(code, err)
+    assert "--days" in line
+
+
+def test_days_inf_in_spec_names_the_spec_field(cli, example_spec):
+    code, _, err = cli("goodput", example_spec, "--runs", "5", "--step-time", str(STEP_S),
+                       "--set", "reliability.days=inf")
+    assert "reliability.days" in error_line(code, err)
+
+
+def test_runs_are_capped_with_a_one_line_error(cli, example_spec):
+    """``--runs 10000000`` ran out of memory (a spare-host ring per run) with a traceback."""
+    code, _, err = cli("goodput", example_spec, "--step-time", str(STEP_S), "--runs", "10000000")
+    assert "--runs" in error_line(code, err)
+    with pytest.raises(SpecError, match="reliability.runs"):
+        parse_reliability({"runs": 10_000_000})
+
+
+def test_goodput_without_any_storage_uses_the_documented_fallback(cli):
+    """A cluster that names no storage (DGX presets): the documented fallback (14 bytes/param at
+    2 TB/s, ``checkpoint_bytes_per_param`` / ``storage_bytes_s``) was unreachable; goodput and
+    ``teton run`` with a run length failed, even with every checkpoint cost given."""
+    data = {"cluster": "dgx-a100-superpod", "model": "gpt3-175b",
+            "job": {"gpus": 1024, "tp": 8, "pp": 8, "seq_len": 2048, "global_batch": 1536}}
+    spec = load_spec(data)
+    d = goodput(spec, step_time_s=10.0, days=1, runs=5, seed=0)
+    expect = spec.model.total_params() * 14.0 / 2e12
+    assert d["checkpoint_source"].startswith("fallback")
+    assert d["checkpoint_save_s"] == pytest.approx(expect)
+    assert d["checkpoint_restore_s"] == pytest.approx(expect)
+    given = goodput(load_spec({**data, "reliability": dict(CKPT)}), step_time_s=10.0, days=1, runs=5, seed=0)
+    assert given["checkpoint_source"] == "reliability section"
+    assert given["checkpoint_blocking_s"] == CKPT["checkpoint_blocking_s"]
+    code, out, err = cli("run", "examples/gpt3-175b-a100.yaml", "--set", "reliability.days=2", "--json")
+    assert code == 0, err
+    assert 0 < json.loads(out)["ettr"] <= 1
+
+
+def test_energy_and_cost_add_up():
+    spec = spec_405b(dict(CKPT))
+    d = goodput(spec, step_time_s=STEP_S, tokens=2e12, runs=20, seed=0)
+    gpu_h = d["gpu_hours"]
+    assert gpu_h == pytest.approx(d["wall_days"]["mean"] * 24 * d["gpus"])
+    assert d["cost_usd"] == pytest.approx(gpu_h * 2.0)  # default $2 per GPU-hour
+    wall_h = d["wall_days"]["mean"] * 24
+    # facility energy (MWh) = MW x h, between all-idle and all-training power for the wall time
+    assert d["power_idle_mw"] * wall_h < d["energy_mwh"] < d["power_train_mw"] * wall_h
+    assert d["power_swing_mw"] == pytest.approx(d["power_train_mw"] - d["power_idle_mw"])
+    assert d["ideal_gpu_hours"] == pytest.approx(d["ideal_days"] * 24 * d["gpus"])
+
+
+def test_storage_checkpoint_interval_is_the_one_goodput_uses(cli, example_spec):
+    """``storage.checkpoint.interval_s: 600``: ``teton checkpoint`` judged 600 s sustainable while
+    ``teton goodput`` (and ``teton run``'s whole-run keys) silently used Daly's 16 s."""
+    over = ("--set", "storage.checkpoint.interval_s=600")
+    code, out, err = cli("checkpoint", example_spec, "--json", *over)
+    assert code == 0, err
+    assert json.loads(out)["checkpoint_interval_s"] == 600
+    code, out, err = cli("goodput", example_spec, "--json", "--runs", "5", "--step-time", str(STEP_S), *over)
+    assert code == 0, err
+    used = json.loads(out)["checkpoint_interval_s"]
+    assert used == pytest.approx(round(600 / STEP_S) * STEP_S)
+    # an explicit --interval or reliability.checkpoint_interval_s still wins
+    code, out, err = cli("goodput", example_spec, "--json", "--runs", "5", "--step-time", str(STEP_S), *over,
+                         "--set", "reliability.checkpoint_interval_s=60")
+    assert json.loads(out)["checkpoint_interval_s"] == pytest.approx(round(60 / STEP_S) * STEP_S)
+
+
+def test_daly_interval_is_held_to_what_the_storage_sustains(cli, example_spec):
+    """On 60 Tectonic-like servers a checkpoint every Daly ~100 s would outrun the flash's
+    sustained write rate: the interval is raised to bytes / sustained rate (whole steps), and
+    says why; a given interval is taken as is."""
+    import json
+
+    code, out, err = cli("goodput", example_spec, "--tokens", "1T", "--set", "storage.servers=60", "--runs", "50",
+                         "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["checkpoint_interval_source"] == "storage sustained write rate"
+    assert d["storage_min_interval_s"] <= d["checkpoint_interval_s"] < d["storage_min_interval_s"] + 10
+    assert d["checkpoint_interval_s"] > d["young_daly_interval_s"]
+    code, out, err = cli("goodput", example_spec, "--tokens", "1T", "--set", "storage.servers=60", "--runs", "50",
+                         "--interval", "120", "--json")
+    assert code == 0, err
+    assert json.loads(out)["checkpoint_interval_source"] == "given"

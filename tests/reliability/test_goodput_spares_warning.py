@@ -7,8 +7,9 @@ import json
 import pytest
 import yaml
 
-from teton.reliability import goodput, parse_reliability
+from teton.reliability import goodput
 from teton.spec import load_spec
+from teton.spec.reliability import parse_reliability
 
 FULL = {"cluster": "dgx-h100-superpod", "model": "llama3-70b",
         "job": {"gpus": 1024, "tp": 8, "pp": 4, "seq_len": 8192, "global_batch": 1024, "zero": 1,

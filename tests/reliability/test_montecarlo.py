@@ -1,13 +1,16 @@
-"""Monte Carlo of a whole run: analytic limits, determinism, intervals, spares, infant mortality."""
+"""Monte Carlo of a whole run: analytic limits, determinism, intervals (Young / Daly by hand), spares,
+infant mortality, ETTR's bounds, and runs too long to follow."""
 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
-from rel_helpers import CKPT, spec_405b
+from rel_helpers import CKPT, STEP_S, spec_405b
 
+from teton.errors import SpecError
 from teton.reliability import MCInputs, daly_interval_s, goodput, simulate_runs, young_interval_s
 
 
@@ -144,7 +147,7 @@ def test_infant_mortality_raises_early_rates():
 
 def test_thinning_matches_integrated_hazard():
     """Time-varying hazard by thinning: mean count = integral of lambda(t) dt (no downtime)."""
-    from teton.reliability import InfantMortality
+    from teton.spec.reliability import InfantMortality
 
     im = InfantMortality(weibull_shape=0.5, cluster_age_days=1.0, reference_age_days=30.0)
     inp = _inp(0.5, downtime_s=np.array([0.0]), blocking_s=0.0, save_s=0.0, interval_s=60.0,
@@ -154,3 +157,71 @@ def test_thinning_matches_integrated_hazard():
     expected = 0.5 / 3600 * np.trapezoid(im.multiplier(t), t)
     assert res.counts.mean() == pytest.approx(expected, rel=0.02)
     assert expected > 1.5 * 0.5 * 24 * 30  # early life: well above the reference rate
+
+
+@pytest.mark.parametrize("kw", [{"days": 1e9}, {"tokens": 1e40}])
+def test_run_too_long_for_the_monte_carlo_is_a_spec_error(kw):
+    """A run with more interruptions than the Monte Carlo follows returned ETTR = inf, 0 wall days
+    and $0 after ~30 s; now a one-line error, at once."""
+    spec = spec_405b(dict(CKPT))
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError, match="interruptions"):
+        goodput(spec, step_time_s=STEP_S, runs=5, seed=0, **kw)
+    assert time.perf_counter() - t0 < 5.0
+
+
+def test_run_that_cannot_finish_is_a_spec_error():
+    """A token budget under a failure rate far above the restart time never finishes."""
+    spec = spec_405b({**CKPT, "rate_scale": 1e6})
+    with pytest.raises(SpecError, match="interruptions"):
+        goodput(spec, step_time_s=STEP_S, tokens=15.6e12, runs=5, seed=0)
+
+
+def test_lost_gpu_hours_by_kind_add_up_and_stay_non_negative():
+    """With no spare hosts, a repair wait cut by the end of a fixed-length run left the recovery
+    share of lost GPU-hours negative (-0.49M GPU-hours)."""
+    spec = spec_405b({**CKPT, "spare_hosts": 0})
+    d = goodput(spec, step_time_s=STEP_S, days=54, runs=20, seed=0)
+    kinds = d["lost_gpu_hours_by_kind"]
+    assert all(v >= 0 for v in kinds.values()), kinds
+    assert sum(kinds.values()) == pytest.approx(d["lost_gpu_hours"]["mean"], rel=1e-9)
+    assert kinds["spare_wait"] > 0
+
+
+def test_young_and_daly_match_the_hand_calculation():
+    spec = spec_405b(dict(CKPT))
+    d = goodput(spec, step_time_s=STEP_S, days=54, runs=5, seed=0)
+    c, m = CKPT["checkpoint_blocking_s"], d["mtbi_h"] * 3600.0
+    assert d["young_interval_s"] == pytest.approx(math.sqrt(2 * c * m), rel=1e-12)
+    x = c / (2 * m)
+    assert d["young_daly_interval_s"] == pytest.approx(math.sqrt(2 * c * m) * (1 + math.sqrt(x) / 3 + x / 9) - c)
+    # the interval used is Daly's rounded to whole steps
+    assert d["checkpoint_interval_s"] == pytest.approx(round(d["young_daly_interval_s"] / STEP_S) * STEP_S)
+
+
+def test_seeded_monte_carlo_is_deterministic_and_near_the_first_order_answer():
+    spec = spec_405b(dict(CKPT))
+    a = goodput(spec, step_time_s=STEP_S, days=54, runs=40, seed=7)
+    b = goodput(spec, step_time_s=STEP_S, days=54, runs=40, seed=7)
+    assert a["ettr"] == b["ettr"] and a["energy_mwh"] == b["energy_mwh"]
+    # first order: each unexpected interruption loses half a cycle + the save lag + its downtime
+    m = a["mtbi_h"] * 3600.0
+    tau, blk, save = a["checkpoint_interval_s"], a["checkpoint_blocking_s"], a["checkpoint_save_s"]
+    by = a["interruptions_by_cause"]
+    unexp = {k: v for k, v in by.items() if k != "planned_maintenance"}
+    down = a["downtime_s_by_cause"]
+    d_mean = sum(down[k] * v for k, v in unexp.items()) / sum(unexp.values())
+    planned = by["planned_maintenance"] / sum(unexp.values()) * (down["planned_maintenance"] + save)
+    first_order = (m - (tau + blk) / 2 - (save - blk)) / (m + d_mean + planned) * tau / (tau + blk)
+    assert a["ettr"] == pytest.approx(first_order, abs=0.005)
+
+
+def test_ettr_bounded_and_monotone_in_failure_rate_and_checkpoint_cost():
+    spec_kw = dict(step_time_s=STEP_S, days=20, runs=30, seed=1, interval_s=600.0)
+    by_rate = [goodput(spec_405b({**CKPT, "rate_scale": r}), **spec_kw)["ettr"] for r in (0.25, 1, 4, 16)]
+    assert all(0 <= e <= 1 for e in by_rate)
+    assert by_rate == sorted(by_rate, reverse=True) and by_rate[0] - by_rate[-1] > 0.1
+    by_cost = [goodput(spec_405b({"checkpoint_save_s": c, "checkpoint_blocking_s": c,
+                                  "checkpoint_restore_s": 60.0}), **spec_kw)["ettr"] for c in (1, 10, 60, 300)]
+    assert all(0 <= e <= 1 for e in by_cost)
+    assert by_cost == sorted(by_cost, reverse=True)

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from teton.reliability import ReliabilityConfig, failure_model, goodput, interruption_table, job_components
+from teton.reliability import failure_model, goodput, interruption_table, job_components
 from teton.reliability.rates import (
     CAUSE_BY_KEY,
     CAUSES,
@@ -15,7 +15,8 @@ from teton.reliability.rates import (
     default_rates_per_hour,
     table5_components,
 )
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.reliability import ReliabilitySpec
 
 ROCE = ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
 
@@ -95,18 +96,18 @@ def test_interruption_rate_scales_with_job_size():
 
 
 def test_overrides_and_shares():
-    base = failure_model(ROCE, 16384, ReliabilityConfig())
-    doubled = failure_model(ROCE, 16384, ReliabilityConfig(rate_scale=2.0))
+    base = failure_model(ROCE, 16384, ReliabilitySpec())
+    doubled = failure_model(ROCE, 16384, ReliabilitySpec(rate_scale=2.0))
     assert doubled.unexpected_per_h == pytest.approx(2 * base.unexpected_per_h)
     assert doubled.planned_per_h == pytest.approx(base.planned_per_h)
-    one = failure_model(ROCE, 16384, ReliabilityConfig(rates_per_hour={"faulty_gpu": 0.0}))
+    one = failure_model(ROCE, 16384, ReliabilitySpec(rates_per_hour={"faulty_gpu": 0.0}))
     assert one.unexpected_per_h == pytest.approx(base.unexpected_per_h * (1 - 148 / 419))
-    shared = failure_model(ROCE, 16384, ReliabilityConfig(unexpected_mtbi_h=2.0,
+    shared = failure_model(ROCE, 16384, ReliabilitySpec(unexpected_mtbi_h=2.0,
                                                           shares={"faulty_gpu": 0.75, "software_bug": 0.25}))
     assert shared.mtbi_h == pytest.approx(2.0)
     assert shared.job_rates_h["faulty_gpu"] == pytest.approx(0.375)
     # per-component rates then scale to another size
-    half = failure_model(ROCE, 8192, ReliabilityConfig(unexpected_mtbi_h=2.0,
+    half = failure_model(ROCE, 8192, ReliabilitySpec(unexpected_mtbi_h=2.0,
                                                        shares={"faulty_gpu": 0.75, "software_bug": 0.25}))
     assert half.mtbi_h == pytest.approx(2.0)  # shares are applied to the job in hand
 
@@ -121,8 +122,8 @@ def test_job_components_small_jobs():
 def test_pg_init_growth_laws():
     from teton.reliability.recovery import pg_init_s
 
-    stock = ReliabilityConfig(pg_init="stock")
-    opt = ReliabilityConfig(pg_init="optimized")
+    stock = ReliabilitySpec(pg_init="stock")
+    opt = ReliabilitySpec(pg_init="optimized")
     assert pg_init_s(stock, 20000) - pg_init_s(stock, 10000) == pytest.approx(10000 * stock.pg_init_per_rank_s)
     assert pg_init_s(opt, 2**17) - pg_init_s(opt, 2**16) == pytest.approx(opt.pg_init_per_level_s)
     assert pg_init_s(opt, 8) <= pg_init_s(stock, 8)  # never slower than stock

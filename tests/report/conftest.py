@@ -1,12 +1,7 @@
 import json
 
 import pytest
-
-# A small job that runs every section in well under a second each: Llama 3 8B on 64 H100s of a
-# DGX SuperPOD, checkpointing to the Tectonic preset (the SuperPOD preset names no storage).
-SMALL = {"cluster": "dgx-h100-superpod", "model": "llama3-8b", "storage": {"preset": "tectonic-llama3"},
-         "job": {"gpus": 64, "tp": 2, "pp": 4, "global_batch": 64, "pp_schedule": "interleaved",
-                 "virtual_stages": 2}, "seed": 0}
+from layouts import LLAMA3_8B_64 as SMALL  # runs every section in well under a second each
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,10 @@
-"""``teton report`` on the command line: PNGs, the search section, one-line errors."""
+"""``teton report`` on the command line: PNGs, the search section, --help, one-line errors."""
+
+import json
+import re
+
+import pytest
+from layouts import LLAMA3_8B_ONE_HOST
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -47,3 +53,23 @@ def test_png_path_that_is_a_file_is_exit_2(cli, small_spec_path, tmp_path):
     f.write_text("")
     code, _, stderr = cli("report", small_spec_path, "--out", tmp_path / "r.html", "--sections", "step", "--png-dir", f)
     assert code == 2 and "--png-dir" in stderr
+
+
+def test_help_names_every_section(cli):
+    from teton.report.sections import SECTIONS
+
+    code, out, _ = cli("report", "--help")
+    assert code == 0
+    flat = re.sub(r"[\s│]+", "", out)  # rich wraps the help text in a box
+    for key in SECTIONS:
+        assert key in flat, key
+    assert re.search(r"from:step,memory,(\w+),", flat).group(1) == "ops"
+
+
+@pytest.mark.parametrize("value", [",", " , "])
+def test_sections_naming_nothing_is_one_line_exit_2(cli, tmp_path, value):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(LLAMA3_8B_ONE_HOST))
+    code, _, err = cli("report", path, "--out", tmp_path / "r.html", "--sections", value)
+    assert code == 2 and "--sections" in err and err.strip().count("\n") == 0
+    assert not (tmp_path / "r.html").exists()

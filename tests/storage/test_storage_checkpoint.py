@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from teton.hardware.storage import d2h_bytes_s_per_gpu
 from teton.network import AnalyticalCostModel
 from teton.placement import place
-from teton.storage import CheckpointPolicy, checkpoint_summary, rank_state, simulate_checkpoint
-from teton.storage.hardware import d2h_bytes_s_per_gpu
+from teton.spec.storage import CheckpointPolicy
+from teton.storage import checkpoint_summary, rank_state, simulate_checkpoint
 
 MB, GB = 1e6, 1e9
 

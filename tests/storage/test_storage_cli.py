@@ -1,4 +1,5 @@
-"""``teton checkpoint``: JSON contract, table, scaling plot, --measure, one-line errors."""
+"""``teton checkpoint``: JSON contract (strict JSON), the table against the JSON, scaling plot,
+--measure, data loading, one-line errors."""
 
 from __future__ import annotations
 
@@ -6,12 +7,11 @@ import json
 import sys
 
 import pytest
+from cli_checks import error_line
+from layouts import LLAMA3_405B_16K
 
 from teton.cli import main
 
-SPEC = {"cluster": "meta-roce-24k", "model": "llama3-405b",
-        "job": {"gpus": 16384, "tp": 8, "pp": 16, "seq_len": 8192, "global_batch": 2048, "zero": 1,
-                "pp_schedule": "interleaved", "virtual_stages": 8, "pp_embedding_slots": True}}
 KEYS = {"checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s", "checkpoint_restore_broadcast_s",
         "bytes_per_gpu_min", "bytes_per_gpu_max", "total_bytes", "bottleneck", "delivered_bw_bytes_s"}
 BOTTLENECKS = {"ssd", "server_nic", "frontend_fabric", "fuse_client", "metadata"}
@@ -20,7 +20,7 @@ BOTTLENECKS = {"ssd", "server_nic", "frontend_fabric", "fuse_client", "metadata"
 @pytest.fixture
 def spec_file(tmp_path):
     p = tmp_path / "spec.json"
-    p.write_text(json.dumps(SPEC))
+    p.write_text(json.dumps(LLAMA3_405B_16K))
     return p
 
 
@@ -89,3 +89,81 @@ def test_errors_exit_2_one_line(monkeypatch, capsys, spec_file, args, text):
     code, _, err = run(monkeypatch, capsys, spec_file, *args)
     assert code == 2
     assert err.strip().startswith("error:") and text in err and err.strip().count("\n") == 0
+
+
+def test_checkpoint_interval_inf_rejected(cli, example_spec):
+    code, _, err = cli("checkpoint", example_spec, "--set", "storage.checkpoint.interval_s=inf")
+    assert "storage.checkpoint.interval_s" in error_line(code, err)
+
+
+def test_inf_override_is_one_line_error(cli, example_spec):
+    code, _, err = cli("checkpoint", example_spec, "--json", "--set", "storage.ssd_write_gbytes_s=inf")
+    assert "storage.ssd_write_gbytes_s" in error_line(code, err)
+
+
+@pytest.mark.parametrize("preset", ["tectonic-llama3", "hammerspace-pnfs", "local-nvme"])
+def test_json_is_strict_json(cli, example_spec, preset):
+    code, out, err = cli("checkpoint", example_spec, "--json", "--set", f"storage.preset={preset}")
+    assert code == 0, err
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+
+
+def test_tokens_per_s_zero_is_rejected_not_ignored(cli, example_spec):
+    """``--tokens-per-s 0`` silently meant 'not given' (data loading skipped) while -5 was an
+    error naming ``tokens_per_s``; both now name the option."""
+    for v in ("0", "-5", "nan"):
+        code, _, err = cli("checkpoint", example_spec, "--tokens-per-s", v)
+        assert "--tokens-per-s" in error_line(code, err)
+
+
+def test_writers_beyond_the_job_is_rejected(cli, example_spec):
+    """``--writers 100000000`` on a 16,384-GPU job was silently capped to 16,384 writers."""
+    code, _, err = cli("checkpoint", example_spec, "--writers", "100000000")
+    line = error_line(code, err)
+    assert "--writers" in line and "16384" in line
+    code, out, err = cli("checkpoint", example_spec, "--writers", "16384", "--json")
+    assert code == 0, err
+    assert json.loads(out)["writers"] == 16384
+
+
+def test_table_matches_json(cli, example_spec):
+    code, out, err = cli("checkpoint", example_spec, "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    code, table, err = cli("checkpoint", example_spec)
+    assert code == 0, err
+    assert f"{d['sync_save_s']:.3f} s" in table
+    assert f"{d['async_blocking_s']:.4f} s" in table
+    assert f"{d['total_bytes'] / 1e9:,.3f} GB" in table
+    assert f"{d['checkpoint_restore_all_read_s']:.3f} s ({d['restore_bottleneck']})" in table
+    # the sustainable interval is total bytes over the sustained write rate
+    assert d["min_checkpoint_interval_s"] == pytest.approx(d["total_bytes"] / d["storage_sustained_write_bytes_s"])
+    # a sync save pauses for the whole save; async for the device-to-host copy only
+    assert d["async_blocking_s"] < d["sync_save_s"] and d["checkpoint_blocking_s"] == d["async_blocking_s"]
+
+
+def test_spec_data_loading_tokens_per_s_is_used(cli, example_spec):
+    """``storage.data_loading.tokens_per_s`` in the spec was ignored (the step model's figure won);
+    a typo in ``storage.data_loading`` was silently ignored too."""
+    code, out, err = cli("checkpoint", example_spec, "--json", "--set", "storage.data_loading.tokens_per_s=1e9")
+    assert code == 0, err
+    dl = json.loads(out)["data_loading"]
+    assert dl["tokens_per_s"] == 1e9 and dl["needed_bytes_s"] == pytest.approx(1e9 * dl["bytes_per_token"])
+    code, out, err = cli("checkpoint", example_spec, "--json", "--tokens-per-s", "2e6",
+                         "--set", "storage.data_loading.tokens_per_s=1e9")
+    assert json.loads(out)["data_loading"]["tokens_per_s"] == 2e6  # the option wins over the spec
+    code, _, err = cli("checkpoint", example_spec, "--set", "storage.data_loading.tokens_per_s=0")
+    assert "storage.data_loading.tokens_per_s" in error_line(code, err)
+    code, _, err = cli("checkpoint", example_spec, "--set", "storage.data_loading.tokenz_per_s=1e9")
+    assert "storage.data_loading.tokenz_per_s" in error_line(code, err)
+
+
+def test_measure_does_not_offer_a_calibration_from_metadata_bound_files(cli, example_spec, tmp_path):
+    """``--measure DIR`` at the default scale writes ~35 kB shards: the model is metadata-bound,
+    yet the verb printed '--set storage.ssd_write_gbytes_s=0.1' as a drive calibration."""
+    code, out, err = cli("checkpoint", example_spec, "--measure", tmp_path, "--files", "8", "--scale", "1e-5")
+    assert code == 0, err
+    assert "metadata-bound" in out and "ssd_write_gbytes_s" not in out
+    code, out, err = cli("checkpoint", example_spec, "--measure", tmp_path, "--files", "8", "--scale", "1e-5", "--json")
+    assert json.loads(out)["measure"]["calibration"]["bandwidth_bound"] is False
+    assert list(tmp_path.iterdir()) == []

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import teton
-from teton.storage import data_loading, devx_job_start, storage_system
+from teton.spec.storage import storage_system
+from teton.storage import data_loading, devx_job_start
 from teton.storage.dataload import job_tokens_per_s
 
 

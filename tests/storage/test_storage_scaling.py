@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from teton.storage import simulate_checkpoint, spec_storage
+from teton.spec.storage import spec_storage
+from teton.storage import simulate_checkpoint
 from teton.storage.scaling import DEFAULT_WRITERS, plot_scaling, writer_scaling
 
 

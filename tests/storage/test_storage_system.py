@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from teton.errors import SpecError
-from teton.storage import STORAGE_PRESETS, spec_storage, storage_system
-from teton.storage.hardware import d2h_bytes_s_per_gpu, tcp_goodput_fraction
+from teton.hardware.storage import d2h_bytes_s_per_gpu, tcp_goodput_fraction
+from teton.spec.storage import STORAGE_PRESETS, spec_storage, storage_system
 
 
 def test_tcp_goodput_by_hand():
@@ -102,7 +104,7 @@ def test_pcie_links_come_from_the_host_catalog():
     """DGX A100 hosts are PCIe Gen4 (31.5 GB/s per x16 link), Hopper hosts Gen5 (63 GB/s): the
     checkpoint's device->host copies and the fabric graph's GPU-NIC links both read the host."""
     from teton.hardware.hosts import HOSTS, PCIE_GEN4_X16_BYTES_S
-    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
     from teton.topology.graph import build_fabric
 
     assert HOSTS["dgx-a100"].pcie_x16_bytes_s == PCIE_GEN4_X16_BYTES_S == pytest.approx(31.5e9, rel=1e-3)
@@ -111,3 +113,12 @@ def test_pcie_links_come_from_the_host_catalog():
     from teton.topology.graph import PCIE
 
     assert set(fabric.link_capacity_bytes_s[fabric.link_layer == PCIE].tolist()) == {PCIE_GEN4_X16_BYTES_S}
+
+
+@pytest.mark.parametrize("field", ["ssd_write_gbytes_s", "server_nic_gbps", "metadata_ops_s_per_node",
+                                   "op_latency_us"])
+def test_storage_rejects_infinite_values(field):
+    """``--set storage.ssd_write_gbytes_s=inf`` was accepted and --json printed ``Infinity``
+    (not JSON)."""
+    with pytest.raises(SpecError, match=f"storage.{field}"):
+        storage_system({"preset": "tectonic-llama3", field: math.inf})

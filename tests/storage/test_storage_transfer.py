@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from teton.storage import storage_system, transfer
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.storage import storage_system
+from teton.storage import transfer
 from teton.storage.transfer import fair_share_fluid, writer_slowdowns
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
 
 CLUSTER = ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
 

@@ -1,6 +1,9 @@
-"""``teton sweep`` as a user drives it: table, JSON, Parquet, resume, one-line errors (exit 2)."""
+"""``teton sweep`` as a user drives it: table, JSON, Parquet, HTML page, resume, a process pool,
+one-line errors (exit 2)."""
 
+import html as htmllib
 import json
+import re
 
 import duckdb
 import pytest
@@ -12,6 +15,19 @@ def sweep_file(tmp_path, small_sweep):
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(small_sweep, sort_keys=False))
     return path
+
+
+def _write(tmp_path, name, sweep):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+    return path
+
+
+def _best_table(page: str) -> list[list[str]]:
+    """The cells of the page's first table (the best points), header row first."""
+    table = re.search(r"<table>(.*?)</table>", page, flags=re.S).group(1)
+    return [[htmllib.unescape(re.sub(r"<[^>]+>", "", c)).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", tr, re.S)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)]
 
 
 def test_json_reports_counts_and_the_fitting_fastest_first(cli, tmp_path, sweep_file):
@@ -123,3 +139,121 @@ def test_html_page_of_a_sweep(cli, tmp_path, sweep_file):
     code, _, err = cli("sweep", sweep_file, "--db", tmp_path / "r2.duckdb", "--out", tmp_path / "no" / "x.html")
     assert code == 2 and "--out" in err and err.count("\n") == 1
     assert not (tmp_path / "r2.duckdb").exists()  # refused before anything ran
+
+
+def test_a_filter_that_drops_every_point_leaves_no_results_file(tmp_path, cli, example_spec):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"base": str(example_spec), "grid": {"job.tp": [4, 8]},
+                                     "filter": ["job.tp > 100"]}))
+    out = tmp_path / "results.duckdb"
+    code, _, err = cli("sweep", str(sweep), "--db", str(out))
+    assert code == 2 and "drops every one" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("results.duckdb*"))
+
+
+def test_a_filter_that_drops_every_point_is_one_line_exit_2(cli, tmp_path, base_spec):
+    sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}, "filter": ["job.tp > 100"]})
+    code, _, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial")
+    assert code == 2, err
+    assert err.strip().count("\n") == 0 and "filter" in err and "job.tp > 100" in err and "every" in err
+
+
+def test_rerun_with_a_changed_sweep_file_shows_this_sweeps_keys(cli, tmp_path, base_spec):
+    """The second sweep names a key the first did not vary; its points are the same specs (seq_len is
+    the base's), so they are already stored: the table, JSON, Parquet and HTML still show its value."""
+    out = tmp_path / "r.duckdb"
+    first = _write(tmp_path, "a.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}})
+    assert cli("sweep", first, "--db", out, "--executor", "serial")[0] == 0
+    second = _write(tmp_path, "b.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2], "job.seq_len": [4096]}})
+    pq, page = tmp_path / "b.parquet", tmp_path / "b.html"
+    code, text, err = cli("sweep", second, "--db", out, "--executor", "serial", "--json", "--parquet", pq,
+                          "--out", page)
+    assert code == 0, err
+    d = json.loads(text)
+    assert (d["already_stored"], d["evaluated"]) == (2, 0)
+    assert sorted((r["job.tp"], r["job.seq_len"]) for r in d["top"]) == [(1, 4096), (2, 4096)]
+    rows = duckdb.sql(f"SELECT \"job.tp\", \"job.seq_len\" FROM '{pq}' ORDER BY 1").fetchall()
+    assert rows == [(1, 4096), (2, 4096)]
+    assert "None" not in _best_table(page.read_text(encoding="utf-8"))
+
+
+def test_unwritable_parquet_fails_before_the_sweep_runs(cli, tmp_path, base_spec):
+    sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}})
+    code, _, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial",
+                       "--parquet", tmp_path / "no-such-dir" / "r.parquet")
+    assert code == 2 and "--parquet" in err and err.strip().count("\n") == 0
+    assert not (tmp_path / "r.duckdb").exists()  # nothing was simulated or stored
+
+
+def test_html_page_counts_every_stored_point_and_matches_the_store(cli, tmp_path, small_sweep):
+    """12 points, 4 of them invalid: the page says 12 stored, 8 simulated, 4 invalid; its best-points
+    table carries the store's numbers (memory in GiB, as ``teton run`` prints it)."""
+    sweep = _write(tmp_path, "s.yaml", small_sweep)
+    out, page = tmp_path / "r.duckdb", tmp_path / "s.html"
+    code, _, err = cli("sweep", sweep, "--db", out, "--executor", "serial", "--out", page)
+    assert code == 0, err
+    text = page.read_text(encoding="utf-8")
+    assert "12 stored points" in text and "8 simulated" in text and "4 invalid" in text
+    assert "<script src" not in text  # plotly.js is inlined, nothing is fetched
+    cells = _best_table(text)
+    head, body = cells[0], cells[1:]
+    assert head[:3] == ["job.tp", "job.pp", "job.precision"] and "mem GiB" in head
+    con = duckdb.connect(str(out), read_only=True)
+    stored = con.execute('SELECT "job.tp", "job.pp", "job.precision", step_time_s, mfu_bf16, memory_per_gpu_bytes '
+                         "FROM results WHERE status = 'ok' AND fits_in_memory").fetchall()
+    assert len(body) == len(stored) == 8
+    want = {(str(tp), str(pp), prec): (f"{t:.3f}", f"{m * 100:.1f} %", f"{b / 2**30:.1f}")
+            for tp, pp, prec, t, m, b in stored}
+    i_mem = head.index("mem GiB")
+    got = {tuple(r[:3]): (r[head.index("step s")], r[head.index("MFU")], r[i_mem]) for r in body}
+    assert got == want
+
+
+def test_table_memory_is_in_gib_like_teton_run(cli, tmp_path, base_spec):
+    import teton
+
+    sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [2]}})
+    code, out, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial")
+    assert code == 0, err
+    spec = {**base_spec, "job": {**base_spec["job"], "tp": 2}}
+    gib = teton.simulate(spec).memory_per_gpu_bytes / 2**30
+    assert "mem GiB" in out and f"{gib:.1f}" in out
+
+
+def test_narrow_terminal_never_truncates_the_numbers(cli, tmp_path, base_spec, monkeypatch):
+    """In an 80-column pipe with many swept keys, step time and MFU must print whole, not '5.4…'."""
+    monkeypatch.setenv("COLUMNS", "80")
+    keys = {"job.tp": [2], "job.pp": [1], "job.precision": ["bf16"], "job.zero": [1], "job.recompute": ["none"],
+            "job.sequence_parallel": [True], "job.micro_batch": [1]}
+    sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": keys})
+    code, out, err = cli("sweep", sweep, "--db", tmp_path / "r.duckdb", "--executor", "serial")
+    assert code == 0, err
+    con = duckdb.connect(str(tmp_path / "r.duckdb"), read_only=True)
+    step, mfu = con.execute("SELECT step_time_s, mfu FROM results").fetchone()
+    assert "…" not in out
+    assert f"{step:.3f}" in out and f"{mfu * 100:.1f} %" in out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_pool_gives_the_serial_results(cli, tmp_path, small_sweep, workers):
+    """Same sweep, process pool of 1 or 2 workers vs in-process: the same rows, bit for bit."""
+    sweep = _write(tmp_path, "s.yaml", small_sweep)
+    cols = "key, status, error, step_time_s, mfu, memory_per_gpu_bytes, fits_in_memory"
+    stores = {}
+    for name, args in (("serial", ["--executor", "serial"]), ("pool", ["--workers", str(workers), "--batch", "3"])):
+        out = tmp_path / f"{name}.duckdb"
+        assert cli("sweep", sweep, "--db", out, *args)[0] == 0
+        stores[name] = duckdb.connect(str(out), read_only=True).execute(f"SELECT {cols} FROM results ORDER BY key").fetchall()
+    assert len(stores["serial"]) == 12 and stores["serial"] == stores["pool"]
+
+
+def test_a_duckdb_file_with_a_foreign_results_table_is_one_line_exit_2(cli, tmp_path, base_spec):
+    out = tmp_path / "mine.duckdb"
+    con = duckdb.connect(str(out))
+    con.execute("CREATE TABLE results (a INTEGER, b VARCHAR)")
+    con.execute("INSERT INTO results VALUES (1, 'x')")
+    con.close()
+    sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [1, 2]}})
+    code, _, err = cli("sweep", sweep, "--db", out, "--executor", "serial")
+    assert code == 2 and "--db" in err and "results" in err and err.strip().count("\n") == 0
+    assert duckdb.connect(str(out), read_only=True).execute("SELECT * FROM results").fetchall() == [(1, "x")]

@@ -110,3 +110,8 @@ def test_fit_trace_bad_inputs_are_one_line_errors(tmp_path, cli):
                                                                        str(tmp_path / "c.yaml")])):
         code, _, err = cli("fit", "--trace", str(path), *extra)
         assert code == 2 and len(err.strip().splitlines()) == 1, err
+
+
+def test_fit_json_is_one_document(cli, tmp_path):
+    code, out, _ = cli("fit", "--trace", str(TRACES / "a100-2rank-nccl.kineto.json.gz"), "--json")
+    assert code == 0 and json.loads(out)["gpu"] == "a100-40gb"

@@ -12,7 +12,8 @@ import pytest
 from teton.errors import SpecError
 from teton.hardware.efficiency import cluster_efficiency
 from teton.hardware.gpus import GPUS
-from teton.validation.trace import calibrate_from_trace, class_summary, read_kineto
+from teton.validation.kineto import class_summary, read_kineto
+from teton.validation.trace import calibrate_from_trace
 from teton.validation.trace_classes import classify, gemm_flops, kernel_collective
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"

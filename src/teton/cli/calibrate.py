@@ -17,42 +17,7 @@ import typer
 
 from teton.cli._common import JsonFlag, print_json
 from teton.errors import SpecError
-from teton.validation.calibration import calibrated_cluster, catalog_value, read_overrides
-
-
-def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] | None = None) -> float:
-    """teton's compute seconds for the layer ``calibrate_hopper.py`` timed: one Llama decoder layer
-    on one TP rank, forward and backward, its elementwise kernels as ``layer['kernel_fusion']``
-    says, no sequence parallelism and no collectives (the script runs none), fresh gradients (no
-    accumulation pass), with the catalog's efficiencies or ``efficiency`` overrides."""
-    from teton.engine.compute import ComputeModel
-    from teton.hardware import cluster_efficiency
-    from teton.hardware.gpus import GPUS
-    from teton.spec.schema import JobSpec
-    from teton.workload.model import ModelSpec
-    from teton.workload.ops import ComputeOp, layer_block
-
-    try:
-        model = ModelSpec(name="calibration-layer", layers=1, hidden=layer["hidden"], ffn_hidden=layer["ffn"],
-                          heads=layer["heads"], kv_heads=layer["kv_heads"], vocab=32000)
-        job = JobSpec(gpus=layer["tp"], tp=layer["tp"], dp=1, seq_len=layer["tokens"], global_batch=1,
-                      sequence_parallel=False, kernel_fusion=layer.get("kernel_fusion", "eager"))
-    except (KeyError, TypeError, ValueError) as err:
-        raise SpecError("calibration.layer", layer, f"a layer shape as calibrate_hopper.py writes it ({err})") from None
-    gpu = GPUS[gpu_name]
-    # a microbenchmark of one layer: the burst profile, with the measured kernel efficiencies
-    efficiency = {**(efficiency or {}), "profile": "burst"}
-    cluster_efficiency(gpu, efficiency)  # a bad override is a one-line error
-    compute = ComputeModel.for_gpu(gpu, "bf16", job.seq_len, efficiency, job.attention_kernel)
-    block = layer_block(model, job)
-    return sum(compute.time_s(op) for op in (*block.fwd, *block.bwd)
-               if isinstance(op, ComputeOp) and op.name != "grad_accumulate")
-
-
-def device_gpu(provenance: dict, default: str) -> str:
-    """The catalog GPU a calibration ran on, from the device name torch reported."""
-    name = str(provenance.get("device", "")).upper()
-    return "h200" if "H200" in name else "h100-sxm" if "H100" in name else default
+from teton.validation.calibration import calibrated_cluster, layer_comparison, override_rows, read_overrides
 
 
 def register(app: typer.Typer) -> None:
@@ -68,26 +33,16 @@ def register(app: typer.Typer) -> None:
         """Check measured efficiencies against the catalog and write a calibrated cluster spec."""
         import yaml
 
-        from teton.hardware import cluster_efficiency
+        from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
         from teton.spec.load import DEFAULT_CLUSTER
-        from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
 
         cluster = cluster or DEFAULT_CLUSTER
         overrides, provenance = read_overrides(calibration)
         spec = calibrated_cluster(cluster, overrides)
         gpu = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
-        catalog = cluster_efficiency(gpu)
-        rows = [{"key": k, "catalog": catalog_value(catalog, k), "measured": float(v)}
-                for k, v in sorted(overrides.items())]
+        rows = override_rows(gpu, overrides)
         layer = json.loads(calibration.read_text()).get("layer")
-        layer_row = None
-        if isinstance(layer, dict):
-            on = device_gpu(provenance, gpu.name)
-            layer_row = {"gpu": on, "measured_burst_s": layer.get("burst_s"),
-                         "measured_sustained_s": layer.get("sustained_s"),
-                         "predicted_catalog_s": predicted_layer_s(layer, on),
-                         "predicted_calibrated_s": predicted_layer_s(
-                             layer, on, {k: v for k, v in overrides.items() if k != "sustained_ratio"})}
+        layer_row = layer_comparison(layer, provenance, gpu.name, overrides) if isinstance(layer, dict) else None
         if out is not None:
             header = f"# {cluster} calibrated from {calibration.name}"
             if provenance:

@@ -21,7 +21,7 @@ def _bw(x: float) -> str:
 
 
 def _policy(spec, mode, writer_policy, writers, restore):
-    from teton.storage.checkpoint import checkpoint_policy
+    from teton.spec.storage import checkpoint_policy
 
     policy = checkpoint_policy(spec)
     upd = {k: v for k, v in (("mode", mode), ("writers", writer_policy), ("writer_ranks", writers),
@@ -41,10 +41,17 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
                    writers: int | None, restore: str | None, tokens_per_s: float | None, scaling: bool,
                    out: Path | str | None, measure_dir: Path | str | None, scale: float, files: int, devx_files: int,
                    devx_file_bytes: str, devx_read_bytes: str) -> dict:
+    """The result dict of ``teton checkpoint``: the options checked, then either ``--measure``'s
+    real files (:func:`teton.storage.measure.measure`) or the model's checkpoint with data loading,
+    the job-start storm and the writer-scaling study (:mod:`teton.storage.checkpoint_report`)."""
     from teton.cli._common import parse_size
     from teton.spec import load_spec
-    from teton.storage import data_loading, devx_job_start, simulate_checkpoint, storage_system
-    from teton.storage.dataload import job_tokens_per_s
+    from teton.storage import devx_job_start
+    from teton.storage.checkpoint_report import (
+        checkpoint_with_data_loading,
+        devx_storage,
+        writer_scaling_study,
+    )
 
     _choice("--mode", mode, ("sync", "async"))
     _choice("--writer-policy", writer_policy, ("spread", "one_replica", "every_rank"))
@@ -67,32 +74,13 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
     if writers is not None and writers > spec.job.gpus:
         raise SpecError("--writers", writers, f"at most the job's GPUs ({spec.job.gpus})")
     policy = _policy(spec, mode, writer_policy, writers, restore)
-    tps, skip_data = tokens_per_s, False
-    dl_raw = (spec.storage or {}).get("data_loading") or {}
-    if tps is None and (not isinstance(dl_raw, dict) or dl_raw.get("tokens_per_s") is None):
-        try:
-            tps = job_tokens_per_s(spec)
-        except SpecError:  # no step model: data loading is reported as skipped
-            skip_data = True
-    dl = None if skip_data else data_loading(spec, tokens_per_s=tps)  # None: the spec's tokens_per_s
-    res = simulate_checkpoint(spec, policy, data_bytes_s=dl.needed_bytes_s if dl else 0.0)
-    out_d = res.summary()
-    out_d["data_loading"] = dl.to_dict() if dl else None
-    nfs = ((spec.storage or {}).get("devx") or {}).get("nfs", "hammerspace-pnfs")
-    hosts = -(-spec.job.gpus // spec.cluster.gpus_per_host)
+    res, out_d = checkpoint_with_data_loading(spec, policy, tokens_per_s)
+    nfs, nfs_system, hosts = devx_storage(spec)
     out_d["devx_job_start"] = {"storage": nfs, **devx_job_start(
-        storage_system({"preset": nfs}), hosts, devx_files, parse_size(devx_file_bytes, "--devx-file-bytes"),
+        nfs_system, hosts, devx_files, parse_size(devx_file_bytes, "--devx-file-bytes"),
         parse_size(devx_read_bytes, "--devx-read-bytes")).to_dict()}
     if scaling or out:
-        from teton.storage.scaling import DEFAULT_WRITERS, plot_scaling, scaling_rows, writer_scaling
-
-        pts = writer_scaling(res.system, spec.cluster, out_d["total_bytes"],
-                             tuple(w for w in DEFAULT_WRITERS if w <= spec.cluster.gpus), seed=spec.seed)
-        out_d["scaling"] = scaling_rows(pts)
-        if out:
-            out_d["scaling_plot"] = str(plot_scaling(
-                pts, res.system.peak_write_bytes_s(), out,
-                f"{spec.model.name} checkpoint ({out_d['total_bytes'] / 1e12:.2f} TB) on {res.system.name}"))
+        out_d.update(writer_scaling_study(spec, res, out_d["total_bytes"], out))
     return out_d
 
 

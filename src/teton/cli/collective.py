@@ -1,8 +1,8 @@
 """``teton collective``: an nccl-tests-like sweep of one collective on a cluster.
 
-Rows follow nccl-tests (doc/PERFORMANCE.md): ``algbw = S / t``, ``busbw = algbw * factor`` with
-factor 2(n-1)/n for all_reduce, (n-1)/n for all_gather / reduce_scatter / all_to_all, 1 for
-send_recv and broadcast; S is the total size (nccl-tests convention); GB/s = 1e9 bytes/s.
+The rows (size, time, algbw, busbw as nccl-tests defines them) are
+:func:`teton.studies.nccl_tests.collective_sweep`'s; ``--placement-study`` and ``--pinning-study``
+print :mod:`teton.studies.network`'s studies instead.
 """
 
 from __future__ import annotations
@@ -18,82 +18,69 @@ from teton.cli._common import JsonFlag, check_figure_path, parse_size, print_jso
 from teton.errors import SpecError, closest
 from teton.progress import progress_bar, progress_task
 from teton.spec.load import DEFAULT_CLUSTER, load_cluster
-
-FIDELITIES = ("flow", "analytical")
-
-
-def _cluster(name: str):
-    return load_cluster(name)
+from teton.studies.nccl_tests import collective_sweep, default_qps
 
 
-def job_group(cluster, gpus: int, placement: str, seed: int) -> np.ndarray:
-    """One communicator of ``gpus`` ranks placed by ``placement``: a (1, gpus) array of GPU ids."""
-    from teton.placement.mapping import POLICIES, place
-
-    if gpus < 1:
-        raise SpecError("gpus", gpus, "must be at least 1")
-    if gpus > cluster.gpus:
-        raise SpecError("gpus", gpus, f"cluster {cluster.name} has {cluster.gpus} GPUs")
-    if placement not in POLICIES:
-        raise SpecError("--policy", placement, closest(placement, POLICIES))
-    pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=placement, seed=seed)
-    return pl.groups("dp")
+def sweep(cluster_name: str, *args, **kwargs) -> list[dict]:
+    """:func:`teton.studies.nccl_tests.collective_sweep` on a cluster named by preset or file."""
+    return collective_sweep(load_cluster(cluster_name), *args, **kwargs)
 
 
-def sweep(cluster_name: str, op: str, gpus: int, placement: str = "topology-aware", min_bytes: int = 1 << 20,
-          max_bytes: int = 1 << 30, step_factor: int = 2, routing: str = "e-ecmp", qps: int | None = None,
-          algo: str = "auto", fail_links: int = 0, fidelity: str = "flow", seed: int = 0,
-          leaf_uplink_ratio: float | None = None) -> list[dict]:
-    """nccl-tests rows (size_bytes, time_s, algbw_gbps, busbw_gbps) for sizes min..max by ``step_factor``."""
-    from teton.network.analytical import OPS, AnalyticalCostModel, bus_factor
+def _check_flags(*, placement_study: bool, pinning_study: bool, png: Path | None, neighbours: bool, algo: str,
+                 fidelity: str, flow_only: dict) -> None:
+    """Flags that mean nothing for what was asked: one-line errors before any work (``flow_only``:
+    the flow-fidelity options as given, None where not)."""
+    if not placement_study and (png or neighbours):  # silently ignored before
+        flag = "--png" if png else "--neighbours"
+        raise SpecError(flag, png or True, "applies to --placement-study only")
+    from teton.network.flow_model import FLOW_ALGOS
 
-    cluster = _cluster(cluster_name)
-    if op not in OPS:
-        raise SpecError("op", op, closest(op, OPS))
-    if fidelity not in FIDELITIES:
-        raise SpecError("fidelity", fidelity, closest(fidelity, FIDELITIES))
-    if min_bytes > max_bytes:
-        raise SpecError("min_bytes", min_bytes, f"must not exceed max_bytes ({max_bytes})")
-    if step_factor < 2:
-        raise SpecError("step_factor", step_factor, "must be an integer >= 2")
-    if op == "send_recv" and gpus < 2:
-        raise SpecError("gpus", gpus, "send_recv needs at least 2 GPUs")
-    groups = job_group(cluster, gpus, placement, seed)
-    if fidelity == "flow":
-        from teton.network.flow_model import FlowCostModel
+    if algo != "auto" and algo not in FLOW_ALGOS:
+        raise SpecError("algo", algo, closest(algo, ("auto", *FLOW_ALGOS)))
+    given = next((k for k, v in flow_only.items() if v is not None), None)
+    if given and fidelity != "flow" and not (placement_study or pinning_study):
+        raise SpecError(given, flow_only[given], "applies to --fidelity flow only (the analytical model "
+                        "has no routing, QPs or failed links)")
 
-        if qps is None:
-            qps = 16 if routing == "e-ecmp" else 1
-        if leaf_uplink_ratio is not None and not 0.05 <= leaf_uplink_ratio <= 16:
-            raise SpecError("leaf_uplink_ratio", leaf_uplink_ratio, "must be between 0.05 and 16")
-        model = FlowCostModel(cluster, routing=routing, qps=qps, algo=algo, seed=seed, failed_links=fail_links,
-                              leaf_uplink_ratio=leaf_uplink_ratio)
+
+def _pinning_study(cluster_name: str, seed: int, json_: bool) -> None:
+    """``--pinning-study``: :func:`teton.studies.network.pinning_study` on the cluster, printed."""
+    from teton.studies.network import pinning_racks, pinning_study
+
+    c = load_cluster(cluster_name)
+    res = pinning_study(c, racks=pinning_racks(c), seed=seed)
+    if json_:
+        print_json(res)
     else:
-        model = AnalyticalCostModel(cluster)
-    sizes = []
-    s = min_bytes
-    while s <= max_bytes:
-        sizes.append(s)
-        s *= step_factor
-    rows = []
-    factor = bus_factor(op, gpus) if gpus > 1 else 0.0
-    for size in sizes:
-        t = model.collective_time(op, groups, float(size))
-        algbw = size / t / 1e9 if t > 0 else 0.0
-        rows.append({"size_bytes": int(size), "time_s": t, "algbw_gbps": algbw, "busbw_gbps": algbw * factor})
-    return rows
+        for name, v in res["normalized_busbw"].items():
+            print(f"{name:<45s} {v:6.1%} of the small-cluster bus bandwidth")
 
 
-PINNING_RACKS = 64  # racks of the pinning study's job (SIGCOMM'24 §5.1 scale) where the cluster has them
+def _placement_study(cluster_name: str, trials: int, seed: int, neighbours: bool, png: Path | None,
+                     json_: bool) -> None:
+    """``--placement-study``: :func:`teton.studies.network.placement_study`, printed (and plotted)."""
+    from teton.report.network_plots import plot_placement_study
+    from teton.studies.network import placement_study
 
-
-def pinning_racks(cluster) -> int:
-    """Racks for the pinning study: 64, or as many whole first-layer switch domains as the cluster has."""
-    racks = min(PINNING_RACKS, cluster.gpus // cluster.layers[0].span_gpus)
-    if racks < 2:
-        raise SpecError("cluster", cluster.name, "the pinning study needs at least 2 racks (first-layer "
-                        f"switch domains of {cluster.layers[0].span_gpus} GPUs)")
-    return racks
+    if trials < 1:
+        raise SpecError("trials", trials, "must be at least 1")
+    if png:
+        check_figure_path(png, "--png")
+    with progress_task("placement study: trials x series") as tick:
+        res = placement_study(load_cluster(cluster_name), trials=trials, seed=seed, neighbours=neighbours,
+                              progress=tick)
+    if png:
+        try:
+            plot_placement_study(res, png)
+        except OSError as err:
+            raise SpecError("--png", png, f"cannot write the plot ({err.strerror})") from None
+        print(f"wrote {png}", file=sys.stderr)
+    if json_:
+        print_json(res)
+    else:
+        for name, vals in res["normalized_busbw"].items():
+            v = np.asarray(vals)
+            print(f"{name:<40s} min {v.min():5.1%}  median {np.median(v):5.1%}  max {v.max():5.1%}")
 
 
 def _one_count(text: str) -> int:
@@ -150,56 +137,19 @@ def register(app: typer.Typer) -> None:
                                                 "here")] = None,
     ) -> None:
         """nccl-tests-style sweep: size, time, algbw and busbw of one collective on a cluster."""
-        if not placement_study and (png or neighbours):  # silently ignored before
-            flag = "--png" if png else "--neighbours"
-            raise SpecError(flag, png or True, "applies to --placement-study only")
-        from teton.network.flow_model import FLOW_ALGOS
-
-        if algo != "auto" and algo not in FLOW_ALGOS:
-            raise SpecError("algo", algo, closest(algo, ("auto", *FLOW_ALGOS)))
-        flow_only = {"--routing": routing, "--qps": qps, "--fail-links": fail_links or None,
-                     "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo}
-        given = next((k for k, v in flow_only.items() if v is not None), None)
-        if given and fidelity != "flow" and not (placement_study or pinning_study):
-            raise SpecError(given, flow_only[given], "applies to --fidelity flow only (the analytical model "
-                            "has no routing, QPs or failed links)")
+        _check_flags(placement_study=placement_study, pinning_study=pinning_study, png=png, neighbours=neighbours,
+                     algo=algo, fidelity=fidelity,
+                     flow_only={"--routing": routing, "--qps": qps, "--fail-links": fail_links or None,
+                                "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo})
         cluster = cluster or DEFAULT_CLUSTER
         seed = 0 if seed is None else seed
         gpus = _one_count(gpus)
         routing = routing or "e-ecmp"
         if pinning_study:
-            from teton.report.network_plots import pinning_study as pin
-
-            c = _cluster(cluster)
-            res = pin(c, racks=pinning_racks(c), seed=seed)
-            if json_:
-                print_json(res)
-            else:
-                for name, v in res["normalized_busbw"].items():
-                    print(f"{name:<45s} {v:6.1%} of the small-cluster bus bandwidth")
+            _pinning_study(cluster, seed, json_)
             return
         if placement_study:
-            from teton.report.network_plots import placement_study as study
-            from teton.report.network_plots import plot_placement_study
-
-            if trials < 1:
-                raise SpecError("trials", trials, "must be at least 1")
-            if png:
-                check_figure_path(png, "--png")
-            with progress_task("placement study: trials x series") as tick:
-                res = study(_cluster(cluster), trials=trials, seed=seed, neighbours=neighbours, progress=tick)
-            if png:
-                try:
-                    plot_placement_study(res, png)
-                except OSError as err:
-                    raise SpecError("--png", png, f"cannot write the plot ({err.strerror})") from None
-                print(f"wrote {png}", file=sys.stderr)
-            if json_:
-                print_json(res)
-            else:
-                for name, vals in res["normalized_busbw"].items():
-                    v = np.asarray(vals)
-                    print(f"{name:<40s} min {v.min():5.1%}  median {np.median(v):5.1%}  max {v.max():5.1%}")
+            _placement_study(cluster, trials, seed, neighbours, png, json_)
             return
         lo = parse_size(min_bytes, "min_bytes")
         hi = parse_size(max_bytes, "max_bytes")
@@ -211,5 +161,5 @@ def register(app: typer.Typer) -> None:
         if json_:
             print_json(rows)
         else:
-            q = "" if fidelity == "analytical" else f", {routing}, qps {qps if qps is not None else (16 if routing == 'e-ecmp' else 1)}"
+            q = "" if fidelity == "analytical" else f", {routing}, qps {qps if qps is not None else default_qps(routing)}"
             _print_table(rows, f"{op} on {gpus} GPUs of {cluster} ({policy}, {fidelity}{q})")

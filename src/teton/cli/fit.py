@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -95,53 +94,19 @@ def _print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_ca
                       "`teton fit --write-catalog` regenerates them[/yellow]")
 
 
-def _trace_cluster(cluster: str | None, gpu: str) -> str:
-    """The preset a trace's calibration is written onto: ``--cluster`` (its GPU family must be the
-    trace's), or the first preset built on the trace's GPU."""
-    from teton.hardware.efficiency import family_of
-    from teton.hardware.gpus import GPUS
-    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
-
-    if cluster is None:
-        gpus = {name: ClusterSpec(**fields).gpu_spec for name, fields in CLUSTER_PRESETS.items()}
-        same = [n for n, g in gpus.items() if g.name == gpu] or [
-            n for n, g in gpus.items() if family_of(g) == family_of(GPUS[gpu])]
-        if same:
-            return same[0]
-        raise SpecError("--cluster", None, f"no preset is built on the trace's GPU family ({gpu}); name the "
-                        f"cluster to calibrate ({', '.join(CLUSTER_PRESETS)})")
-    if cluster not in CLUSTER_PRESETS:
-        from teton.errors import closest
-
-        raise SpecError("--cluster", cluster, closest(cluster, CLUSTER_PRESETS))
-    theirs = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
-    if family_of(theirs) != family_of(GPUS[gpu]):
-        raise SpecError("--cluster", cluster, f"runs {theirs.name}, but the trace ran on {gpu}: calibrate a "
-                        "cluster of the same GPU family")
-    return cluster
-
-
 def _trace(path: Path, gpu: str | None, out: Path | None, cluster: str | None, json_: bool) -> None:
-    from teton.validation.trace import calibrate_from_trace, read_kineto
+    from teton.validation.kineto import read_kineto
+    from teton.validation.trace import calibrate_from_trace
 
     cal = calibrate_from_trace(read_kineto(path), gpu)
     d = cal.as_dict()
     written = None
     if out is not None:
-        from teton.hardware.in_situ import PARAMETERS
-        from teton.validation.calibration import calibrated_cluster
+        from teton.validation.calibration import trace_calibrated_cluster
 
         if not cal.in_situ:
             raise SpecError("--cluster-out", str(out), "nothing to write: the trace gave no in-situ estimate")
-        cluster = _trace_cluster(cluster, cal.gpu)
-        # an estimate outside a parameter's physical range is clipped to it (the header says so)
-        values = {k: float(f"{min(PARAMETERS[k].bounds[1], max(PARAMETERS[k].bounds[0], v)):.6g}")
-                  for k, v in cal.in_situ.items()}
-        clipped = [k for k, v in cal.in_situ.items() if abs(values[k] - v) > 1e-6 * max(1.0, abs(v))]
-        mapping = calibrated_cluster(cluster, values)
-        header = f"# {cluster} calibrated by teton fit --trace {path.name} (GPU {cal.gpu})"
-        if clipped:
-            header += f"; clipped to their bounds: {', '.join(clipped)}"
+        mapping, header = trace_calibrated_cluster(cal, cluster, path.name)
         _write_yaml(out, mapping, header)
         written = str(out)
     if json_:
@@ -199,63 +164,80 @@ def register(app: typer.Typer) -> None:
                 raise SpecError("--trace", str(trace), "give measured runs or a trace, not both")
             _trace(trace, gpu, out, cluster, json_)
             return
-        from teton.progress import progress_bar
-        from teton.validation.calibration import fitted_cluster
-        from teton.validation.fit import KEPT, catalog_entry, compare_with_catalog, fit_runs
-        from teton.validation.residuals import compare_candidates, ratio_errors, residual_trends
-        from teton.validation.runs import load_runs
-        from teton.validation.training import ratio_pairs, training_runs
+        from teton.validation.fit import KEPT
 
         keys = _parse_params(params)
         bundled = runs is None
         if write_catalog and (not bundled or keys != KEPT):
             raise SpecError("--write-catalog", True, "regenerates the catalog from the bundled training set with "
                             "the kept parameters only: give no RUNS and no --params")
-        measured = training_runs() if bundled else tuple(load_runs(runs))
-        pairs = ratio_pairs() if bundled else []
-        with progress_bar() as bar:
-            if candidates:
-                task = bar.add_task("fitting candidate sets", total=None)
-                rows = compare_candidates(measured, progress=lambda i, n: bar.update(task, completed=i, total=n),
-                                          pairs=pairs)
-            else:
-                task = bar.add_task("leave-one-out refits", total=None)
-                result = fit_runs(measured, keys, progress=lambda i, n: bar.update(task, completed=i, total=n),
-                                  pairs=tuple((a, b) for _, a, b, _ in pairs))
+        measured, pairs = _measured_runs(runs)
         if candidates:
-            if json_:
-                print_json({"candidates": rows})
-                return
-            _print_candidates(rows)
-            return
-        d = result.as_dict()
-        d["ratios"] = ratio_errors(result, pairs)
-        trends = residual_trends(result)
-        catalog = compare_with_catalog(result) if bundled and keys == KEPT else None
-        written = None
-        if write_catalog:
-            from importlib import resources
+            _candidates(measured, pairs, json_)
+        else:
+            _fit(measured, pairs, keys, bundled, out, write_catalog, json_)
 
-            from teton.atomic import write_text
-            from teton.hardware.in_situ import FITTED_FILE
 
-            target = Path(str(resources.files("teton.hardware").joinpath(FITTED_FILE)))
-            write_text(target, json.dumps(catalog_entry(result, "bundled (teton.validation.training)"), indent=2) + "\n")
-            written = str(target)
-        elif out is not None:
-            mapping, header = fitted_cluster(result, measured)
-            _write_yaml(out, mapping, header)
-            written = str(out)
-        if json_:
-            print_json({**d, "residual_trends": trends, "catalog": catalog, "out": written})
-            return
-        _print_fit(d, trends, catalog, write_catalog)
-        if written:
-            from teton.cli._common import console as output_console
+def _measured_runs(runs: Path | None) -> tuple[tuple, list]:
+    """(runs to fit, step-time ratio pairs): the bundled training set's, or RUNS' own (no pairs)."""
+    from teton.validation.runs import load_runs
+    from teton.validation.training import ratio_pairs, training_runs
 
-            where = Path(written).resolve()
-            hint = "" if write_catalog else f": use it as `cluster: {where}` or `--set cluster={where}`"
-            output_console().print(f"wrote {written}{hint}")
+    if runs is None:
+        return training_runs(), ratio_pairs()
+    return tuple(load_runs(runs)), []
+
+
+def _candidates(measured, pairs, json_: bool) -> None:
+    """``--candidates``: every candidate parameter set fitted and compared
+    (:func:`teton.validation.residuals.compare_candidates`), printed."""
+    from teton.progress import progress_bar
+    from teton.validation.residuals import compare_candidates
+
+    with progress_bar() as bar:
+        task = bar.add_task("fitting candidate sets", total=None)
+        rows = compare_candidates(measured, progress=lambda i, n: bar.update(task, completed=i, total=n),
+                                  pairs=pairs)
+    if json_:
+        print_json({"candidates": rows})
+        return
+    _print_candidates(rows)
+
+
+def _fit(measured, pairs, keys: tuple[str, ...], bundled: bool, out: Path | None, write_catalog: bool,
+         json_: bool) -> None:
+    """Fit ``keys`` to the runs (:func:`teton.validation.fit.fit_runs`), write the catalog
+    (``--write-catalog``) or a calibrated cluster file (``--cluster-out``), and print the fit."""
+    from teton.progress import progress_bar
+    from teton.validation.calibration import fitted_cluster
+    from teton.validation.fit import KEPT, compare_with_catalog, fit_runs, write_catalog_file
+    from teton.validation.residuals import ratio_errors, residual_trends
+
+    with progress_bar() as bar:
+        task = bar.add_task("leave-one-out refits", total=None)
+        result = fit_runs(measured, keys, progress=lambda i, n: bar.update(task, completed=i, total=n),
+                          pairs=tuple((a, b) for _, a, b, _ in pairs))
+    d = result.as_dict()
+    d["ratios"] = ratio_errors(result, pairs)
+    trends = residual_trends(result)
+    catalog = compare_with_catalog(result) if bundled and keys == KEPT else None
+    written = None
+    if write_catalog:
+        written = write_catalog_file(result, "bundled (teton.validation.training)")
+    elif out is not None:
+        mapping, header = fitted_cluster(result, measured)
+        _write_yaml(out, mapping, header)
+        written = str(out)
+    if json_:
+        print_json({**d, "residual_trends": trends, "catalog": catalog, "out": written})
+        return
+    _print_fit(d, trends, catalog, write_catalog)
+    if written:
+        from teton.cli._common import console as output_console
+
+        where = Path(written).resolve()
+        hint = "" if write_catalog else f": use it as `cluster: {where}` or `--set cluster={where}`"
+        output_console().print(f"wrote {written}{hint}")
 
 
 def _print_candidates(rows: list[dict]) -> None:

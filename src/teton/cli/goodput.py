@@ -105,9 +105,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Failures over a whole run: ETTR, time-to-train, checkpoint interval, energy and cost."""
         from teton.cli._common import print_json
-        from teton.reliability import goodput, parse_reliability
-        from teton.reliability.config import MAX_RUNS
+        from teton.reliability import goodput
         from teton.spec import load_spec
+        from teton.spec.reliability import MAX_RUNS, parse_reliability
         from teton.units import parse_count
 
         s = load_spec(spec, set_)

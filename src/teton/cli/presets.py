@@ -9,8 +9,8 @@ from teton.cli._common import JsonFlag, print_json
 
 def presets_dict() -> dict:
     from teton.hardware import GPUS, HOSTS, NICS
-    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
-    from teton.workload.model import MODEL_PRESETS, ModelSpec
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+    from teton.spec.model import MODEL_PRESETS, ModelSpec
 
     clusters = {}
     for name, fields in CLUSTER_PRESETS.items():
@@ -29,7 +29,7 @@ def presets_dict() -> dict:
     out = {"clusters": clusters, "models": models, "gpus": gpus,
            "hosts": {n: {"gpu": h.gpu, "gpus": h.gpus, "backend_nic": h.backend_nic} for n, h in HOSTS.items()},
            "nics": {n: {"gbps": x.gbps} for n, x in NICS.items()}}
-    from teton.storage import STORAGE_PRESETS
+    from teton.spec.storage import STORAGE_PRESETS
 
     out["storage"] = sorted(STORAGE_PRESETS)
     return out

@@ -33,7 +33,6 @@ def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = 
     spec = load_spec(spec_path, overrides)
     if trace is not None:
         _check_writable(trace)
-    check_reliability(spec)
     result = simulate_step(spec, timeline=trace is not None)
     out = result.to_dict()
     if trace is not None:
@@ -82,15 +81,6 @@ def spec_echo(d: dict) -> list[str]:
     return lines
 
 
-def check_reliability(spec) -> None:
-    """Validate the spec's ``reliability:`` section up front: without a run length it is never
-    read, and a misspelt key (``token:``) would silently give no goodput."""
-    if spec.reliability is not None:
-        from teton.reliability.config import parse_reliability
-
-        parse_reliability(spec.reliability)
-
-
 def _check_writable(path: Path) -> None:
     from teton.errors import SpecError
 
@@ -99,21 +89,14 @@ def _check_writable(path: Path) -> None:
 
 
 def write_chrome_trace(events: list[dict], path: Path) -> None:
-    """Pipeline events as the Chrome trace-event format (chrome://tracing, ui.perfetto.dev):
-    one thread per pipeline rank, complete events ("ph": "X") in microseconds."""
+    """Pipeline events as a Chrome / Perfetto trace (:func:`teton.report.chrome_trace.chrome_trace`)."""
     import json
 
-    trace = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "pipeline (one DP replica)"}}]
-    for r in sorted({e["rank"] for e in events}):
-        trace.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": r, "args": {"name": f"pp rank {r}"}})
-    for e in events:
-        trace.append({"name": f"{e['pass']} c{e['chunk']} mb{e['microbatch']}", "cat": e["pass"], "ph": "X",
-                      "pid": 0, "tid": e["rank"], "ts": e["start_s"] * 1e6, "dur": (e["end_s"] - e["start_s"]) * 1e6,
-                      "args": {"chunk": e["chunk"], "microbatch": e["microbatch"]}})
     from teton.atomic import write_text
+    from teton.report.chrome_trace import chrome_trace
 
     try:
-        write_text(path, json.dumps({"traceEvents": trace, "displayTimeUnit": "ms"}))
+        write_text(path, json.dumps(chrome_trace(events)))
     except OSError as err:
         from teton.errors import SpecError
 

@@ -14,6 +14,9 @@ from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 # whole-run columns (teton.whole_run) shown when the points have them: column -> heading
 RUN_COLUMNS = {"checkpoint_save_s": "save s", "checkpoint_blocking_s": "pause s", "ettr": "ETTR",
                "time_to_train_days": "days"}
+# the step metrics of the best points, as ``--json``'s "top" lists them (then the whole-run columns)
+METRIC_COLUMNS = ("step_time_s", "mfu_bf16", "mfu", "precision", "tflops_per_gpu", "tokens_per_s",
+                  "memory_per_gpu_bytes", "fits_in_memory")
 
 
 def _fmt_run(col: str, value) -> str:
@@ -57,52 +60,18 @@ def register(app: typer.Typer) -> None:
         json_: JsonFlag = False,
     ) -> None:
         """Simulate every point of a sweep (skipping points already in --db) and show the best."""
-        import sys
-
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-
-        from teton.cli._common import console as output_console
-        from teton.errors import SpecError
-        from teton.report.html import check_writable_file
         from teton.sweep.grid import parse_sweep
-        from teton.sweep.run import check_executor, run_sweep, sweep_points
+        from teton.sweep.run import sweep_points
         from teton.sweep.store import ResultStore
 
-        check_executor(executor, workers)
-        for name, path in (("--out", html), ("--parquet", parquet)):  # fail before the sweep, not after it
-            if path is not None:
-                check_writable_file(path, name)
-        for name, value in (("--batch", batch), ("--top", top)):
-            if value is not None and value < 1:
-                raise SpecError(name, value, "must be a positive integer")
+        _check_options(executor, workers, batch, top, html, parquet)
         spec = parse_sweep(sweep_file)
         sweep_points(spec)  # a filter that drops every point: an error before the results file exists
         with ResultStore(out) as store:
-            stored = [0, 0]
-
-            def progress(i: int, n: int) -> None:
-                stored[:] = [i, n]
-                bar.update(task, completed=i, total=n)
-
-            try:
-                with progress_bar(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
-                    task = bar.add_task("sweep", total=None)
-                    summary = run_sweep(spec, store, executor=executor, workers=workers, batch=batch,
-                                        progress=progress)
-            except KeyboardInterrupt:
-                try:  # the store itself: a batch can be committed after the last progress call
-                    c = store.counts()
-                    stored[0] = c["ok"] + c["invalid"] + c["failed"]
-                except (Exception, KeyboardInterrupt):
-                    pass
-                print(f"interrupted: {stored[0]} of {stored[1]} points are stored in {out}; "
-                      "run the same command again to resume", file=sys.stderr)
-                sys.exit(130)  # SystemExit passes the CLI wrapper unchanged
+            summary = _run(spec, store, out, executor, workers, batch)
             point_cols = list(spec.keys)
-            metric_cols = ["step_time_s", "mfu_bf16", "mfu", "precision", "tflops_per_gpu", "tokens_per_s",
-                           "memory_per_gpu_bytes", "fits_in_memory"]
             run_cols = [c for c in RUN_COLUMNS if c in store.columns]  # points that modelled a whole run
-            metric_cols += run_cols
+            metric_cols = [*METRIC_COLUMNS, *run_cols]
             best = store.rows(order="best", limit=top, only_ok=True, columns=["key", *point_cols, *metric_cols])
             errors = [r for r in store.rows(columns=["key", "status", "error", *point_cols]) if r["status"] != "ok"]
             if parquet is not None:
@@ -115,24 +84,83 @@ def register(app: typer.Typer) -> None:
             print_json({"sweep": str(sweep_file), "out": str(out), **summary.to_dict(),
                         "errors": errors[:top], "top": best})
             return
-        from rich.table import Table
+        _print_summary(summary, errors, out)
+        _print_top(best, point_cols, run_cols, summary.ok)
 
-        s = summary
-        print(f"{s.points} points ({s.filtered} filtered out): {s.already_stored} already in {out}, "
-              f"{s.evaluated} evaluated in {s.elapsed_s:.1f} s ({s.points_per_s:,.0f}/s); "
-              f"{s.ok} ok, {s.invalid} invalid, {s.failed} failed, {s.fitting} fit in memory", file=sys.stderr)
-        for r in errors[:3]:
-            print(f"  {r['status']}: {r['error']}", file=sys.stderr)
-        if len(errors) > 3:
-            print(f"  ... and {len(errors) - 3} more (every one is in the store, with its error)", file=sys.stderr)
-        order = "time-to-train" if "time_to_train_days" in run_cols else "fastest"
-        t = Table(title=f"top {len(best)} of {s.ok} (fitting first, then {order})")
-        own = own_peak_label(best)
-        for col in (*point_cols, "step s", "MFU", *([own] if own else []), "TFLOP/s/GPU", "mem GiB", "fits",
-                    *(RUN_COLUMNS[c] for c in run_cols)):
-            t.add_column(col, justify="right")
-        for r in best:
-            t.add_row(*(_fmt(r[k]) for k in point_cols), f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
-                      *([_own_peak_mfu(r)] if own else []), f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
-                      "yes" if r["fits_in_memory"] else "no", *(_fmt_run(c, r[c]) for c in run_cols))
-        output_console(t).print(t)
+
+def _check_options(executor: str, workers: int | None, batch: int, top: int, html: Path | None,
+                   parquet: Path | None) -> None:
+    """Bad options and unwritable outputs: one-line errors before the sweep, not after it."""
+    from teton.errors import SpecError
+    from teton.report.html import check_writable_file
+    from teton.sweep.run import check_executor
+
+    check_executor(executor, workers)
+    for name, path in (("--out", html), ("--parquet", parquet)):  # fail before the sweep, not after it
+        if path is not None:
+            check_writable_file(path, name)
+    for name, value in (("--batch", batch), ("--top", top)):
+        if value is not None and value < 1:
+            raise SpecError(name, value, "must be a positive integer")
+
+
+def _run(spec, store, out: Path, executor: str, workers: int | None, batch: int):
+    """:func:`teton.sweep.run.run_sweep` under a progress bar; on Ctrl-C, say how many points are
+    stored (the sweep resumes from them) and exit 130."""
+    import sys
+
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+
+    from teton.sweep.run import run_sweep
+
+    stored = [0, 0]
+
+    def progress(i: int, n: int) -> None:
+        stored[:] = [i, n]
+        bar.update(task, completed=i, total=n)
+
+    try:
+        with progress_bar(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
+            task = bar.add_task("sweep", total=None)
+            return run_sweep(spec, store, executor=executor, workers=workers, batch=batch, progress=progress)
+    except KeyboardInterrupt:
+        try:  # the store itself: a batch can be committed after the last progress call
+            c = store.counts()
+            stored[0] = c["ok"] + c["invalid"] + c["failed"]
+        except (Exception, KeyboardInterrupt):
+            pass
+        print(f"interrupted: {stored[0]} of {stored[1]} points are stored in {out}; "
+              "run the same command again to resume", file=sys.stderr)
+        sys.exit(130)  # SystemExit passes the CLI wrapper unchanged
+
+
+def _print_summary(s, errors: list[dict], out: Path) -> None:
+    """What the sweep did (points, stored, evaluated, rate, outcomes) and its first errors, on stderr."""
+    import sys
+
+    print(f"{s.points} points ({s.filtered} filtered out): {s.already_stored} already in {out}, "
+          f"{s.evaluated} evaluated in {s.elapsed_s:.1f} s ({s.points_per_s:,.0f}/s); "
+          f"{s.ok} ok, {s.invalid} invalid, {s.failed} failed, {s.fitting} fit in memory", file=sys.stderr)
+    for r in errors[:3]:
+        print(f"  {r['status']}: {r['error']}", file=sys.stderr)
+    if len(errors) > 3:
+        print(f"  ... and {len(errors) - 3} more (every one is in the store, with its error)", file=sys.stderr)
+
+
+def _print_top(best: list[dict], point_cols: list[str], run_cols: list[str], ok: int) -> None:
+    """The best points as a table: their keys, step metrics and the whole-run columns they have."""
+    from rich.table import Table
+
+    from teton.cli._common import console as output_console
+
+    order = "time-to-train" if "time_to_train_days" in run_cols else "fastest"
+    t = Table(title=f"top {len(best)} of {ok} (fitting first, then {order})")
+    own = own_peak_label(best)
+    for col in (*point_cols, "step s", "MFU", *([own] if own else []), "TFLOP/s/GPU", "mem GiB", "fits",
+                *(RUN_COLUMNS[c] for c in run_cols)):
+        t.add_column(col, justify="right")
+    for r in best:
+        t.add_row(*(_fmt(r[k]) for k in point_cols), f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
+                  *([_own_peak_mfu(r)] if own else []), f"{r['tflops_per_gpu']:.0f}", f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
+                  "yes" if r["fits_in_memory"] else "no", *(_fmt_run(c, r[c]) for c in run_cols))
+    output_console(t).print(t)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from teton.collectives.algorithms import nccl_channels
 from teton.engine.compute import ComputeModel
+from teton.engine.overlap import overlapped_exposed_s, ring_exposed_s
 from teton.memo import IdentityMemo
 from teton.placement import Placement
-from teton.workload.ops import Block, Collective, ComputeOp, overlapped_exposed_s, ring_exposed_s
+from teton.workload.ops import Block, Collective, ComputeOp
 
 _COMPUTE_S = IdentityMemo()
 _BLOCK_FLOPS = IdentityMemo()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from teton.memo import IdentityMemo
+from teton.network.cost_model import CostModel, cost_model
 from teton.placement import Placement, place
 from teton.spec.schema import Spec
 
@@ -23,7 +24,7 @@ class InSituCost:
     SMs and HBM shared with compute, the job's message sizes), latency and bandwidth terms alike.
     """
 
-    def __init__(self, base, factor: float):
+    def __init__(self, base: CostModel, factor: float):
         self.base, self.factor = base, float(factor)
         self.fidelity = getattr(base, "fidelity", "analytical")
 
@@ -37,7 +38,7 @@ class InSituCost:
 _IN_SITU_COST = IdentityMemo(256)
 
 
-def in_situ_cost(cost, factor: float):
+def in_situ_cost(cost: CostModel, factor: float) -> CostModel:
     """``cost`` as a job sees it (``InSituCost``), memoised so one base model keeps one wrapper
     (the engine's identity-keyed caches then hit); ``cost`` itself when the factor is 1."""
     if factor == 1.0 or isinstance(cost, InSituCost):
@@ -45,7 +46,7 @@ def in_situ_cost(cost, factor: float):
     return _IN_SITU_COST.get((cost,), (float(factor),), lambda: InSituCost(cost, factor))
 
 
-def make_cost_model(spec: Spec):
+def make_cost_model(spec: Spec) -> CostModel:
     """The network cost model the spec asks for (analytical, or flow on the explicit fabric), as
     the job's collectives see it (``in_situ_cost``)."""
     from teton.hardware import cluster_efficiency
@@ -54,27 +55,15 @@ def make_cost_model(spec: Spec):
                         cluster_efficiency(spec.cluster.gpu_spec, spec.cluster.efficiency).collective_in_situ)
 
 
-def network_cost_model(spec: Spec):
+def network_cost_model(spec: Spec) -> CostModel:
     """The network cost model the spec asks for, answering with nccl-tests (burst) times."""
     net = spec.network
     key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0)
-    hit = _COST_MODELS.get(key)
-    if hit is None:
-        if len(_COST_MODELS) > 64:
-            _COST_MODELS.clear()
-        if net.fidelity == "flow":
-            from teton.network.flow_model import FlowCostModel  # heavy: numba kernels, fabric graph
-
-            hit = FlowCostModel(spec.cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed)
-        else:
-            from teton.network.analytical import AnalyticalCostModel
-
-            hit = AnalyticalCostModel(spec.cluster, nvls=net.nvls)
-        _COST_MODELS[key] = hit
-    return hit
+    return _COST_MODELS.get((), key, lambda: cost_model(spec.cluster, net.fidelity, routing=net.routing,
+                                                        qps=net.qps_per_connection, seed=spec.seed, nvls=net.nvls))
 
 
-_COST_MODELS: dict[tuple, object] = {}
+_COST_MODELS = IdentityMemo(64)
 _PP_PAIRS = IdentityMemo(256)
 _P2P = IdentityMemo(1024)
 _CLUSTER_KEYS = IdentityMemo(1024)
@@ -108,7 +97,7 @@ def pp_boundary_pairs(placement: Placement) -> list[np.ndarray]:
     return _PP_PAIRS.get((placement,), (), pairs)
 
 
-_PLACEMENTS: dict[tuple, Placement] = {}
+_PLACEMENTS = IdentityMemo(256)
 
 
 def cluster_key(cluster) -> str:
@@ -127,28 +116,6 @@ _PLACEMENT_KEYS = IdentityMemo(1024)
 
 def default_placement(spec: Spec) -> Placement:
     """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
-    j = spec.job
-    key = (placement_key(spec.cluster), tuple(_degrees(spec).items()), _order(spec), j.placement, spec.seed)
-    hit = _PLACEMENTS.get(key)
-    if hit is None:
-        if len(_PLACEMENTS) > 256:
-            _PLACEMENTS.clear()
-        hit = _PLACEMENTS[key] = place(spec.cluster, _degrees(spec), _order(spec), j.placement, spec.seed)
-    return hit
-
-
-def _degrees(spec: Spec) -> dict[str, int]:
-    j = spec.job
-    d = {"tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree}
-    if j.ep > 1 or "ep" in j.parallel_order:  # an order may name ep with degree 1 (a dense model)
-        d["ep"] = j.ep
-    return d
-
-
-def _order(spec: Spec) -> tuple[str, ...]:
-    """The job's axis order; with EP, ``ep`` goes just inside ``dp`` unless the job places it."""
-    order = tuple(spec.job.parallel_order)
-    if spec.job.ep > 1 and "ep" not in order:
-        i = order.index("dp")
-        order = (*order[:i], "ep", *order[i:])
-    return order
+    j, lay = spec.job, spec.job.layout
+    key = (placement_key(spec.cluster), tuple(lay.degrees.items()), lay.order, j.placement, spec.seed)
+    return _PLACEMENTS.get((), key, lambda: place(spec.cluster, lay.degrees, lay.order, j.placement, spec.seed))

@@ -73,5 +73,3 @@ class StepResult:
 
         return replace(self, extra={**self.extra, **items})
 
-
-Result = StepResult

@@ -6,7 +6,7 @@
    independent GEMM (charged what the GEMM does not hide, SMs held by NCCL included).
 2. Chunk times (layers of a virtual stage - under ``job.recompute = selective_layer`` its plain
    and its checkpointed layers, each at its own block's time - plus embedding / head) feed
-   the pipeline schedule (``engine.schedule``), with point-to-point transfer times on the
+   the pipeline schedule (``engine.pipeline_schedule``), with point-to-point transfer times on the
    dependency edges and the DP collectives (ZeRO stage semantics) on a separate stream.
 3. The schedule is run three times - ideal (no p2p, no DP), with p2p, with everything - so the
    idle time splits into the pipeline bubble, exposed PP and exposed DP communication.
@@ -31,9 +31,7 @@ import numpy as np
 
 from teton.engine.block_timer import BlockTimer, hardware_flops_per_step, sm_fraction
 from teton.engine.compute import ComputeModel
-from teton.engine.prepare import default_placement, in_situ_cost, make_cost_model, pp_transfer_times
-from teton.engine.result import StepResult
-from teton.engine.schedule import (
+from teton.engine.pipeline_schedule import (
     DP_FULL_SHARD,
     DP_NONE,
     DP_ONCE,
@@ -41,8 +39,11 @@ from teton.engine.schedule import (
     pipeline_timeline,
     simulate_pipeline,
 )
+from teton.engine.prepare import default_placement, in_situ_cost, make_cost_model, pp_transfer_times
+from teton.engine.result import StepResult
 from teton.hardware.efficiency import in_situ_band, prediction_mode
 from teton.placement import Placement
+from teton.spec.layout import Layout
 from teton.spec.schema import Spec
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
 from teton.workload.ops import ACT_BYTES, FP32, Collective
@@ -84,7 +85,7 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
     return 1.0 / max(1e-3, 1.0 - cv * z)
 
 
-def _dp_collective_s(cost, placement: Placement, job, work, op: str, bytes_per_param: float) -> np.ndarray:
+def _dp_collective_s(cost, placement: Placement, lay: Layout, work, op: str, bytes_per_param: float) -> np.ndarray:
     """(p, v) seconds of one DP collective of each chunk's parameters (``bytes_per_param`` each).
 
     Dense parameters go over the ranks that hold the same weights, DP x CP; with expert parallelism
@@ -94,12 +95,12 @@ def _dp_collective_s(cost, placement: Placement, job, work, op: str, bytes_per_p
     """
     params = work.chunk_params
     dp_groups = placement.groups("dp_cp")
-    if not (job.ep > 1 and "ep" in placement.order and work.expert_params.any()):
+    if not (lay.ep > 1 and "ep" in placement.order and work.expert_params.any()):
         flat = params.ravel().tolist()  # a few dozen chunks: a dict beats np.unique here
         times = {n: cost.collective_time(op, dp_groups, n * bytes_per_param) for n in dict.fromkeys(flat)}
         return np.array([times[n] for n in flat]).reshape(params.shape)
     expert = work.expert_params
-    edp_groups = placement.groups("edp_cp") if job.dp_degree // job.ep * job.cp > 1 else None  # None: nothing to reduce
+    edp_groups = placement.groups("edp_cp") if lay.dp // lay.ep * lay.cp > 1 else None  # None: nothing to reduce
     values, inverse = np.unique(np.stack([(params - expert).ravel(), expert.ravel()], axis=1), axis=0,
                                 return_inverse=True)
     out = np.array([cost.collective_time(op, dp_groups, d * bytes_per_param)
@@ -143,6 +144,116 @@ def blocking_p2p(fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray) -> tup
     return fwd_s + send_fwd, bwd_s + send_bwd
 
 
+CATEGORIES = ("compute", "tp", "cp", "ep")  # a chunk's time: compute and each axis's exposed collectives
+
+
+def chunk_times_s(timer: BlockTimer, work, pace: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(forward, backward) (p, v) seconds per micro-batch of every chunk, by category.
+
+    Each chunk's layers at their block's time (``selective_layer``: its plain and its
+    checkpointed layers), the embedding on the first chunk, the head on the last; the compute
+    times ``pace``, the slowest-GPU factor (:func:`slowest_gpu_factor`).
+    """
+    p, v = work.split.p, work.split.v
+    ef, eb = timer.block(work.embedding)
+    hf, hb = timer.block(work.head)
+    mix = [(timer.block(block), n.astype(float)) for block, n in work.layer_mix()]
+    fwd_parts = {k: sum(n * f[k] for (f, _), n in mix) for k in CATEGORIES}
+    bwd_parts = {k: sum(n * b[k] for (_, b), n in mix) for k in CATEGORIES}
+    for k in CATEGORIES:
+        fwd_parts[k][0, 0] += ef[k]
+        bwd_parts[k][0, 0] += eb[k]
+        fwd_parts[k][p - 1, v - 1] += hf[k]
+        bwd_parts[k][p - 1, v - 1] += hb[k]
+    if pace != 1.0:
+        fwd_parts["compute"] = fwd_parts["compute"] * pace
+        bwd_parts["compute"] = bwd_parts["compute"] * pace
+    return fwd_parts, bwd_parts
+
+
+def p2p_times_s(timer: BlockTimer, placement: Placement, cost, work) -> np.ndarray:
+    """(p,) seconds of the point-to-point send across each pipeline boundary (the last: the
+    interleaved wrap-around); a message scattered over TP (``job.pp_scatter_gather``) is
+    all-gathered over TP on arrival."""
+    p = work.split.p
+    if p <= 1:
+        return np.zeros(p)
+    p2p_s = pp_transfer_times(placement, cost, work.p2p_bytes, work.split.v)
+    if work.p2p_gather_bytes:
+        p2p_s = p2p_s + np.where(p2p_s > 0, timer.collective_s(
+            Collective("pp.gather", "all_gather", "tp", work.p2p_gather_bytes)), 0.0)
+    return p2p_s
+
+
+def dp_streams_s(cost, placement: Placement, job, lay: Layout, work) -> tuple[np.ndarray, np.ndarray, int]:
+    """(all-gather, reduce) (p, v) seconds of each chunk's DP collectives and the schedule's DP mode.
+
+    ZeRO semantics over the ranks holding the same weights (DP x CP): gradients all-reduced
+    (ZeRO-0) or reduce-scattered, parameters all-gathered from ZeRO-1 on; ZeRO-3 (FSDP) gathers
+    and reduces around every op (``DP_FULL_SHARD``), ``grad_reduce: per_microbatch`` reduces
+    after every backward, otherwise once per step. Zeros and ``DP_NONE`` without DP replicas
+    (DP x CP = 1).
+    """
+    ag_s = np.zeros((work.split.p, work.split.v))
+    rs_s = np.zeros((work.split.p, work.split.v))
+    if lay.dp * lay.cp <= 1:
+        return ag_s, rs_s, DP_NONE
+    rs_op = "all_reduce" if job.zero == 0 else "reduce_scatter"
+    rs_s = _dp_collective_s(cost, placement, lay, work, rs_op, work.grad_reduce_bytes_per_param)
+    if job.zero:
+        ag_s = _dp_collective_s(cost, placement, lay, work, "all_gather", work.param_gather_bytes_per_param)
+    if job.zero == 3:
+        return ag_s, rs_s, DP_FULL_SHARD
+    if job.grad_reduce_mode == "per_microbatch":
+        return ag_s, rs_s, DP_PER_MICROBATCH
+    return ag_s, rs_s, DP_ONCE if job.zero else DP_NONE
+
+
+def pipeline_times_s(fwd_s: np.ndarray, bwd_s: np.ndarray, schedule: tuple, job, replicas: int,
+                     dp_sm_fraction: float) -> tuple[float, float, float, float, np.ndarray]:
+    """(ideal, with p2p, full, SM contention seconds, per-rank busy seconds) of the pipeline.
+
+    ``schedule``: :func:`simulate_pipeline`'s arguments with everything (p2p on the edges or
+    blocking, the DP streams). The schedule runs ideal (``fwd_s``, ``bwd_s``, no p2p, no DP), with
+    p2p, and with everything, so the idle time splits into the pipeline bubble, exposed PP and
+    exposed DP communication. Without ``job.overlap_dp_comm`` every DP collective runs after the
+    last backward. Overlapped DP collectives held ``dp_sm_fraction`` of the SMs from the compute
+    they ran under: to first order the critical path slows by that fraction of the overlapped DP
+    time, which ``full`` includes.
+    """
+    fwd_run_s, bwd_run_s, m, edge_s, _dp_mode, ag_s, rs_s, _overlap_ag, n_round, _units = schedule
+    ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m, n_round=n_round)
+    p2p_finish, _, _ = (simulate_pipeline(fwd_run_s, bwd_run_s, m, edge_s, n_round=n_round) if fwd_s.shape[0] > 1
+                        else (ideal_finish, None, None))
+    with_p2p = float(p2p_finish.max())
+    sm_contention_s = 0.0
+    if replicas > 1:
+        per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
+        dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
+                    + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
+        if job.overlap_dp_comm:
+            finish, _, dp_free = simulate_pipeline(*schedule)
+            full = float(np.maximum(finish, dp_free).max())
+            overlapped = max(0.0, float(dp_total.max()) - (full - float(p2p_finish.max())))
+            sm_contention_s = dp_sm_fraction * overlapped
+        else:
+            full = float((p2p_finish + dp_total).max())
+    else:
+        full = float(p2p_finish.max())
+    return float(ideal_finish.max()), with_p2p, full + sm_contention_s, sm_contention_s, busy
+
+
+def optimizer_s(job, lay: Layout, work, gpu, mem_efficiency: float) -> float:
+    """Seconds of the memory-bound Adam step (with gradient clipping) over the most loaded pipeline
+    rank's shard: ZeRO >= 1 shards it over DP, the routed experts' state over their dp / ep
+    expert-data-parallel group."""
+    rank_params = work.chunk_params.sum(axis=1)
+    if job.zero >= 1:
+        rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), lay.dp, lay.ep, lay.cp)
+    opt_params = float(rank_params.max())
+    return opt_params * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_bytes_s * mem_efficiency)
+
+
 def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None,
                   timeline: bool = False) -> StepResult:
     """Simulate one training step of ``spec`` (see module docstring for the model).
@@ -158,96 +269,30 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     cost = in_situ_cost(cost_model, compute.eff.collective_in_situ) if cost_model is not None else make_cost_model(spec)
     timer = BlockTimer(compute, cost, placement, cluster)
     work = step_work(model, job)
-    split = work.split
-    p, v, m = split.p, split.v, work.micro_batches
+    lay = job.layout
+    p, m = work.split.p, work.micro_batches
 
-    ef, eb = timer.block(work.embedding)
-    hf, hb = timer.block(work.head)
-    cats = ("compute", "tp", "cp", "ep")
-    # each chunk's layers at their block's time (selective_layer: its plain and checkpointed ones)
-    mix = [(timer.block(block), n.astype(float)) for block, n in work.layer_mix()]
-    fwd_parts = {k: sum(n * f[k] for (f, _), n in mix) for k in cats}
-    bwd_parts = {k: sum(n * b[k] for (_, b), n in mix) for k in cats}
-    for k in cats:
-        fwd_parts[k][0, 0] += ef[k]
-        bwd_parts[k][0, 0] += eb[k]
-        fwd_parts[k][p - 1, v - 1] += hf[k]
-        bwd_parts[k][p - 1, v - 1] += hb[k]
-    pace = slowest_gpu_factor(job.gpus, cluster.gpu_speed_cv)
-    if pace != 1.0:
-        fwd_parts["compute"] = fwd_parts["compute"] * pace
-        bwd_parts["compute"] = bwd_parts["compute"] * pace
+    fwd_parts, bwd_parts = chunk_times_s(timer, work, slowest_gpu_factor(job.gpus, cluster.gpu_speed_cv))
     fwd_s = sum(fwd_parts.values())
     bwd_s = sum(bwd_parts.values())
-
-    # point-to-point between consecutive pipeline ranks (and the interleaved wrap-around)
-    p2p_s = pp_transfer_times(placement, cost, work.p2p_bytes, v) if p > 1 else np.zeros(p)
-    if p > 1 and work.p2p_gather_bytes:  # the scattered message is all-gathered over TP on arrival
-        p2p_s = p2p_s + np.where(p2p_s > 0, timer.collective_s(
-            Collective("pp.gather", "all_gather", "tp", work.p2p_gather_bytes)), 0.0)
+    p2p_s = p2p_times_s(timer, placement, cost, work)
     fwd_run_s, bwd_run_s, edge_s = fwd_s, bwd_s, p2p_s
     if p > 1 and job.pp_p2p == "blocking":  # each op holds its rank until its output has been sent
         fwd_run_s, bwd_run_s = blocking_p2p(fwd_s, bwd_s, p2p_s)
         edge_s = np.zeros(p)
-
-    # data-parallel collectives per chunk (ZeRO semantics)
-    dp = job.dp_degree
-    replicas = dp * job.cp  # ranks holding the same weights: gradients are reduced over them
-    chunk_params = work.chunk_params
-    grad_bytes = work.grad_reduce_bytes_per_param
-    ag_s = np.zeros((p, v))
-    rs_s = np.zeros((p, v))
-    dp_mode = DP_NONE
-    if replicas > 1:
-        rs_op = "all_reduce" if job.zero == 0 else "reduce_scatter"
-        rs_s = _dp_collective_s(cost, placement, job, work, rs_op, grad_bytes)
-        if job.zero:
-            ag_s = _dp_collective_s(cost, placement, job, work, "all_gather", work.param_gather_bytes_per_param)
-        if job.zero == 3:
-            dp_mode = DP_FULL_SHARD
-        elif job.grad_reduce_mode == "per_microbatch":
-            dp_mode = DP_PER_MICROBATCH
-        else:
-            dp_mode = DP_ONCE if job.zero else DP_NONE
-
-    n_round = job.pp_round_size
-    fsdp_units = np.maximum(1, split.layers)  # FSDP wraps each transformer layer as a unit
-    ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m, n_round=n_round)
-    p2p_finish, _, _ = (simulate_pipeline(fwd_run_s, bwd_run_s, m, edge_s, n_round=n_round) if p > 1
-                        else (ideal_finish, None, None))
-    sm_contention_s = 0.0
-    if replicas > 1:
-        per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
-        dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
-                    + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
-        if job.overlap_dp_comm:
-            finish, _, dp_free = simulate_pipeline(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s,
-                                                   job.overlap_param_gather, n_round, fsdp_units)
-            full = float(np.maximum(finish, dp_free).max())
-            # what ran under compute held SMs from it (one CTA per NCCL channel): first order, the
-            # critical path slows by that fraction of the overlapped DP time
-            overlapped = max(0.0, float(dp_total.max()) - (full - float(p2p_finish.max())))
-            sm_contention_s = sm_fraction(placement, "dp_cp", cluster) * overlapped
-        else:  # every DP collective after the last backward, nothing overlapped
-            full = float((p2p_finish + dp_total).max())
-    else:
-        full = float(p2p_finish.max())
-    ideal = float(ideal_finish.max())
-    with_p2p = float(p2p_finish.max())
-    full += sm_contention_s
-
-    # optimizer: Adam over this GPU's shard (ZeRO >= 1 shards it over DP)
-    # (the routed experts' state is sharded over their dp / ep expert-data-parallel group)
-    rank_params = chunk_params.sum(axis=1)
-    if job.zero >= 1:
-        rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), dp, job.ep, job.cp)
-    opt_params = float(rank_params.max())
-    optimizer_s = opt_params * OPTIMIZER_BYTES_PER_PARAM / (cluster.gpu_spec.hbm_bw_bytes_s * compute.eff.mem)
+    replicas = lay.dp * lay.cp  # ranks holding the same weights: gradients are reduced over them
+    ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work)
+    fsdp_units = np.maximum(1, work.split.layers)  # FSDP wraps each transformer layer as a unit
+    schedule = (fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, job.pp_round_size,
+                fsdp_units)
+    dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
+    ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
+    opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)
     overhead_s = compute.eff.step_overhead_s  # per-step framework work (an in-situ candidate, 0 by default)
-    step = full + optimizer_s + overhead_s
+    step = full + opt_s + overhead_s
 
     crit = int(np.argmax(busy))
-    comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * m) for k in cats}
+    comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * m) for k in CATEGORIES}
     breakdown = {
         "compute": comp["compute"],
         "tp_comm": comp["tp"],
@@ -257,9 +302,27 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "pp_comm": max(0.0, with_p2p - ideal),
         "dp_comm": max(0.0, full - sm_contention_s - with_p2p),
         "sm_contention": sm_contention_s,
-        "optimizer": optimizer_s,
+        "optimizer": opt_s,
         "step_overhead": overhead_s,
     }
+    comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
+    if p > 1:
+        comm_times["send_recv.pp"] = float(p2p_s.max())
+    if replicas > 1:
+        comm_times["dp.reduce_per_chunk_max"] = float(rs_s.max())
+        comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())
+    result = step_result(spec, lay, work, step, breakdown, comm_times, getattr(cost, "fidelity", "analytical"),
+                         placement.policy)
+    if timeline:
+        result = result.with_extra(timeline=pipeline_timeline(*schedule))
+    return result
+
+
+def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str, float], comm_times: dict[str, float],
+                fidelity: str, placement_policy: str) -> StepResult:
+    """The StepResult of a step of ``step`` seconds: throughput, MFU and HFU (module docstring),
+    memory per GPU, the in-situ band and the pipeline warning."""
+    model, job, cluster = spec.model, spec.job, spec.cluster
     band = in_situ_band(cluster.gpu_spec, cluster.efficiency)
     mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency)
     hw_flops = hardware_flops_per_step(work, job)
@@ -267,13 +330,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     gpu = cluster.gpu_spec
     tokens = job.tokens_per_step
     flops = model_flops_per_token(spec) * tokens
-    comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
-    if p > 1:
-        comm_times["send_recv.pp"] = float(p2p_s.max())
-    if replicas > 1:
-        comm_times["dp.reduce_per_chunk_max"] = float(rs_s.max())
-        comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())
-    result = StepResult(
+    return StepResult(
         step_time_s=step,
         mfu=flops / (step * job.gpus * gpu.peak_flops(job.precision)),
         tflops_per_gpu=flops / (step * job.gpus) / 1e12,
@@ -287,24 +344,20 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         model_flops_per_step=flops,
         tokens_per_step=tokens,
         gpus=job.gpus,
-        layout={"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": dp, "ep": job.ep, "virtual_stages": v},
-        micro_batches=m,
-        fidelity=getattr(cost, "fidelity", "analytical"),
-        placement=placement.policy,
+        layout={"tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
+                "virtual_stages": work.split.v},
+        micro_batches=work.micro_batches,
+        fidelity=fidelity,
+        placement=placement_policy,
         comm_times_s=comm_times,
         notes=(*spec.notes, mode_note) if mode_note else spec.notes,
         hfu=hw_flops / (step * job.gpus * gpu.peak_flops(job.precision)),
         mfu_bf16=flops / (step * job.gpus * gpu.peak_flops("bf16")),
         hfu_bf16=hw_flops / (step * job.gpus * gpu.peak_flops("bf16")),
         precision=job.precision,
-        warnings=pipeline_warnings(job, m, breakdown["pipeline_bubble"] / step),
+        warnings=pipeline_warnings(job, work.micro_batches, breakdown["pipeline_bubble"] / step),
         hardware_flops_per_step=hw_flops,
         step_time_s_low=step / (1 + band[1]) if band else None,
         step_time_s_high=step / (1 + band[0]) if band else None,
         prediction_mode=mode,
     )
-    if timeline:
-        events = pipeline_timeline(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, n_round,
-                                   fsdp_units)
-        result = result.with_extra(timeline=events)
-    return result

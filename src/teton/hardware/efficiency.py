@@ -23,7 +23,6 @@ Collectives:        busbw = link_bw * e_nccl(link kind)   (nccl-tests bus bandwi
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 
@@ -31,6 +30,7 @@ from teton.hardware.gpus import GPU
 from teton.hardware.in_situ import PARAMETERS as IN_SITU_PARAMETERS
 from teton.hardware.in_situ import band as catalog_band
 from teton.hardware.in_situ import borrowed_from, fitted_values
+from teton.memo import cached
 
 TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 GEMMs (128x256x64)
 TILE_N = 256
@@ -106,7 +106,7 @@ class Efficiency:
         return e / (_wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
 
 
-@functools.lru_cache(maxsize=4096)
+@cached(4096)
 def _wave_quantization(m: int, n: int, sm_count: int) -> float:
     return wave_quantization(m, n, sm_count)
 

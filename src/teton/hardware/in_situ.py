@@ -20,11 +20,12 @@ others stay at their burst value), chosen on the training set's evidence: ``teto
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
+
+from teton.memo import cached
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ PARAMETERS: dict[str, InSituParameter] = {p.key: p for p in (
 FITTED_FILE = "in_situ_fitted.json"
 
 
-@functools.lru_cache(maxsize=1)
+@cached(1)
 def fitted_catalog() -> dict:
     """The catalog's fitted values as ``teton fit --write-catalog`` wrote them: ``values``
     (family | "global" -> key -> value), ``band`` (leave-one-out error range per family and

@@ -46,7 +46,7 @@ from teton.network.analytical import NVLINK_STEP_LATENCY_S, OPS
 from teton.network.maxmin import complete
 from teton.network.routing import ROUTINGS, Router, flow_key
 from teton.network.sharp import SHARP_SWITCHES, has_sharp, sharp_flows
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
 from teton.topology.graph import NVLINK, build_fabric
 
 FLOW_ALGOS = (*ALGOS, "sharp")  # sharp: in-network all-reduce on InfiniBand switches (network.sharp)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from teton.network.routing import Router
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
 
 # Switch ASICs with in-network reduction: NVIDIA Quantum-2 QM9700 (SHARPv3, NVIDIA QM9700 datasheet)
 # and Quantum QM8700 (SHARPv2, NVIDIA QM8700 datasheet). Ethernet RTSW/CTSW/ATSW have none.

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from teton.errors import SpecError
-from teton.placement.cost import JobShape, make_cost_model, step_estimate
+from teton.network.cost_model import cost_model
+from teton.placement.cost import JobShape, step_estimate
 from teton.placement.mapping import POLICIES, Placement, place
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
 
 COMM_AXES = ("tp", "cp", "pp", "ep", "dp")
 
@@ -71,7 +72,7 @@ def _estimate_row(spec, placement: Placement) -> dict[str, Any]:
     shape = JobShape(model=spec.model.name, gpus=job.gpus, tp=job.tp, pp=job.pp, cp=job.cp,
                      seq_len=job.seq_len, micro_batch=job.micro_batch, micro_batches=job.micro_batches,
                      virtual_stages=job.virtual_stages)
-    est = step_estimate(spec.cluster, shape, placement, make_cost_model(spec.cluster, spec.network.fidelity))
+    est = step_estimate(spec.cluster, shape, placement, cost_model(spec.cluster, spec.network.fidelity))
     breakdown = {"compute": est.compute_s, "pipeline_bubble": est.bubble_s}
     breakdown.update({f"{a}_comm": est.exposed_s[a] for a in COMM_AXES})
     return {"step_time_s": est.step_s, "breakdown": breakdown}
@@ -116,8 +117,7 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
     background traffic; needs ``simulate``). ``progress(done, total)``: policies priced so far."""
     cluster: ClusterSpec = spec.cluster
     job = spec.job
-    degrees = {"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": job.dp_degree}
-    order = tuple(job.parallel_order)
+    degrees, order = job.layout.degrees, job.layout.order
     busy = occupancy_busy(cluster, occupancy, seed, keep_free=job.gpus)
     crowded = None
     if neighbours:

@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from teton.errors import SpecError, closest
 from teton.hardware import cluster_efficiency
+from teton.memo import cached
+from teton.network.cost_model import cost_model
 from teton.placement.mapping import Placement, place
-from teton.topology.cluster import ClusterSpec
-from teton.workload.model import MODEL_PRESETS, ModelSpec
+from teton.spec.cluster import ClusterSpec
+from teton.spec.model import MODEL_PRESETS, ModelSpec
 
 BYTES_BF16 = 2
 BYTES_FP32 = 4
@@ -95,24 +96,11 @@ def default_layout(model: str, gpus: int, gpus_per_host: int = 8) -> JobShape:
     return JobShape(model=model, gpus=gpus, tp=tp, pp=pp)
 
 
-@lru_cache(maxsize=64)
+@cached(64)
 def get_model(name: str) -> ModelSpec:
     if name not in MODEL_PRESETS:
         raise SpecError("model", name, closest(name, MODEL_PRESETS))
     return ModelSpec(**MODEL_PRESETS[name])
-
-
-def make_cost_model(cluster: ClusterSpec, fidelity: str = "analytical"):
-    """The network cost model of the given fidelity (``analytical`` or ``flow``)."""
-    if fidelity == "analytical":
-        from teton.network.analytical import AnalyticalCostModel
-
-        return AnalyticalCostModel(cluster)
-    if fidelity == "flow":
-        from teton.network.flow_model import FlowCostModel
-
-        return FlowCostModel(cluster)
-    raise SpecError("fidelity", fidelity, "must be analytical or flow")
 
 
 def structure_key(cluster: ClusterSpec, gpu_of_rank: np.ndarray) -> bytes:
@@ -181,7 +169,7 @@ class SlowdownModel:
 
     def __init__(self, cluster: ClusterSpec, fidelity: str = "analytical"):
         self.cluster = cluster
-        self.cost_model = make_cost_model(cluster, fidelity)
+        self.cost_model = cost_model(cluster, fidelity)
         self._ideal: dict[JobShape, StepEstimate] = {}
         self._cache: dict[tuple[JobShape, bytes], StepEstimate] = {}
         self.hits = 0

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from teton.errors import SpecError
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
 
 POLICIES = ("topology-aware", "linear", "random", "fragmented")
 BASE_AXES = ("tp", "cp", "pp", "dp")

@@ -44,14 +44,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from teton.errors import SpecError
-from teton.placement.cost import JobShape, SlowdownModel, default_layout, get_model
+from teton.placement.backfill import easy_backfill
+from teton.placement.cost import JobShape, SlowdownModel, default_layout
+from teton.placement.schedule_metrics import percentiles, utilisation_figures
 from teton.placement.traces import Trace, TraceIssue, model_for_size
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
 
 SCHEDULER_POLICIES = ("fifo", "backfill", "topology-aware")
-# Slurm's sched/backfill tests at most bf_max_job_test jobs per pass (slurm.conf man page,
-# SchedulerParameters, default 500); the same cap keeps a long queue from making a pass O(queue).
-BACKFILL_DEPTH = 500
 
 
 class Allocator:
@@ -248,32 +247,6 @@ def schedule_notes(results: list[ScheduleResult], rel_tol: float = 1e-3) -> list
     return notes
 
 
-def _percentiles(x: np.ndarray) -> dict[str, float]:
-    if x.size == 0:
-        return {"mean": 0.0, "p50": 0.0, "p90": 0.0, "p99": 0.0, "max": 0.0}
-    p = np.percentile(x, [50, 90, 99])
-    return {"mean": float(x.mean()), "p50": float(p[0]), "p90": float(p[1]), "p99": float(p[2]),
-            "max": float(x.max())}
-
-
-def easy_reservation(running: list[tuple[float, int]], n_free: int, gpus: np.ndarray,
-                     need: int) -> tuple[float, int]:
-    """EASY backfilling's reservation for a head job of ``need`` GPUs: (shadow time s, extra GPUs).
-
-    The shadow time is the earliest end of a running job (``running``: (end s, job) pairs, ends
-    exact: each job's speed on its placement is known once it runs) after which ``n_free`` plus
-    the GPUs released so far cover ``need``; the extra GPUs are those left over then, which a
-    backfilled job may hold past the shadow time without delaying the head.
-    """
-    ends = np.array([e for e, _ in running])
-    order = np.argsort(ends, kind="stable")
-    freed = n_free + np.cumsum(gpus[[running[k][1] for k in order]])
-    k = int(np.searchsorted(freed, need))
-    if k >= len(order):
-        return math.inf, 0
-    return float(ends[order[k]]), int(freed[k] - need)
-
-
 def _shape_of(job, cluster: ClusterSpec) -> JobShape:
     model = job.model or model_for_size(job.gpus)
     if job.tp or job.pp:
@@ -282,12 +255,9 @@ def _shape_of(job, cluster: ClusterSpec) -> JobShape:
     return default_layout(model, job.gpus, cluster.gpus_per_host)
 
 
-def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", fidelity: str = "analytical",
-                      progress: Callable[[int, int], None] | None = None, series_bins: int = 200) -> ScheduleResult:
-    """Run ``trace`` on ``cluster`` under ``policy``; see the module docstring for the model."""
-    if policy not in SCHEDULER_POLICIES:
-        raise SpecError("--policy", policy, f"must be one of {', '.join(SCHEDULER_POLICIES)}")
-    t_wall = time.perf_counter()
+def admissible_jobs(trace: Trace, cluster: ClusterSpec) -> tuple[list, list[TraceIssue]]:
+    """The trace's jobs that fit on ``cluster``, in arrival order (ties by job id), and the trace's
+    issues plus one for each job larger than the cluster (skipped)."""
     skipped = list(trace.issues)
     jobs = []
     for j in trace.jobs:
@@ -296,12 +266,13 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
             continue
         jobs.append(j)
     jobs.sort(key=lambda j: (j.arrival_s, j.job_id))
-    n = len(jobs)
-    sm = SlowdownModel(cluster, fidelity)
-    shapes = [_shape_of(j, cluster) for j in jobs]
-    gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
-    arrival = np.array([j.arrival_s for j in jobs], dtype=float)
-    ideal_s = np.empty(n)
+    return jobs, skipped
+
+
+def ideal_run_times_s(jobs: list, shapes: list[JobShape], sm: SlowdownModel) -> np.ndarray:
+    """Each job's ideal run time: the trace's ``duration_s``, else its steps (tokens / tokens per
+    step, rounded up) x the step time on the ideal placement."""
+    ideal_s = np.empty(len(jobs))
     for i, (j, sh) in enumerate(zip(jobs, shapes, strict=True)):
         if j.duration_s is not None:
             ideal_s[i] = j.duration_s
@@ -309,25 +280,58 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
             est = sm.ideal(sh)
             tokens_per_step = sh.dp * sh.m * sh.micro_batch * sh.seq_len
             ideal_s[i] = math.ceil(j.tokens / tokens_per_step) * est.step_s
-    start = np.full(n, np.nan)
-    end = np.full(n, np.nan)
-    slow = np.full(n, np.nan)
-    reserved = np.full(n, np.nan)  # backfill: the first reservation a blocked head job got
-    pods = np.zeros(n, dtype=np.int64)
-    hosts = np.zeros(n, dtype=np.int64)
-    pod_span = max(layer.span_gpus for layer in cluster.layers if layer.span_gpus < cluster.gpus) \
+    return ideal_s
+
+
+def pod_span_gpus(cluster: ClusterSpec) -> int:
+    """GPUs per pod: the largest fabric domain below the whole cluster (the cluster if none)."""
+    return max(layer.span_gpus for layer in cluster.layers if layer.span_gpus < cluster.gpus) \
         if any(layer.span_gpus < cluster.gpus for layer in cluster.layers) else cluster.gpus
+
+
+@dataclass(frozen=True)
+class JobRecords:
+    """Per-job outcomes of a schedule (NaN until set); the arrays are filled in as jobs start."""
+
+    start_s: np.ndarray
+    end_s: np.ndarray
+    slowdown: np.ndarray
+    reserved_s: np.ndarray  # backfill: the first reservation a blocked head job got
+    pods: np.ndarray
+    hosts: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> JobRecords:
+        """Records of ``n`` jobs, none started."""
+        return cls(start_s=np.full(n, np.nan), end_s=np.full(n, np.nan), slowdown=np.full(n, np.nan),
+                   reserved_s=np.full(n, np.nan), pods=np.zeros(n, dtype=np.int64), hosts=np.zeros(n, dtype=np.int64))
+
+
+def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", fidelity: str = "analytical",
+                      progress: Callable[[int, int], None] | None = None, series_bins: int = 200) -> ScheduleResult:
+    """Run ``trace`` on ``cluster`` under ``policy``; see the module docstring for the model.
+
+    Event by event (arrivals and job ends): ended jobs free their GPUs, arrivals join the queue,
+    the FIFO head starts while it fits, then (not ``fifo``) one EASY backfilling pass."""
+    if policy not in SCHEDULER_POLICIES:
+        raise SpecError("--policy", policy, f"must be one of {', '.join(SCHEDULER_POLICIES)}")
+    t_wall = time.perf_counter()
+    jobs, skipped = admissible_jobs(trace, cluster)
+    n = len(jobs)
+    sm = SlowdownModel(cluster, fidelity)
+    shapes = [_shape_of(j, cluster) for j in jobs]
+    gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
+    arrival = np.array([j.arrival_s for j in jobs], dtype=float)
+    ideal_s = ideal_run_times_s(jobs, shapes, sm)
+    rec = JobRecords.empty(n)
+    pod_span = pod_span_gpus(cluster)
     alloc = Allocator(cluster)
     held: dict[int, np.ndarray] = {}
     running: list[tuple[float, int]] = []  # heap of (end time, job)
     queue: list[int] = []
-    nxt = 0
-    t = float(arrival[0]) if n else 0.0
+    nxt = done = 0
     ev_t, ev_busy, ev_frag = [], [], []
-    done = 0
-    use_backfill = policy != "fifo"
     choose = alloc.packed if policy == "topology-aware" else alloc.first_fit
-    compact_only = policy == "topology-aware"
 
     def placed(i: int) -> tuple[np.ndarray, float]:
         """The GPUs job ``i`` would get now and its slowdown on them."""
@@ -335,15 +339,16 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
         return chosen, (sm.slowdown(shapes[i], chosen) if gpus[i] > 1 else 1.0)
 
     def start_job(i: int, now: float, where: tuple[np.ndarray, float] | None = None) -> None:
+        """Start job ``i`` at ``now`` on ``where`` (else ``placed(i)``): it ends after ideal x slowdown."""
         chosen, s = where if where is not None else placed(i)
         alloc.take(chosen)
         held[i] = chosen
-        slow[i] = s
-        start[i] = now
-        end[i] = now + ideal_s[i] * s
-        pods[i] = np.unique(chosen // pod_span).size
-        hosts[i] = np.unique(chosen // cluster.gpus_per_host).size
-        heapq.heappush(running, (end[i], i))
+        rec.slowdown[i] = s
+        rec.start_s[i] = now
+        rec.end_s[i] = now + ideal_s[i] * s
+        rec.pods[i] = np.unique(chosen // pod_span).size
+        rec.hosts[i] = np.unique(chosen // cluster.gpus_per_host).size
+        heapq.heappush(running, (rec.end_s[i], i))
 
     while nxt < n or queue or running:
         t_arr = arrival[nxt] if nxt < n else math.inf
@@ -359,81 +364,22 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
         # schedule: FIFO head first, then (EASY) backfill behind a reservation for the head
         while queue and gpus[queue[0]] <= alloc.n_free:
             start_job(queue.pop(0), t)
-        if use_backfill and queue and alloc.n_free > 0:
-            head = queue[0]
-            shadow, extra = easy_reservation(running, alloc.n_free, gpus, int(gpus[head]))
-            if math.isnan(reserved[head]):
-                reserved[head] = shadow
-            kept = [head]
-            for pos, i in enumerate(queue[1:], start=1):
-                if pos > BACKFILL_DEPTH:
-                    kept.extend(queue[pos:])
-                    break
-                gi = int(gpus[i])
-                # cheap rejections first: no room now, no compact room, or past the reservation on
-                # reserved GPUs even at the ideal speed
-                if gi > alloc.n_free or (compact_only and not alloc.compact_possible(gi)) or (
-                        gi > extra and t + ideal_s[i] > shadow):
-                    kept.append(i)
-                    continue
-                where = placed(i)
-                past = t + ideal_s[i] * where[1] > shadow  # its run time on the GPUs it gets
-                if past and gi > extra:
-                    kept.append(i)
-                    continue
-                if past:
-                    extra -= gi
-                start_job(i, t, where)
-            queue = kept
+        if policy != "fifo" and queue and alloc.n_free > 0:
+            queue = easy_backfill(queue, t, running, alloc, gpus, ideal_s, rec.reserved_s,
+                                  policy == "topology-aware", placed, start_job)
         ev_t.append(t)
         ev_busy.append(cluster.gpus - alloc.n_free)
         ev_frag.append(alloc.fragmentation())
         if progress is not None:
             progress(done, n)
-    ev_t_arr = np.array(ev_t)
-    busy = np.array(ev_busy, dtype=float) / cluster.gpus
-    dt = np.diff(ev_t_arr)
-    horizon = float(ev_t_arr[-1] - ev_t_arr[0]) if ev_t_arr.size > 1 else 0.0
-    util_mean = float((busy[:-1] * dt).sum() / horizon) if horizon > 0 else 0.0
-    util_arrivals = _window_mean(ev_t_arr, busy, float(arrival[0]) if n else 0.0, float(arrival[-1]) if n else 0.0)
-    frag_mean = float((np.array(ev_frag[:-1]) * dt).sum() / horizon) if horizon > 0 else 0.0
-    series = _series(ev_t_arr, busy, series_bins)
+    figures = utilisation_figures(ev_t, ev_busy, ev_frag, cluster.gpus, float(arrival[0]) if n else 0.0,
+                                  float(arrival[-1]) if n else 0.0, series_bins)
     multi = gpus > 1
     wall = time.perf_counter() - t_wall
     return ScheduleResult(
-        policy=policy, cluster=cluster.name, jobs=n, finished=done, skipped=tuple(skipped),
-        makespan_s=horizon, utilisation_mean=util_mean, utilisation_arrivals=util_arrivals,
-        utilisation_series=series,
-        queue_delay_s=_percentiles(start - arrival), slowdown=_percentiles(slow[multi]) | {
-            "mean_all_jobs": float(slow.mean()) if n else 0.0},
-        fragmentation_mean=frag_mean, job_ids=tuple(j.job_id for j in jobs), start_s=start, end_s=end,
-        job_slowdown=slow, pods_spanned=pods, reserved_s=reserved, hosts_spanned=hosts, cache={"hits": sm.hits, "misses": sm.misses}, wall_s=wall)
-
-
-def _window_mean(t: np.ndarray, busy: np.ndarray, a: float, b: float) -> float:
-    """Time-weighted mean of the step function (t, busy) over [a, b]."""
-    if t.size < 2 or b <= a:
-        return float(busy[0]) if busy.size else 0.0
-    cum = np.concatenate([[0.0], np.cumsum(busy[:-1] * np.diff(t))])
-    at = []
-    for x in (a, b):
-        i = int(np.clip(np.searchsorted(t, x, side="right") - 1, 0, t.size - 1))
-        at.append(cum[i] + busy[i] * (x - t[i]))
-    return float((at[1] - at[0]) / (b - a))
-
-
-def _series(t: np.ndarray, busy: np.ndarray, bins: int) -> tuple[tuple[float, float], ...]:
-    """Time-weighted mean busy fraction in ``bins`` equal time bins (a step function's average)."""
-    if t.size < 2 or t[-1] <= t[0]:
-        return ()
-    edges = np.linspace(t[0], t[-1], bins + 1)
-    # integral of the step function up to each event, then at the bin edges
-    cum = np.concatenate([[0.0], np.cumsum(busy[:-1] * np.diff(t))])
-    idx = np.clip(np.searchsorted(t, edges, side="right") - 1, 0, t.size - 1)
-    at_edges = cum[idx] + busy[idx] * (edges - t[idx])
-    mean = np.diff(at_edges) / np.diff(edges)
-    return tuple((float(a), float(b)) for a, b in zip(edges[:-1], mean, strict=True))
-
-
-def model_check(name: str) -> None:
-    get_model(name)
+        policy=policy, cluster=cluster.name, jobs=n, finished=done, skipped=tuple(skipped), **figures,
+        queue_delay_s=percentiles(rec.start_s - arrival), slowdown=percentiles(rec.slowdown[multi]) | {
+            "mean_all_jobs": float(rec.slowdown.mean()) if n else 0.0},
+        job_ids=tuple(j.job_id for j in jobs), start_s=rec.start_s, end_s=rec.end_s, job_slowdown=rec.slowdown,
+        pods_spanned=rec.pods, reserved_s=rec.reserved_s, hosts_spanned=rec.hosts,
+        cache={"hits": sm.hits, "misses": sm.misses}, wall_s=wall)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from teton.errors import SpecError
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
 
 
 def _runs(indices: list[int]) -> list[tuple[int, int]]:

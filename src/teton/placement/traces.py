@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from teton.errors import SpecError, closest
-from teton.workload.model import MODEL_PRESETS
+from teton.spec.model import MODEL_PRESETS
 
 FORMATS = ("ours", "philly", "alibaba")
 ALIBABA_TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",

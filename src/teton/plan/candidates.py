@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teton.errors import SpecError
+from teton.spec.cluster import ClusterSpec
 from teton.spec.load import load_cluster
 from teton.spec.plan import PlanSpec, parse_counts
 from teton.spec.schema import Spec
 from teton.sweep.search import SearchSpace
-from teton.topology.cluster import ClusterSpec
 from teton.units import parse_count
 
 # Assumption: the order of 2025 on-demand cloud prices per GPU-hour, in the ratio the GPUs rent at
@@ -103,7 +103,7 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
 
 
 def _servers(value: Any, preset: str) -> tuple[int, ...]:
-    from teton.storage import storage_system
+    from teton.spec.storage import storage_system
 
     system = storage_system({"preset": preset})
     if value is None:

@@ -62,7 +62,7 @@ def overrides(base, spec, storage: dict[str, Any], price: float) -> list[str]:
     """``--set`` items that turn the user's spec file (``base``) into this plan's ``spec``."""
     out = []
     if spec.cluster != base.cluster:
-        from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+        from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
         name = spec.cluster.name
         if name in CLUSTER_PRESETS and ClusterSpec(**CLUSTER_PRESETS[name]) == spec.cluster:
@@ -106,8 +106,9 @@ def search_by_hand(task: CountTask) -> dict[str, Any] | None:
 
 def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
     """``teton goodput`` of the plan's spec on ``servers`` storage servers, and the plan's figures."""
-    from teton.reliability import goodput, parse_reliability
-    from teton.storage import storage_system
+    from teton.reliability import goodput
+    from teton.spec.reliability import parse_reliability
+    from teton.spec.storage import storage_system
 
     storage = {**(task.spec.storage or {}), "preset": task.storage_preset, "servers": servers}
     rel = {**(task.spec.reliability or {}), "usd_per_gpu_hour": task.usd_per_gpu_hour}

@@ -1,12 +1,11 @@
 """Reliability: failure taxonomy and rates, recovery, Monte Carlo of a whole run, checkpoint
-interval policy, goodput, time-to-train, energy and cost."""
+interval policy, goodput, time-to-train, energy and cost. The ``reliability:`` spec section it
+reads is :mod:`teton.spec.reliability`."""
 
-from teton.reliability.config import InfantMortality, ReliabilityConfig, parse_reliability
-from teton.reliability.goodput import FailureModel, failure_model, goodput, interruption_table, run_summary
+from teton.reliability.goodput import failure_model, goodput, interruption_table, run_summary
 from teton.reliability.interval import daly_interval_s, young_interval_s
-from teton.reliability.montecarlo import MCInputs, MCResult, simulate_runs
-from teton.reliability.rates import CAUSES, default_rates_per_hour, job_components
+from teton.reliability.montecarlo import MCInputs, simulate_runs
+from teton.reliability.rates import job_components
 
-__all__ = ["InfantMortality", "ReliabilityConfig", "parse_reliability", "FailureModel", "failure_model",
-           "goodput", "interruption_table", "run_summary", "daly_interval_s", "young_interval_s", "MCInputs",
-           "MCResult", "simulate_runs", "CAUSES", "default_rates_per_hour", "job_components"]
+__all__ = ["failure_model", "goodput", "interruption_table", "run_summary", "daly_interval_s", "young_interval_s",
+           "MCInputs", "simulate_runs", "job_components"]

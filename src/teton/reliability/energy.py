@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from teton.reliability.config import ReliabilityConfig
 from teton.reliability.rates import ComponentCounts
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
+from teton.spec.reliability import ReliabilitySpec
 
 HOURS_PER_YEAR = 8766.0  # 365.25 d
 
@@ -67,7 +67,7 @@ def busy_fraction(breakdown: dict | None, step_time_s: float) -> float:
     return min(max(busy / step_time_s, 0.0), 1.0)
 
 
-def power_model(cluster: ClusterSpec, comps: ComponentCounts, cfg: ReliabilityConfig,
+def power_model(cluster: ClusterSpec, comps: ComponentCounts, cfg: ReliabilitySpec,
                 busy: float = 1.0) -> PowerModel:
     gpu = cluster.gpu_spec
     dyn = gpu.tdp_w - gpu.idle_w
@@ -83,7 +83,7 @@ def energy_mwh(pm: PowerModel, train_s, idle_s):
     return (pm.it_train_w * train_s + pm.it_idle_w * idle_s) * pm.pue / 3.6e9
 
 
-def cost_usd(cfg: ReliabilityConfig, gpus: int, wall_s, energy):
+def cost_usd(cfg: ReliabilitySpec, gpus: int, wall_s, energy):
     """Cost of holding ``gpus`` GPUs for ``wall_s`` seconds (rental, or capex + energy)."""
     gpu_h = gpus * wall_s / 3600.0
     if cfg.capex_per_gpu_usd is None:

@@ -26,10 +26,15 @@ from typing import Any
 import numpy as np
 
 from teton.errors import SpecError
-from teton.reliability.config import ReliabilityConfig, parse_reliability
 from teton.reliability.energy import busy_fraction, cost_usd, energy_mwh, power_model
+from teton.reliability.goodput_figures import (
+    checkpoint_figures,
+    energy_figures,
+    interruption_figures,
+    time_figures,
+)
 from teton.reliability.interval import daly_interval_s, default_sweep_grid, sweep_intervals, young_interval_s
-from teton.reliability.montecarlo import MCInputs, simulate_runs
+from teton.reliability.montecarlo import MCInputs, MCResult, simulate_runs
 from teton.reliability.rates import (
     CAUSES,
     ComponentCounts,
@@ -37,8 +42,9 @@ from teton.reliability.rates import (
     job_components,
     job_rates_per_hour,
 )
-from teton.reliability.recovery import checkpoint_costs, fixed_downtime_s, pg_init_s
-from teton.topology.cluster import ClusterSpec
+from teton.reliability.recovery import CheckpointCosts, checkpoint_costs, fixed_downtime_s, pg_init_s
+from teton.spec.cluster import ClusterSpec
+from teton.spec.reliability import ReliabilitySpec, parse_reliability
 
 # The Monte Carlo advances every run by one interruption per vector step (at most 200,000): a
 # run expected to see more than this many is refused up front rather than cut short.
@@ -68,7 +74,7 @@ class FailureModel:
         return 1.0 / self.unexpected_per_h if self.unexpected_per_h > 0 else math.inf
 
 
-def failure_model(cluster: ClusterSpec, gpus: int, cfg: ReliabilityConfig) -> FailureModel:
+def failure_model(cluster: ClusterSpec, gpus: int, cfg: ReliabilitySpec) -> FailureModel:
     """Per-component rates (Table 5 defaults, then the spec's overrides) and the job's rates."""
     counts = job_components(cluster, gpus)
     rates = default_rates_per_hour()
@@ -86,9 +92,9 @@ def failure_model(cluster: ClusterSpec, gpus: int, cfg: ReliabilityConfig) -> Fa
     return FailureModel(counts, rates, job_rates_per_hour(rates, counts))
 
 
-def interruption_table(cluster: ClusterSpec, gpu_counts: list[int], cfg: ReliabilityConfig | None = None) -> list[dict]:
+def interruption_table(cluster: ClusterSpec, gpu_counts: list[int], cfg: ReliabilitySpec | None = None) -> list[dict]:
     """Expected interruptions per day and MTBI for jobs of several sizes on ``cluster``."""
-    cfg = cfg or ReliabilityConfig()
+    cfg = cfg or ReliabilitySpec()
     rows = []
     for g in gpu_counts:
         fm = failure_model(cluster, g, cfg)
@@ -100,7 +106,7 @@ def interruption_table(cluster: ClusterSpec, gpu_counts: list[int], cfg: Reliabi
     return rows
 
 
-def _step(spec: Any, cfg: ReliabilityConfig, step_time_s: float | None, tokens_per_step: float | None,
+def _step(spec: Any, cfg: ReliabilitySpec, step_time_s: float | None, tokens_per_step: float | None,
           breakdown: dict | None) -> tuple[float, float, dict | None, str]:
     """Step time and tokens per step: explicit > reliability section > teton.simulate."""
     tps = tokens_per_step or cfg.tokens_per_step or float(spec.job.tokens_per_step)
@@ -124,17 +130,133 @@ def _storage_interval_s(spec: Any) -> float | None:
     """``storage.checkpoint.interval_s`` of the spec, when it has a storage section that sets one."""
     if getattr(spec, "storage", None) is None:
         return None
-    from teton.storage.checkpoint import checkpoint_policy
+    from teton.spec.storage import checkpoint_policy
 
     return checkpoint_policy(spec).interval_s
 
 
-def _pct(x: np.ndarray) -> dict[str, float]:
-    p5, p50, p95 = np.percentile(x, [5, 50, 95])
-    return {"p5": float(p5), "p50": float(p50), "p95": float(p95), "mean": float(np.mean(x))}
+# a run length given as an argument (the CLI's flag) overrides the spec's field: name both
+_LENGTH_ARGUMENT_FIELDS = {"days": "reliability.days (--days)", "tokens": "reliability.tokens (--tokens)"}
+_LENGTH_SPEC_FIELDS = {"days": "reliability.days", "tokens": "reliability.tokens"}
 
 
-def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: float | None = None,
+def _run_length(cfg: ReliabilitySpec, days: float | None,
+                tokens: float | None) -> tuple[float | None, float | None, str]:
+    """The run length (module docstring): ``days`` or ``tokens`` given, else the spec's
+    ``reliability.days`` / ``.tokens``, else ``DEFAULT_DAYS`` (the Table 5 window).
+
+    Returns (days, tokens, the field that set the length); exactly one of days, tokens is set."""
+    if days is not None and tokens is not None:
+        raise SpecError(_LENGTH_ARGUMENT_FIELDS["tokens"], tokens,
+                        "give either reliability.days (--days) or reliability.tokens (--tokens), not both")
+    names = _LENGTH_ARGUMENT_FIELDS
+    if days is None and tokens is None:
+        names = _LENGTH_SPEC_FIELDS
+        days, tokens = cfg.days, cfg.tokens
+        if days is None and tokens is None:
+            days = DEFAULT_DAYS
+    for key, v in (("days", days), ("tokens", tokens)):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise SpecError(names[key], v, "must be a positive number")
+    return days, tokens, names["days" if tokens is None else "tokens"]
+
+
+def _check_step(step_time_s: float, tokens_per_step: float, step_time_given: bool,
+                tokens_per_step_given: bool) -> None:
+    """Refuse a step the run's float step counts cannot follow: a run counts steps (checkpoint
+    intervals, tokens) in floats, and a step of 1e-308 s makes them inf (``MIN_STEP_S``)."""
+    # the CLI's --step-time is the step_time_s argument (the CLI tests pin this field name)
+    if not MIN_STEP_S <= step_time_s < math.inf:
+        raise SpecError("--step-time" if step_time_given else "reliability.step_time_s", step_time_s,
+                        f"must be at least {MIN_STEP_S:g} s (one training step)")
+    if not 1 <= tokens_per_step < math.inf:
+        raise SpecError("tokens_per_step" if tokens_per_step_given else "reliability.tokens_per_step",
+                        tokens_per_step, "must be at least 1 token")
+
+
+def step_slowdown(cfg: ReliabilitySpec) -> float:
+    """The mean-field stretch of every step by diurnal variation and stragglers (module
+    docstring): ``1 / (1 - diurnal/2) * (1 + stragglers)``; effective step = step time x it."""
+    return 1.0 / (1.0 - cfg.diurnal_variation / 2.0) * (1.0 + cfg.straggler_slowdown)
+
+
+def on_whole_steps(interval_s: float, step_s: float, min_steps: int) -> float:
+    """``interval_s`` rounded to whole steps of ``step_s``, at least ``min_steps`` of them."""
+    return max(round(interval_s / step_s), min_steps) * step_s
+
+
+@dataclass(frozen=True)
+class IntervalChoice:
+    """The checkpoint interval a run uses, on whole effective steps, and the optima beside it."""
+
+    chosen_s: float
+    young_s: float  # Young's optimum; inf without unexpected interruptions
+    daly_s: float  # Daly's optimum; inf without unexpected interruptions
+    given_s: float | None  # the interval given (argument, reliability or storage section), else falsy
+    step_s: float  # the effective step time
+    min_steps: int  # a save must be durable before the next one starts
+
+    def sweep_grid_s(self) -> list[float]:
+        """The intervals ``--interval-sweep`` simulates: a log grid around Daly's optimum (else the
+        chosen interval), the chosen one and ``HUMAN_INTERVALS_S``, on whole steps."""
+        raw = (default_sweep_grid(self.daly_s if math.isfinite(self.daly_s) else self.chosen_s) + [self.chosen_s]
+               + list(HUMAN_INTERVALS_S))
+        return sorted({on_whole_steps(x, self.step_s, self.min_steps) for x in raw})
+
+
+def checkpoint_interval(ck: CheckpointCosts, mtbi_s: float, step_s: float, given_s: float | None) -> IntervalChoice:
+    """The checkpoint interval (module docstring): ``given_s`` as is, else Daly's optimum for the
+    MTBI and the blocking cost but no more often than the storage sustains (``ck.min_interval_s``);
+    on whole steps of ``step_s``, and never shorter than one save (checkpoints fall on step
+    boundaries, and a save must be durable before the next one starts)."""
+    young = young_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
+    daly = daly_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
+    chosen = given_s or max(daly, ck.min_interval_s)
+    if not math.isfinite(chosen):
+        chosen = 1e12
+    min_steps = max(math.ceil((ck.save_s - ck.blocking_s) / step_s - 1e-9), 1)
+    chosen = on_whole_steps(chosen, step_s, min_steps)
+    if not given_s and ck.min_interval_s > 0:  # whole steps, at least the sustainable interval
+        chosen = max(chosen, math.ceil(ck.min_interval_s / step_s - 1e-9) * step_s)
+    return IntervalChoice(chosen, young, daly, given_s, step_s, min_steps)
+
+
+def mc_inputs(fm: FailureModel, downtime_s: dict[str, float], ck: CheckpointCosts, cfg: ReliabilitySpec,
+              cluster_hosts: int, interval_s: float, work_s: float | None, horizon_s: float | None) -> MCInputs:
+    """The Monte Carlo's inputs: the job's interruption rates and fixed downtimes by cause, the
+    checkpoint timing, the run length (``work_s`` of training or ``horizon_s`` of wall time), the
+    spare pool (``reliability.spare_hosts``, else the cluster hosts the job leaves free) and the
+    infant-mortality hazard multiplier of the hardware causes."""
+    spares = cfg.spare_hosts if cfg.spare_hosts is not None else max(cluster_hosts - fm.counts.hosts, 0)
+    infant = cfg.infant_mortality.multiplier if cfg.infant_mortality is not None else None
+    return MCInputs(
+        rates_per_s=np.array([fm.job_rates_h[c.key] / 3600.0 for c in CAUSES]),
+        downtime_s=np.array([downtime_s[c.key] for c in CAUSES]),
+        hardware=np.array([c.hardware for c in CAUSES]), planned=np.array([c.planned for c in CAUSES]),
+        replaces_host=np.array([c.replaces_host for c in CAUSES]),
+        interval_s=interval_s, blocking_s=ck.blocking_s, save_s=ck.save_s, work_s=work_s, horizon_s=horizon_s,
+        spares=spares, repair_s=cfg.repair_h * 3600.0, infant=infant)
+
+
+def _simulate(inp: MCInputs, runs: int, seed: int, progress: Callable[[float], None] | None,
+              sweep_grid_s: list[float] | None) -> tuple[MCResult, list[dict]]:
+    """The Monte Carlo at the chosen interval and, given ``sweep_grid_s``, at every interval of
+    the sweep (same seed: common random numbers); ``progress`` sees one fraction over both."""
+    sweep = sweep_grid_s is not None
+    main_progress = progress if not sweep or progress is None else (lambda f: progress(0.5 * f))
+    res = simulate_runs(inp, runs, seed, main_progress)
+    sweep_rows: list[dict] = []
+    if sweep:
+        sub = None if progress is None else (lambda f: progress(0.5 + 0.5 * f))
+        sweep_rows = sweep_intervals(inp, sweep_grid_s, runs, seed, sub)
+        for row in sweep_rows:
+            row["interval_h"] = row["interval_s"] / 3600.0
+    if progress is not None:
+        progress(1.0)
+    return res, sweep_rows
+
+
+def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float | None = None,
             tokens_per_step: float | None = None, breakdown: dict | None = None, days: float | None = None,
             tokens: float | None = None, runs: int | None = None, seed: int | None = None,
             interval_s: float | None = None, interval_sweep: bool = False,
@@ -144,153 +266,47 @@ def goodput(spec: Any, cfg: ReliabilityConfig | None = None, *, step_time_s: flo
     ``samples``: also return every run's time to train (``time_to_train_samples_days``, a numpy
     array), for a caller that combines the failure spread with another (``teton plan``)."""
     cfg = cfg or parse_reliability(spec.reliability)
-    if days is not None and tokens is not None:
-        raise SpecError("--tokens", tokens, "give either --days or --tokens, not both")
-    length_field = "--days" if days is not None else "--tokens"
-    if days is None and tokens is None:
-        days, tokens = cfg.days, cfg.tokens
-        length_field = "reliability.tokens" if tokens is not None else "reliability.days"
-        if days is None and tokens is None:
-            days = DEFAULT_DAYS
-    for name, v in (("--days", days), ("--tokens", tokens)):
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise SpecError(name, v, "must be a positive number")
+    days, tokens, length_field = _run_length(cfg, days, tokens)
     runs = runs or cfg.runs
     seed = spec.seed if seed is None else seed
     cluster, gpus = spec.cluster, spec.job.gpus
     st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown)
-    # a run counts steps (checkpoint intervals, tokens) in floats: a step of 1e-308 s makes them inf
-    if not MIN_STEP_S <= st < math.inf:
-        raise SpecError("--step-time" if step_time_s else "reliability.step_time_s", st,
-                        f"must be at least {MIN_STEP_S:g} s (one training step)")
-    if not 1 <= tps < math.inf:
-        raise SpecError("tokens_per_step" if tokens_per_step else "reliability.tokens_per_step", tps,
-                        "must be at least 1 token")
-    slow = 1.0 / (1.0 - cfg.diurnal_variation / 2.0) * (1.0 + cfg.straggler_slowdown)
+    _check_step(st, tps, bool(step_time_s), bool(tokens_per_step))
+    slow = step_slowdown(cfg)
     st_eff = st * slow
 
     fm = failure_model(cluster, gpus, cfg)
     ck = checkpoint_costs(spec, cfg)
     down = fixed_downtime_s(cfg, gpus, ck.restore_s)
-    mtbi_s = fm.mtbi_h * 3600.0
-    young = young_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
-    daly = daly_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
     given = interval_s or cfg.checkpoint_interval_s or _storage_interval_s(spec)
-    # Daly's optimum, but no more often than the storage sustains (a given interval is taken as is)
-    chosen = given or max(daly, ck.min_interval_s)
-    if not math.isfinite(chosen):
-        chosen = 1e12
-    # Checkpoints fall on step boundaries, and a save must be durable before the next one starts.
-    min_steps = max(math.ceil((ck.save_s - ck.blocking_s) / st_eff - 1e-9), 1)
-
-    def on_steps(x: float) -> float:
-        return max(round(x / st_eff), min_steps) * st_eff
-
-    chosen = on_steps(chosen)
-    if not given and ck.min_interval_s > 0:  # whole steps, at least the sustainable interval
-        chosen = max(chosen, math.ceil(ck.min_interval_s / st_eff - 1e-9) * st_eff)
-
-    spares = cfg.spare_hosts if cfg.spare_hosts is not None else max(cluster.hosts - fm.counts.hosts, 0)
-    infant = None
-    if cfg.infant_mortality is not None:
-        im = cfg.infant_mortality
-        infant = im.multiplier
+    iv = checkpoint_interval(ck, fm.mtbi_h * 3600.0, st_eff, given)
     steps = math.ceil(tokens / tps) if tokens is not None else None
-    inp = MCInputs(
-        rates_per_s=np.array([fm.job_rates_h[c.key] / 3600.0 for c in CAUSES]),
-        downtime_s=np.array([down[c.key] for c in CAUSES]),
-        hardware=np.array([c.hardware for c in CAUSES]), planned=np.array([c.planned for c in CAUSES]),
-        replaces_host=np.array([c.replaces_host for c in CAUSES]),
-        interval_s=chosen, blocking_s=ck.blocking_s, save_s=ck.save_s,
-        work_s=steps * st_eff if steps is not None else None,
-        horizon_s=days * 86400.0 if days is not None else None,
-        spares=spares, repair_s=cfg.repair_h * 3600.0, infant=infant)
+    inp = mc_inputs(fm, down, ck, cfg, cluster.hosts, iv.chosen_s, steps * st_eff if steps is not None else None,
+                    days * 86400.0 if days is not None else None)
     _check_interruptions(inp, length_field, days if steps is None else tokens)
-    sweep_rows: list[dict] = []
-    main_progress = progress if not interval_sweep or progress is None else (lambda f: progress(0.5 * f))
-    res = simulate_runs(inp, runs, seed, main_progress)
-    if interval_sweep:
-        raw = default_sweep_grid(daly if math.isfinite(daly) else chosen) + [chosen] + list(HUMAN_INTERVALS_S)
-        grid = sorted({on_steps(x) for x in raw})
-        sub = None if progress is None else (lambda f: progress(0.5 + 0.5 * f))
-        sweep_rows = sweep_intervals(inp, grid, runs, seed, sub)
-        for row in sweep_rows:
-            row["interval_h"] = row["interval_s"] / 3600.0
-    if progress is not None:
-        progress(1.0)
+    res, sweep_rows = _simulate(inp, runs, seed, progress, iv.sweep_grid_s() if interval_sweep else None)
 
-    # ---- figures -------------------------------------------------------------------------------
-    wall_h = res.wall_s / 3600.0
-    exposure_h = float(np.mean(wall_h))
-    mult = 1.0
-    if infant is not None:
-        mult_hw = float(np.mean(infant(np.linspace(0.0, exposure_h * 3600.0, 2001))))
-        hw = sum(fm.job_rates_h[c.key] for c in CAUSES if c.hardware)
-        mult = (fm.unexpected_per_h + hw * (mult_hw - 1.0)) / fm.unexpected_per_h if fm.unexpected_per_h else 1.0
-    unexpected_expected = fm.unexpected_per_h * mult * exposure_h
-    ettr = res.ettr
-    useful_tokens = res.useful_s / st_eff * tps
     pm = power_model(cluster, fm.counts, cfg, busy_fraction(breakdown, st))
     e = energy_mwh(pm, res.train_s, res.checkpoint_s + res.down_s)
     cost = cost_usd(cfg, gpus, res.wall_s, e)
-    counts_mean = res.counts.mean(axis=0)
-    by_cause = {c.key: float(counts_mean[i]) for i, c in enumerate(CAUSES)}
-    by_category: dict[str, float] = {}
-    for i, c in enumerate(CAUSES):
-        by_category[c.category] = by_category.get(c.category, 0.0) + float(counts_mean[i])
-    unexp = res.counts[:, [i for i, c in enumerate(CAUSES) if not c.planned]].sum(axis=1)
-    cat_pct = {cat: _pct(res.counts[:, [i for i, c in enumerate(CAUSES) if c.category == cat]].sum(axis=1)
-                         .astype(float)) for cat in by_category}
-    ideal_s = (steps * st) if steps is not None else None
-    ttt = res.wall_s / 86400.0 if steps is not None else None
     out: dict[str, Any] = {
         "gpus": gpus, "hosts": fm.counts.hosts, "switch_equivalents": fm.counts.switches,
         "mode": "tokens" if steps is not None else "days",
         "tokens": tokens, "days": days, "runs": runs, "seed": seed,
         "step_time_s": st, "step_time_source": st_source, "effective_step_time_s": st_eff,
         "tokens_per_step": tps, "steps": steps,
-        "unexpected_interruptions": unexpected_expected,
-        "unexpected_interruptions_mc": _pct(unexp.astype(float)),
-        "planned_interruptions": fm.planned_per_h * exposure_h,
-        "unexpected_per_day": fm.unexpected_per_h * 24.0 * mult, "mtbi_h": fm.mtbi_h / mult,
-        "interruptions_by_cause": by_cause, "interruptions_by_category": by_category,
-        "interruptions_by_category_percentiles": cat_pct,
-        "ettr": float(np.mean(ettr)), "ettr_percentiles": _pct(ettr),
-        "goodput": float(np.mean(ettr) / slow),
-        "wall_days": _pct(res.wall_s / 86400.0),
-        "time_to_train_days": float(np.median(ttt)) if ttt is not None else None,
-        "time_to_train_percentiles": _pct(ttt) if ttt is not None else None,
-        "ideal_days": ideal_s / 86400.0 if ideal_s is not None else None,
-        "gpu_hours": float(np.mean(res.wall_s)) * gpus / 3600.0,
-        "ideal_gpu_hours": ideal_s * gpus / 3600.0 if ideal_s is not None else None,
-        "tokens_trained": _pct(useful_tokens),
-        "finished_fraction": float(res.finished.mean()) if steps is not None else None,
-        "lost_gpu_hours": _pct((res.wall_s - res.useful_s) * gpus / 3600.0),
-        "lost_gpu_hours_by_kind": {
-            "lost_work": float(np.mean(res.lost_work_s)) * gpus / 3600.0,
-            "recovery": float(np.mean(res.down_s - res.spare_wait_s)) * gpus / 3600.0,
-            "spare_wait": float(np.mean(res.spare_wait_s)) * gpus / 3600.0,
-            "checkpoint_blocking": float(np.mean(res.checkpoint_s)) * gpus / 3600.0},
-        "checkpoint_interval_s": chosen, "young_interval_s": young, "young_daly_interval_s": daly,
-        "checkpoint_save_s": ck.save_s, "checkpoint_blocking_s": ck.blocking_s,
-        "checkpoint_restore_s": ck.restore_s, "checkpoint_source": ck.source,
-        "storage_min_interval_s": ck.min_interval_s or None,
-        "checkpoint_interval_source": ("given" if given else "storage sustained write rate"
-                                       if ck.min_interval_s > daly else "Young/Daly"),
-        "downtime_s_by_cause": down, "pg_init_s": pg_init_s(cfg, gpus), "pg_init": cfg.pg_init,
-        "spare_hosts": spares,
-        "energy_mwh": float(np.mean(e)), "energy_mwh_percentiles": _pct(e),
-        "power_train_mw": pm.it_train_w * pm.pue / 1e6, "power_idle_mw": pm.it_idle_w * pm.pue / 1e6,
-        "power_swing_mw": pm.swing_mw, "power_swing_peak_mw": pm.swing_peak_mw,
-        "cost_usd": float(np.mean(cost)), "cost_usd_percentiles": _pct(cost),
+        **interruption_figures(fm, res, inp.infant),
+        **time_figures(res, gpus, steps, st, st_eff, tps, slow),
+        **checkpoint_figures(iv, ck, down, cfg, gpus, inp.spares),
+        **energy_figures(pm, e, cost),
         "interval_sweep": sweep_rows,
     }
     if sweep_rows:
         best = max(sweep_rows, key=lambda r: r["ettr_mean"])
         out["mc_optimal_interval_s"] = best["interval_s"]
         out["mc_optimal_ettr"] = best["ettr_mean"]
-    if samples and ttt is not None:
-        out["time_to_train_samples_days"] = ttt
+    if samples and steps is not None:
+        out["time_to_train_samples_days"] = res.wall_s / 86400.0
     out["assumptions"] = _assumptions(out, cfg, pm)
     out["warnings"] = spare_warnings(out, cfg, inp, cluster.hosts)
     for key in ("young_interval_s", "young_daly_interval_s", "mtbi_h"):  # no failures: no optimum
@@ -317,7 +333,7 @@ def spares_to_cover(inp: MCInputs, quantile: float = SPARE_COVER_QUANTILE) -> in
     return max(k, 1)
 
 
-def spare_warnings(out: dict, cfg: ReliabilityConfig, inp: MCInputs, cluster_hosts: int) -> list[str]:
+def spare_warnings(out: dict, cfg: ReliabilitySpec, inp: MCInputs, cluster_hosts: int) -> list[str]:
     """A warning when the wait for spare hosts takes at least ``SPARE_WAIT_WARN_FRACTION`` of the
     wall time: its cause (no / too few spare hosts, the repair time) and what to set."""
     wall_gpu_h = out["gpu_hours"]
@@ -353,7 +369,7 @@ def _check_interruptions(inp: MCInputs, field: str, value: float | None) -> None
                         f"({MAX_INTERRUPTIONS_PER_RUN:,}): shorten the run or lower the failure rates")
 
 
-def _assumptions(out: dict, cfg: ReliabilityConfig, pm) -> list[str]:
+def _assumptions(out: dict, cfg: ReliabilitySpec, pm) -> list[str]:
     a = [
         f"failure rates: Llama 3 Table 5 counts / (components x 1,296 h), scaled to {out['gpus']} GPUs, "
         f"{out['hosts']} hosts, {out['switch_equivalents']:.1f} switch-equivalents; rate_scale={cfg.rate_scale}",

@@ -64,7 +64,8 @@ import math
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
+from teton.spec.reliability import CAUSE_KEYS
 
 # LLAMA3 §3.3.4: 54-day window, 16,384 GPUs (2,048 hosts of 8) for Llama 3 405B pre-training.
 TABLE5_WINDOW_H = 54 * 24.0
@@ -121,7 +122,8 @@ CAUSES: tuple[Cause, ...] = (
     Cause("planned_maintenance", "Planned maintenance", "Planned", TABLE5_PLANNED, "host", "planned", False,
           False, planned=True),
 )
-CAUSE_KEYS = tuple(c.key for c in CAUSES)
+if tuple(c.key for c in CAUSES) != CAUSE_KEYS:  # the spec section validates keys against CAUSE_KEYS
+    raise RuntimeError("teton.spec.reliability.CAUSE_KEYS must list the keys of CAUSES, in order")
 CAUSE_BY_KEY = MappingProxyType({c.key: c for c in CAUSES})
 
 
@@ -174,7 +176,7 @@ def job_components(cluster: ClusterSpec, gpus: int) -> ComponentCounts:
 
 def table5_components() -> ComponentCounts:
     """The Llama 3 405B job of Table 5: 16,384 GPUs on Meta's 24K RoCE cluster."""
-    from teton.topology.cluster import CLUSTER_PRESETS
+    from teton.spec.cluster import CLUSTER_PRESETS
 
     return job_components(ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"]), TABLE5_GPUS)
 

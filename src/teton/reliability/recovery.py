@@ -29,11 +29,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from teton.reliability.config import ReliabilityConfig
 from teton.reliability.rates import CAUSES
+from teton.spec.reliability import ReliabilitySpec
 
 
-def pg_init_s(cfg: ReliabilityConfig, ranks: int) -> float:
+def pg_init_s(cfg: ReliabilitySpec, ranks: int) -> float:
     """Process-group start-up for ``ranks`` ranks: O(n) stock; O(log2 n) optimized (never slower)."""
     if cfg.pg_init == "stock":
         return cfg.pg_init_base_s + cfg.pg_init_per_rank_s * ranks
@@ -59,7 +59,7 @@ def _storage_summary(spec: Any) -> dict | None:
     return dict(checkpoint_summary(spec))  # a SpecError about the storage section reaches the user
 
 
-def checkpoint_costs(spec: Any, cfg: ReliabilityConfig) -> CheckpointCosts:
+def checkpoint_costs(spec: Any, cfg: ReliabilitySpec) -> CheckpointCosts:
     """Checkpoint save / blocking / restore seconds: explicit inputs > storage model > fallback.
 
     Fallback, when neither the spec nor its cluster names a storage system (the DGX presets):
@@ -89,7 +89,7 @@ def checkpoint_costs(spec: Any, cfg: ReliabilityConfig) -> CheckpointCosts:
                            min_interval_s=min_interval)
 
 
-def fixed_downtime_s(cfg: ReliabilityConfig, ranks: int, restore_s: float) -> dict[str, float]:
+def fixed_downtime_s(cfg: ReliabilitySpec, ranks: int, restore_s: float) -> dict[str, float]:
     """Downtime of one interruption by cause, without any wait for a spare host."""
     detect = {"crash": cfg.crash_detect_s, "hang": cfg.hang_detect_s, "planned": 0.0}
     restart = pg_init_s(cfg, ranks) + restore_s

@@ -18,10 +18,15 @@ import yaml
 from pydantic import ValidationError
 
 from teton.errors import SpecError, closest, from_validation
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.job import JobSpec, check_job, job_defaults
+from teton.spec.locate import field_line
+from teton.spec.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
+from teton.spec.network import NetworkSpec
 from teton.spec.plan import PlanSpec
-from teton.spec.schema import JobSpec, NetworkSpec, Spec, check_job, job_defaults
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
-from teton.workload.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
+from teton.spec.reliability import parse_reliability
+from teton.spec.schema import Spec
+from teton.spec.storage import parse_checkpoint_policy, storage_system
 
 SPEC_SECTIONS = {"cluster", "model", "job", "network", "storage", "reliability", "plan", "seed", "notes", "run"}
 
@@ -260,64 +265,6 @@ def _resolve_named(section: str, value: Any, presets: dict[str, dict], base_dir:
     raise SpecError(field, value, "must be a preset name, a file path or a mapping")
 
 
-def _loc_to_line(path: Path | None, section: str, loc: tuple) -> str | None:
-    """File:line of a field, via a round-trip load (only on error). JSON is YAML to ruamel; TOML
-    is scanned for the field's table header and key."""
-    if path is None:
-        return None
-    if path.suffix.lower() == ".toml":
-        return _toml_line(path, [section, *(str(k) for k in loc)])
-    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
-        return str(path)
-    try:
-        from ruamel.yaml import YAML
-
-        node = YAML().load(path.read_text())
-        keys = [section, *loc]
-        line = None
-        for key in keys:
-            if hasattr(node, "lc") and isinstance(node, dict) and key in node:
-                line = node.lc.key(key)[0] + 1
-                node = node[key]
-            elif isinstance(node, list) and isinstance(key, int) and key < len(node):
-                line = node.lc.item(key)[0] + 1 if hasattr(node, "lc") else line
-                node = node[key]
-            else:
-                break
-        return f"{path}:{line}" if line else str(path)
-    except Exception:  # noqa: BLE001 - a line number is a nicety, never a new failure
-        return str(path)
-
-
-def _toml_line(path: Path, keys: list[str]) -> str:
-    """File:line of ``keys`` in a TOML file: the line of its last key under the deepest table
-    header (``[job]``, ``[cluster.efficiency]``) or inline table that holds it; else the file."""
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError):
-        return str(path)
-    found = None
-    for depth in range(len(keys) - 1, 0, -1):  # the longest table prefix with a header
-        header = "[" + ".".join(keys[:depth]) + "]"
-        start = next((i for i, ln in enumerate(lines) if ln.strip() == header), None)
-        if start is None:
-            continue
-        key = keys[depth]
-        for i in range(start + 1, len(lines)):
-            stripped = lines[i].strip()
-            if stripped.startswith("["):
-                break
-            if re.match(rf"{re.escape(key)}\s*=", stripped):
-                found = i + 1
-                break
-        if found:
-            break
-    if found is None:  # an inline table or a top-level key: the first line naming the last key
-        last = keys[-1]
-        found = next((i + 1 for i, ln in enumerate(lines) if re.search(rf"(^|[{{,\s]){re.escape(last)}\s*=", ln)), None)
-    return f"{path}:{found}" if found else str(path)
-
-
 def _locator(path: Path | None, overrides: list[str] | None):
     """``where(section, loc)``: ``--set ITEM`` when an override set the field (or a mapping
     around it), else the spec file's line of the field."""
@@ -329,7 +276,7 @@ def _locator(path: Path | None, overrides: list[str] | None):
             n = min(len(parts), len(full))
             if len(full) > 1 and parts[:n] == full[:n]:
                 return f"--set {item}"
-        return _loc_to_line(path, section, loc)
+        return field_line(path, section, loc)
 
     return where
 
@@ -357,7 +304,7 @@ def _fields_at(cls, loc: tuple) -> dict:
 def _build(cls, section: str, fields: dict, path: Path | None, where=None):
     if not isinstance(fields, dict):
         raise SpecError(section, fields, "must be a mapping", where=str(path) if path else None)
-    where = where or (lambda sec, loc: _loc_to_line(path, sec, loc))
+    where = where or (lambda sec, loc: field_line(path, sec, loc))
     try:
         return cls(**fields)
     except SpecError as err:
@@ -438,13 +385,27 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
     for section in ("storage", "reliability"):
         if data.get(section) is not None and not isinstance(data[section], (dict, str)):
             raise SpecError(section, data[section], "must be a mapping or a preset name")
-    storage = data.get("storage")
-    reliability = data.get("reliability")
+    storage, reliability = ({"preset": v} if isinstance(v, str) else v
+                            for v in (data.get("storage"), data.get("reliability")))
+    if storage is not None:  # checked now, not when a verb first reads it
+        _check_section("storage", where, lambda: (storage_system(storage, cluster.storage),
+                                                  parse_checkpoint_policy(storage)))
+    if reliability is not None:
+        _check_section("reliability", where, lambda: parse_reliability(reliability))
     plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
-    return Spec(cluster=cluster, model=model, job=job, network=network,
-                storage={"preset": storage} if isinstance(storage, str) else storage,
-                reliability={"preset": reliability} if isinstance(reliability, str) else reliability,
+    return Spec(cluster=cluster, model=model, job=job, network=network, storage=storage, reliability=reliability,
                 plan=plan, seed=seed, notes=_notes(data.get("notes"), path), job_defaults=defaults)
+
+
+def _check_section(section: str, where, check) -> None:
+    """Run a section's validation; a failure is blamed on the file line or ``--set`` of its field."""
+    try:
+        check()
+    except SpecError as err:
+        if err.where is not None:
+            raise
+        loc = tuple(err.field.split("."))[1:] if err.field.startswith(f"{section}.") else ()
+        raise SpecError(err.field, err.value, err.allowed, where=where(section, loc)) from None
 
 
 DEFAULT_CLUSTER = "meta-roce-24k"  # what --cluster means in a verb without a spec

@@ -1,180 +1,16 @@
-"""The job and network parts of a spec, and the whole resolved spec."""
+"""The whole resolved spec: cluster, model, job, network and the optional sections."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict
 
-from teton.errors import SpecError
-from teton.hardware import GPUS
-from teton.hardware.efficiency import cluster_efficiency
+from teton.spec.cluster import ClusterSpec
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
+from teton.spec.network import NetworkSpec
 from teton.spec.plan import PlanSpec
-from teton.topology.cluster import ClusterSpec
-from teton.workload.model import ModelSpec
-
-AXES = ("tp", "cp", "pp", "dp", "ep")
-# Micro-batches per DP rank per step: the pipeline schedule keeps every one (Llama 3 405B runs 16;
-# memory and time grow with them: 20M sequences a step on 128 DP ranks took 2 GB and 13 s).
-MAX_MICRO_BATCHES = 65_536
-RECOMPUTE_INTERVAL_DEFAULT = 2  # job.recompute_interval (torchtitan's selective_ac_option default "2")
-
-# Integer fields: pydantic's lax mode reads true/false as 1/0, which hides a misplaced flag
-# (`--set job.tp=true` ran TP 1). These reject booleans.
-_INT_FIELDS = ("gpus", "tp", "cp", "pp", "dp", "ep", "seq_len", "micro_batch", "global_batch",
-               "global_batch_tokens", "virtual_stages", "pp_round", "zero", "recompute_interval")
-
-
-def _no_bool(value: Any, info) -> Any:
-    if isinstance(value, bool):
-        raise SpecError(f"{info.config.get('title', '').removesuffix('Spec').lower()}.{info.field_name}", value,
-                        "must be an integer, not a boolean")
-    return value
-
-
-class JobSpec(BaseModel):
-    """A training job: parallel layout, batch, precision, memory-saving and overlap choices."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    gpus: int = Field(gt=0)
-    tp: int = Field(default=1, gt=0)
-    cp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    dp: int | None = Field(default=None, gt=0)
-    ep: int = Field(default=1, gt=0)
-    seq_len: int = Field(default=8192, gt=0)
-    micro_batch: int = Field(default=1, gt=0)
-    global_batch: int | None = Field(default=None, gt=0)  # sequences per step
-    global_batch_tokens: int | None = Field(default=None, gt=0)
-    precision: Literal["bf16", "fp8"] = "bf16"
-    # Activation recomputation (docs/recompute.md). none: every layer keeps what its backward
-    # needs. selective: Megatron-LM's (Korthikanti et al. 2022, arXiv 2205.05198, Sec. 5): the
-    # attention core (s x s scores, softmax, dropout, P V) is recomputed; with flash attention
-    # there are no scores to drop and nothing is recomputed. full: every layer keeps only its
-    # input and replays its forward in backward. The two torchtitan modes (activation_checkpoint
-    # .mode = "selective"; torchtitan/distributed/activation_checkpoint.py,
-    # _apply_ac_to_transformer_block, v0.2): selective_op (selective_ac_option = "op",
-    # _apply_op_sac / _custom_policy with the model's _save_list): every block is checkpointed
-    # and saves the outputs of aten.mm, the SDPA kernel and reduce-scatters, except every second
-    # mm of the block (Llama: wk, wo, w3 recomputed; wq, wv, w1, w2 saved); everything else is
-    # recomputed. selective_layer (selective_ac_option = N, _apply_layer_sac): every N-th block
-    # is fully checkpointed (as full), the others keep everything (as none).
-    recompute: Literal["none", "selective", "full", "selective_op", "selective_layer"] = "none"
-    # N of selective_layer. torchtitan counts the blocks each process wraps, 1, 2, ..., over its
-    # pipeline stages in order, and checkpoints those whose count is a multiple of N
-    recompute_interval: int = Field(default=RECOMPUTE_INTERVAL_DEFAULT, ge=1)
-    sequence_parallel: bool = True
-    flash_attention: bool = True
-    attention_kernel: Literal["fa2", "fa3"] = "fa2"  # FlashAttention-2, or -3 (Hopper only)
-    # elementwise kernels: fused (Megatron/TE/torch.compile) or eager PyTorch (HF reference code)
-    kernel_fusion: Literal["fused", "eager"] = "fused"
-    pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
-    virtual_stages: int = Field(default=1, gt=0)
-    # Interleaved schedule: micro-batches a rank runs through one chunk before the next (Llama 3's
-    # N, Sec. 3.3.2); default pp (Megatron-LM, which needs micro-batches divisible by pp). Any
-    # N >= pp that divides the micro-batches per DP rank works (N = m runs any m >= pp); the
-    # bubble stays (p-1)/(v*m), and larger N holds more micro-batches in flight.
-    pp_round: int | None = Field(default=None, gt=0)
-    # Embedding and output head each take one layer's slot in the pipeline split (Llama 3:
-    # "one transformer layer removed from the first and the last stages").
-    pp_embedding_slots: bool = False
-    # Without sequence parallelism, each TP rank sends only its 1/tp slice of the (replicated)
-    # hidden state to the next stage, which all-gathers it over NVLink (Megatron-LM's
-    # scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, Sec. 4.1). Off: every TP rank
-    # sends the whole tensor (PyTorch pipelining).
-    pp_scatter_gather: bool = False
-    # Point-to-point transfers between stages: asynchronous (the rank computes while its output
-    # travels: PyTorch pipelining, Megatron-Core's overlapped p2p) or blocking (Megatron-LM of
-    # 2021-22 waits for each exchange and synchronises the device before the next op).
-    pp_p2p: Literal["async", "blocking"] = "async"
-    zero: Literal[0, 1, 2, 3] = 1
-    overlap_dp_comm: bool = True  # gradient reduce-scatter overlapped with backward
-    overlap_param_gather: bool = True  # parameter all-gather prefetched under forward compute
-    grad_accum_dtype: Literal["fp32", "bf16"] = "fp32"
-    # Weight-gradient GEMMs accumulate into the gradient buffer in their epilogue (Megatron's
-    # gradient_accumulation_fusion), or write a bf16 gradient that a separate elementwise kernel
-    # adds into the buffer every micro-batch (PyTorch autograd / FSDP2 with an fp32 reduce_dtype).
-    grad_accum_fusion: bool = True
-    # TP collectives under sequence parallelism: all exposed (none); the backward re-gather and
-    # gradient reduce-scatter under the independent GEMMs (bwd: Megatron's async TP); or also the
-    # forward gathers / scatters decomposed with their GEMMs (full: TransformerEngine userbuffers,
-    # PyTorch async-TP).
-    tp_overlap: Literal["none", "bwd", "full"] = "none"
-    # Context parallelism: all-gather K/V then attend (Llama 3), or pass K/V blocks round a ring
-    # under the attention blocks (ring attention; TransformerEngine's p2p context parallelism).
-    cp_algo: Literal["all_gather", "ring"] = "all_gather"
-    # all_gather CP: keep the gathered K/V for backward (what autograd does), or keep only this
-    # rank's chunk and all-gather K/V again in backward (as Megatron re-gathers SP inputs).
-    cp_regather_kv: bool = False
-    # When gradients are reduced over DP: once per step after accumulating all micro-batches
-    # (Megatron distributed optimizer; PyTorch FSDP with gradient sync only on the last
-    # micro-batch, as Llama 3 runs it), or after every micro-batch (DeepSpeed ZeRO-2/3). Default:
-    # per_step for zero <= 2, per_microbatch for zero 3.
-    grad_reduce: Literal["per_step", "per_microbatch"] | None = None
-    placement: Literal["topology-aware", "linear", "random", "fragmented"] = "topology-aware"
-    parallel_order: tuple[str, ...] = ("tp", "cp", "pp", "dp")  # innermost first (Llama 3)
-
-    _ints_not_bools = field_validator(*_INT_FIELDS, mode="before")(_no_bool)
-
-    @model_validator(mode="after")
-    def _check(self) -> JobSpec:
-        base = [a for a in self.parallel_order if a != "ep"]
-        if sorted(base) != sorted(("tp", "cp", "pp", "dp")) or len(self.parallel_order) - len(base) > 1:
-            raise SpecError("job.parallel_order", list(self.parallel_order),
-                            "must be an ordering of tp, cp, pp, dp, optionally with ep (innermost first)")
-        if self.pp_schedule == "1f1b" and self.virtual_stages != 1:
-            raise SpecError("job.virtual_stages", self.virtual_stages,
-                            "needs job.pp_schedule = interleaved (1f1b has one stage per rank)")
-        if self.recompute_interval != RECOMPUTE_INTERVAL_DEFAULT and self.recompute != "selective_layer":
-            raise SpecError("job.recompute_interval", self.recompute_interval,
-                            f"only applies to job.recompute = selective_layer (is {self.recompute})")
-        if self.global_batch and self.global_batch_tokens:
-            raise SpecError("job.global_batch_tokens", self.global_batch_tokens,
-                            "give either job.global_batch (sequences) or job.global_batch_tokens, not both")
-        return self
-
-    @property
-    def pp_round_size(self) -> int:
-        """N: consecutive micro-batches per chunk in the interleaved schedule (default pp)."""
-        return self.pp_round or self.pp
-
-    @property
-    def grad_reduce_mode(self) -> str:
-        return self.grad_reduce or ("per_microbatch" if self.zero == 3 else "per_step")
-
-    @property
-    def dp_degree(self) -> int:
-        assert self.dp is not None
-        return self.dp
-
-    @property
-    def sequences_per_step(self) -> int:
-        if self.global_batch:
-            return self.global_batch
-        if self.global_batch_tokens:
-            return self.global_batch_tokens // self.seq_len
-        return self.dp_degree * self.micro_batch
-
-    @property
-    def micro_batches(self) -> int:
-        """Micro-batches per DP rank per step (the gradient-accumulation count, m)."""
-        return self.sequences_per_step // (self.dp_degree * self.micro_batch)
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.sequences_per_step * self.seq_len
-
-
-class NetworkSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    fidelity: Literal["analytical", "flow"] = "analytical"
-    routing: Literal["ecmp", "e-ecmp", "pinned", "adaptive"] = "e-ecmp"
-    qps_per_connection: int = Field(default=16, gt=0)
-    nvls: bool = True  # use NVLink SHARP for intra-host all-reduce where the GPU has it
-
-    _ints_not_bools = field_validator("qps_per_connection", mode="before")(_no_bool)
 
 
 class Spec(BaseModel):
@@ -186,6 +22,9 @@ class Spec(BaseModel):
     model: ModelSpec
     job: JobSpec
     network: NetworkSpec = NetworkSpec()
+    # The storage and reliability sections as given: overlays (a preset plus the fields set) that
+    # the verbs' flags extend, so they stay mappings. ``load_spec`` validates both when the spec
+    # loads (``teton.spec.storage``, ``teton.spec.reliability``), blaming the file line or --set.
     storage: dict[str, Any] | None = None
     reliability: dict[str, Any] | None = None
     plan: PlanSpec | None = None  # what `teton plan` chooses between (teton.spec.plan)
@@ -196,95 +35,3 @@ class Spec(BaseModel):
     # ``load_spec`` (``job_defaults``); a Spec built otherwise, or a search's candidate, keeps ()
     # or the loaded job's.
     job_defaults: tuple[str, ...] = ()
-
-
-BATCH_FIELDS = ("global_batch", "global_batch_tokens")  # two ways to give one batch
-
-
-def job_defaults(job: JobSpec) -> tuple[str, ...]:
-    """``job.<field>`` of every field not in ``job.model_fields_set`` (call it before
-    :func:`check_job`, which fills ``dp`` in); the batch counts as given when either of
-    ``global_batch`` / ``global_batch_tokens`` is."""
-    given = set(job.model_fields_set)
-    if given & set(BATCH_FIELDS):
-        given |= set(BATCH_FIELDS)
-    return tuple(f"job.{name}" for name in JobSpec.model_fields if name not in given)
-
-
-def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
-    """Cross-field rules between job, model and cluster; returns the job with dp filled in."""
-    model_par = job.tp * job.cp * job.pp
-    if job.dp is None:
-        if job.gpus % model_par:
-            raise SpecError("job.gpus", job.gpus, f"must be a multiple of tp*cp*pp = {model_par}")
-        job = job.model_copy(update={"dp": job.gpus // model_par})
-    if model_par * job.dp_degree != job.gpus:
-        raise SpecError("job.dp", job.dp,
-                        f"tp*cp*pp*dp = {job.tp}*{job.cp}*{job.pp}*{job.dp} = {model_par * job.dp_degree} "
-                        f"must equal job.gpus ({job.gpus})")
-    if job.gpus > cluster.gpus:
-        raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
-    if model.heads % job.tp:
-        raise SpecError("job.tp", job.tp, f"must divide model.heads ({model.heads})")
-    if model.n_kv_heads % job.tp:
-        raise SpecError("job.tp", job.tp, f"must divide model.kv_heads ({model.n_kv_heads})")
-    if model.ffn_hidden % job.tp:
-        raise SpecError("job.tp", job.tp, f"must divide model.ffn_hidden ({model.ffn_hidden})")
-    gpu = cluster.gpu_spec
-    if job.precision != "bf16" and job.precision not in gpu.peak_tflops:
-        raise SpecError("job.precision", job.precision,
-                        f"{gpu.name} has no {job.precision} tensor cores; use bf16 or a GPU that has "
-                        f"({', '.join(n for n, g in GPUS.items() if job.precision in g.peak_tflops)})")
-    if job.attention_kernel == "fa3" and cluster_efficiency(gpu, cluster.efficiency).attn_fa3_fwd is None:
-        raise SpecError("job.attention_kernel", job.attention_kernel,
-                        f"FlashAttention-3 needs a Hopper GPU, and {gpu.name} has no fa3 efficiency; use fa2")
-    if job.tp > cluster.gpus_per_host and job.tp % cluster.gpus_per_host:
-        raise SpecError("job.tp", job.tp, f"must divide or be a multiple of GPUs per host ({cluster.gpus_per_host})")
-    chunks = job.pp * job.virtual_stages
-    slots = model.layers + (2 if job.pp_embedding_slots else 0)
-    if chunks > slots:
-        raise SpecError("job.pp", job.pp,
-                        f"pp*virtual_stages = {chunks} exceeds the model's {model.layers} layers")
-    if job.seq_len % (2 * job.cp) and job.cp > 1:
-        raise SpecError("job.seq_len", job.seq_len, f"must be divisible by 2*cp = {2 * job.cp} (load-balanced chunks)")
-    if job.seq_len % job.tp and job.sequence_parallel:
-        raise SpecError("job.seq_len", job.seq_len, f"must be divisible by tp ({job.tp}) with sequence parallelism")
-    if model.experts > 1 and model.experts % job.ep:
-        raise SpecError("job.ep", job.ep, f"must divide model.experts ({model.experts})")
-    if model.experts == 1 and job.ep != 1:
-        raise SpecError("job.ep", job.ep, "expert parallelism needs a MoE model (model.experts > 1)")
-    if job.ep > 1 and job.dp_degree % job.ep:
-        raise SpecError("job.ep", job.ep, f"must divide dp ({job.dp_degree}): experts are spread over DP ranks")
-    if job.global_batch_tokens and job.global_batch_tokens % job.seq_len:
-        raise SpecError("job.global_batch_tokens", job.global_batch_tokens,
-                        f"must be a whole number of sequences: a multiple of job.seq_len ({job.seq_len})")
-    seqs = job.sequences_per_step
-    per = job.dp_degree * job.micro_batch
-    if seqs <= 0 or seqs % per:
-        what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
-        val = job.global_batch if what == "job.global_batch" else job.global_batch_tokens
-        raise SpecError(what, val, f"must be a positive multiple of dp*micro_batch = {per} sequences")
-    if job.micro_batches > MAX_MICRO_BATCHES:  # the step is simulated micro-batch by micro-batch
-        what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
-        raise SpecError(what, job.global_batch or job.global_batch_tokens,
-                        f"gives {job.micro_batches:,} micro-batches per DP rank; at most {MAX_MICRO_BATCHES:,} "
-                        "(a larger job.micro_batch takes fewer)")
-    if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
-        why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else
-               "Linear biases (aten.addmm is not in its save list)" if model.bias else
-               "fp8 (the GEMMs run torch._scaled_mm, not aten.mm)" if job.precision == "fp8" else "")
-        if why:
-            raise SpecError("job.recompute", job.recompute,
-                            f"models torchtitan's per-op policy on bf16 dense bias-free blocks, not {why}; "
-                            "use selective_layer or full")
-    if job.pp_round is not None and job.pp_schedule != "interleaved":
-        raise SpecError("job.pp_round", job.pp_round, "needs job.pp_schedule = interleaved")
-    if job.pp_round is not None and (job.pp_round < job.pp or job.micro_batches % job.pp_round):
-        raise SpecError("job.pp_round", job.pp_round, f"must be at least pp ({job.pp}) and divide the "
-                        f"micro-batches per DP rank ({job.micro_batches}); {job.micro_batches} itself always works")
-    if (job.pp_schedule == "interleaved" and job.pp > 1 and job.virtual_stages > 1 and job.pp_round is None
-            and job.micro_batches % job.pp):  # with v = 1 it is plain 1F1B, which takes any m
-        raise SpecError("job.global_batch", seqs,
-                        f"the interleaved schedule needs micro-batches per DP rank ({job.micro_batches}) "
-                        f"divisible by pp ({job.pp}), or job.pp_round (Llama 3's N) dividing them")
-    return job

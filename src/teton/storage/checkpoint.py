@@ -20,11 +20,11 @@ Save:  sync  = D2H snapshot of the rank's share + upload (staged through host me
        async = GPUs pause for the D2H snapshot only; the upload runs in the background on the
                frontend network, sharing it with the data loader (not with the backend fabric).
 D2H per GPU: the host's x16 PCIe link to memory at the measured copy efficiency, shared by the
-GPUs behind one PCIe switch (``teton.storage.hardware.d2h_bytes_s_per_gpu``).
+GPUs behind one PCIe switch (``teton.hardware.storage.d2h_bytes_s_per_gpu``).
 Restore: all_read  every rank reads all the state it holds, then copies it host->device;
          broadcast one replica reads the replicated state (each rank still reads its own
                    sharded state), then it is broadcast over the DP (and CP) groups on the
-                   backend fabric (``AnalyticalCostModel.collective_time("broadcast", ...)``).
+                   backend fabric (the spec's network cost model, ``network.fidelity``, at nccl-tests speed).
          shard_allgather  each DP rank reads 1/dp of the replicated state (plus its own shards),
                    then an all-gather over the DP groups rebuilds it (the read is spread over
                    all client hosts instead of one replica's).
@@ -34,51 +34,19 @@ Sustainable frequency: a checkpoint every total / sustained_write seconds at mos
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from teton.engine.prepare import default_placement, network_cost_model
 from teton.errors import SpecError
-from teton.network import AnalyticalCostModel
-from teton.placement import place
-from teton.storage.hardware import d2h_bytes_s_per_gpu
-from teton.storage.system import StorageSystem, spec_storage
+from teton.hardware.storage import d2h_bytes_s_per_gpu
+from teton.spec.storage import CheckpointPolicy, StorageSystem, checkpoint_policy, spec_storage
 from teton.storage.transfer import Transfer, transfer
 from teton.units import ADAM_STATE_BYTES, BF16_BYTES
 from teton.workload.memory import params_per_rank
 from teton.workload.pipeline import split_layers
 
 OPTIMIZER_BYTES = ADAM_STATE_BYTES  # fp32 master + Adam m + v
-
-
-class CheckpointPolicy(BaseModel):
-    """The ``storage.checkpoint`` part of a spec."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-    mode: Literal["sync", "async"] = "async"
-    writers: Literal["spread", "one_replica", "every_rank"] = "spread"
-    restore: Literal["all_read", "broadcast", "shard_allgather"] = "all_read"
-    bf16_weights: bool = True  # save the bf16 copy too (else it is rebuilt from the fp32 master)
-    files_per_rank: int = Field(default=1, gt=0)  # DCP FileSystemWriter: one file per writer thread
-    writer_ranks: int | None = Field(default=None, gt=0)  # what-if: the bytes spread over N writers
-    interval_s: float | None = Field(default=None, gt=0)  # checkpoint every interval_s of training
-
-
-def checkpoint_policy(spec) -> CheckpointPolicy:
-    raw = (spec.storage or {}).get("checkpoint") or {}
-    if not isinstance(raw, dict):
-        raise SpecError("storage.checkpoint", raw, "must be a mapping")
-    try:
-        return CheckpointPolicy(**raw)
-    except ValidationError as err:
-        e = err.errors()[0]
-        name = "storage.checkpoint." + ".".join(str(x) for x in e["loc"])
-        if e["type"] == "extra_forbidden":
-            raise SpecError(name, e.get("input"),
-                            f"unknown field; allowed: {', '.join(CheckpointPolicy.model_fields)}") from None
-        raise SpecError(name, e.get("input"), e["msg"][0].lower() + e["msg"][1:]) from None
 
 
 @dataclass(frozen=True)
@@ -98,17 +66,6 @@ class RankState:
         return float(self.written_bytes.sum())
 
 
-def _coords(job) -> dict[str, np.ndarray]:
-    """Coordinate of every rank on each axis, rank = tp + TP*(cp + CP*(pp + PP*dp)) (job order)."""
-    degrees = {"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": job.dp_degree}
-    ranks = np.arange(job.gpus)
-    out, stride = {}, 1
-    for axis in job.parallel_order:
-        out[axis] = (ranks // stride) % degrees[axis]
-        stride *= degrees[axis]
-    return out
-
-
 def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     """Bytes each rank writes and holds, from the model's exact parameter counts.
 
@@ -123,7 +80,7 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     e_stage = np.zeros_like(p_stage)
     if model.experts > 1:
         e_stage = split.layers_on_rank() * model.experts * model.mlp_params() / (job.tp * job.ep)
-    c = _coords(job)
+    c = job.layout.coords()
     dp, cp, ep = job.dp_degree, job.cp, job.ep
     wb = BF16_BYTES if policy.bf16_weights else 0
     n = job.gpus
@@ -153,7 +110,7 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
         read_once += np.where(lead, h, h - rep)
         read_shard += h - rep + rep / reps
         unique += float((wb + OPTIMIZER_BYTES) * stage.sum() * job.tp * distinct)
-    return RankState(written, held, replicated, _placement(spec).gpu_of_rank, unique, read_once, read_shard)
+    return RankState(written, held, replicated, default_placement(spec).gpu_of_rank, unique, read_once, read_shard)
 
 
 @dataclass(frozen=True)
@@ -300,20 +257,14 @@ def simulate_checkpoint(spec, policy: CheckpointPolicy | None = None, system: St
                             r_shard, gather_s, float(shard.max()) / d2h_bw, np.asarray(w_bytes, float))
 
 
-def _placement(spec):
-    job = spec.job
-    return place(spec.cluster, {"tp": job.tp, "cp": job.cp, "pp": job.pp, "dp": job.dp_degree},
-                 tuple(job.parallel_order), policy=job.placement, seed=spec.seed)
-
-
 def _rebuild_s(spec, st: RankState, op: str) -> float:
     """``op`` (broadcast / all_gather) of the replicated state over the ranks that hold the same
     weights (the DP x CP groups); each has read its own ZeRO shards."""
     job = spec.job
     if float(st.replicated_bytes.max()) == 0 or job.dp_degree * job.cp == 1:
         return 0.0
-    pl = _placement(spec)
-    return AnalyticalCostModel(spec.cluster).collective_time(op, pl.groups("dp_cp"), float(st.replicated_bytes.max()))
+    pl = default_placement(spec)
+    return network_cost_model(spec).collective_time(op, pl.groups("dp_cp"), float(st.replicated_bytes.max()))
 
 
 def _broadcast_s(spec, st: RankState) -> float:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from teton.errors import SpecError, closest
-from teton.storage.system import StorageSystem, spec_storage
+from teton.spec.storage import StorageSystem, spec_storage
 from teton.storage.transfer import transfer
 
 TOKEN_BYTES = 4  # int32 token ids (vocab 128,256 > 65,536)

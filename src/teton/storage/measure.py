@@ -26,8 +26,8 @@ import numpy as np
 
 from teton.errors import SpecError
 from teton.progress import progress_bar
-from teton.storage.checkpoint import checkpoint_policy, rank_state
-from teton.storage.system import StorageSystem, spec_storage, storage_system
+from teton.spec.storage import StorageSystem, checkpoint_policy, spec_storage, storage_system
+from teton.storage.checkpoint import rank_state
 from teton.storage.transfer import transfer
 
 BLOCK_BYTES = 8 * 2**20

@@ -16,9 +16,9 @@ import numpy as np
 
 from teton.atomic import save_figure
 from teton.errors import SpecError
-from teton.storage.system import StorageSystem
+from teton.spec.cluster import ClusterSpec
+from teton.spec.storage import StorageSystem
 from teton.storage.transfer import transfer
-from teton.topology.cluster import ClusterSpec
 
 # 8, 12, 16, 24, ... 12,288, 16,384
 DEFAULT_WRITERS = tuple(sorted({2**k for k in range(3, 15)} | {3 * 2**k for k in range(2, 13)}))

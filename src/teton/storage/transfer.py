@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from teton.hardware import NICS
-from teton.storage import hardware as hw
-from teton.storage.system import StorageSystem
-from teton.topology.cluster import ClusterSpec
+from teton.hardware import storage as hw
+from teton.spec.cluster import ClusterSpec
+from teton.spec.storage import StorageSystem
 
 
 @dataclass(frozen=True)

@@ -51,9 +51,10 @@ _FREE_FORM = ("storage", "reliability")  # raw mappings: any sub-key
 
 
 def _section_fields() -> dict[str, set[str]]:
-    from teton.spec.schema import JobSpec, NetworkSpec
-    from teton.topology.cluster import ClusterSpec
-    from teton.workload.model import ModelSpec
+    from teton.spec.cluster import ClusterSpec
+    from teton.spec.job import JobSpec
+    from teton.spec.model import ModelSpec
+    from teton.spec.network import NetworkSpec
 
     return {"job": set(JobSpec.model_fields), "network": set(NetworkSpec.model_fields),
             "cluster": set(ClusterSpec.model_fields) | {"base"}, "model": set(ModelSpec.model_fields) | {"base"}}

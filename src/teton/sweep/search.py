@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from teton.engine.step import simulate_step
 from teton.errors import SpecError
-from teton.spec.schema import RECOMPUTE_INTERVAL_DEFAULT, Spec, check_job
+from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
+from teton.spec.schema import Spec
 from teton.workload.memory import memory_per_gpu
 
 TP_CHOICES = (1, 2, 4, 8, 16)

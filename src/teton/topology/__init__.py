@@ -1,5 +1,1 @@
-"""Clusters and their fabrics: layered cluster specs, presets and (later) explicit switch graphs."""
-
-from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec, FabricLayer
-
-__all__ = ["CLUSTER_PRESETS", "ClusterSpec", "FabricLayer"]
+"""Fabrics: the explicit switch graph of a cluster spec (``graph``) for the flow-level model."""

@@ -24,10 +24,11 @@ Link ids are closed-form, so routing never searches: the uplink ``j`` of tier-i 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from teton.topology.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec
 
 # Node kinds (node_kind); switch tier t has kind SWITCH + t.
 GPU_NODE, NIC_NODE, NVSWITCH_NODE, SWITCH = 0, 1, 2, 3
@@ -118,32 +119,31 @@ class Fabric:
         return np.where(tier < 0, NVLINK_HOP_LATENCY_S, fab)
 
 
-def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -> Fabric:
-    """The explicit graph of ``cluster``'s backend fabric (see the module docstring).
+class TierShape(NamedTuple):
+    """The regular shape of a folded Clos's switch tiers (module docstring)."""
 
-    ``leaf_uplink_ratio`` = leaf uplink capacity / downlink capacity; default 1 / oversubscription
-    of ``layers[0]``. Meta's SIGCOMM'24 paper reports RTSW uplinks of 1:1, then 2:1 to mask ECMP
-    collisions, then 1.125:1 -- pass 2.0 or 1.125 to study them.
-    """
+    switches: list[int]  # switches per tier
+    planes: list[int]  # planes[i] = P_{i+1}, uplinks per tier-i switch (i = 0 .. tiers-2)
+    uplink_bytes_s: list[float]  # capacity of each tier-i uplink
+    domains: list[int]  # domains of each layer
+
+
+def tier_shape(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -> TierShape:
+    """Switches per tier, planes and uplink capacity (module docstring): ``P_i = round(downlinks x
+    ratio)`` of the tier below, ratio = 1 / oversubscription (``leaf_uplink_ratio`` for the
+    leaves when given), and uplink capacity = the switch's down capacity x ratio / P_i."""
     g = cluster.gpus_per_host
-    n_gpus = cluster.gpus
-    hosts = cluster.hosts
     rail = cluster.topology == "rail-optimized"
     layers = cluster.layers
-    spans = tuple(layer.span_gpus for layer in layers)
-    tiers = len(spans)
-    nic_bw = cluster.nic_bytes_s_per_gpu
-    gpu = cluster.gpu_spec
-
-    # switches per tier, downlinks per switch, planes and uplink capacity
-    n_leaves = -(-n_gpus // spans[0]) * (g if rail else 1)
+    spans = [layer.span_gpus for layer in layers]
+    n_leaves = -(-cluster.gpus // spans[0]) * (g if rail else 1)
     nics_per_leaf = spans[0] // g if rail else spans[0]
-    domains = [-(-n_gpus // s) for s in spans]
+    domains = [-(-cluster.gpus // s) for s in spans]
     planes: list[int] = []
     up_cap: list[float] = []
     switches = [n_leaves]
-    down_links, down_cap = nics_per_leaf, nics_per_leaf * nic_bw  # per switch of the current tier
-    for i in range(tiers - 1):
+    down_links, down_cap = nics_per_leaf, nics_per_leaf * cluster.nic_bytes_s_per_gpu  # per switch of this tier
+    for i in range(len(spans) - 1):
         over = layers[i].oversubscription
         ratio = leaf_uplink_ratio if (i == 0 and leaf_uplink_ratio) else 1.0 / over
         p = max(1, round(down_links * ratio))
@@ -152,52 +152,61 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
         switches.append(domains[i + 1] * int(np.prod(planes)))
         children = (spans[i + 1] // spans[0]) * (g if rail else 1) if i == 0 else spans[i + 1] // spans[i]
         down_links, down_cap = children, children * up_cap[-1]
+    return TierShape(switches, planes, up_cap, domains)
 
-    # nodes: GPUs, NICs, NVSwitches, then switch tiers
+
+def _node_kinds(n_gpus: int, hosts: int, switches: list[int]) -> tuple[np.ndarray, list[int]]:
+    """The kind of every node id, in id order: GPUs, NICs (one per GPU), NVSwitches (one per
+    host), then the switch tiers; and the first node id of each tier."""
     sw_base = [2 * n_gpus + hosts]
     for s in switches[:-1]:
         sw_base.append(sw_base[-1] + s)
-    n_nodes = sw_base[-1] + switches[-1]
-    node_kind = np.empty(n_nodes, dtype=np.int8)
+    node_kind = np.empty(sw_base[-1] + switches[-1], dtype=np.int8)
     node_kind[:n_gpus] = GPU_NODE
     node_kind[n_gpus:2 * n_gpus] = NIC_NODE
     node_kind[2 * n_gpus:sw_base[0]] = NVSWITCH_NODE
-    for t in range(tiers):
+    for t in range(len(switches)):
         node_kind[sw_base[t]:sw_base[t] + switches[t]] = SWITCH + t
+    return node_kind, sw_base
 
+
+# a group of directed links: (source nodes, destination nodes, capacity B/s, latency s, link layer)
+LinkGroup = tuple[np.ndarray, np.ndarray, float, float, int]
+
+
+def _host_link_groups(cluster: ClusterSpec, leaf_base: int, hop_latency_s: tuple[float, ...],
+                      nic_latency_s: float) -> dict[str, LinkGroup]:
+    """Each GPU's links, one per GPU in each group (module docstring): up to its host's NVSwitch
+    and back (NVLink), to its NIC and back (the host's PCIe link, hardware.hosts), and the NIC's
+    to its leaf switch (node ids from ``leaf_base``) and back."""
+    g, n_gpus, spans0 = cluster.gpus_per_host, cluster.gpus, cluster.layers[0].span_gpus
     gids = np.arange(n_gpus, dtype=np.int32)
     nvsw = (2 * n_gpus + gids // g).astype(np.int32)
     nic = (n_gpus + gids).astype(np.int32)
-    leaf = (sw_base[0] + (((gids // spans[0]) * g + gids % g) if rail else gids // spans[0])).astype(np.int32)
-    hop = tuple(layer.hop_latency_us * 1e-6 for layer in layers)
-    nic_lat = cluster.nic.latency_us * 1e-6
-    pcie_bw = cluster.host_spec.pcie_x16_bytes_s
+    rail = cluster.topology == "rail-optimized"
+    leaf = (leaf_base + (((gids // spans0) * g + gids % g) if rail else gids // spans0)).astype(np.int32)
+    nvl_bw, pcie_bw, nic_bw = (cluster.gpu_spec.nvlink_bw_bytes_s, cluster.host_spec.pcie_x16_bytes_s,
+                               cluster.nic_bytes_s_per_gpu)
+    return {
+        "nvl_up": (gids, nvsw, nvl_bw, NVLINK_HOP_LATENCY_S, NVLINK),
+        "nvl_down": (nvsw, gids, nvl_bw, 0.0, NVLINK),
+        "pcie_up": (gids, nic, pcie_bw, 0.0, PCIE),
+        "pcie_down": (nic, gids, pcie_bw, nic_latency_s, PCIE),
+        "nic_up": (nic, leaf, nic_bw, hop_latency_s[0], NIC_LINK),
+        "nic_down": (leaf, nic, nic_bw, 0.0, NIC_LINK),
+    }
 
-    src, dst, cap, lat, lay = [], [], [], [], []
 
-    def add(s, d, c, la, layer):
-        src.append(np.asarray(s, dtype=np.int32))
-        dst.append(np.asarray(d, dtype=np.int32))
-        cap.append(np.full(len(src[-1]), c, dtype=np.float64))
-        lat.append(np.full(len(src[-1]), la, dtype=np.float64))
-        lay.append(np.full(len(src[-1]), layer, dtype=np.int8))
-
-    base = {}
-    count = 0
-    for key, s, d, c, la, layer in (
-        ("nvl_up", gids, nvsw, gpu.nvlink_bw_bytes_s, NVLINK_HOP_LATENCY_S, NVLINK),
-        ("nvl_down", nvsw, gids, gpu.nvlink_bw_bytes_s, 0.0, NVLINK),
-        ("pcie_up", gids, nic, pcie_bw, 0.0, PCIE),  # the host's GPU-NIC PCIe link (hardware.hosts)
-        ("pcie_down", nic, gids, pcie_bw, nic_lat, PCIE),
-        ("nic_up", nic, leaf, nic_bw, hop[0], NIC_LINK),
-        ("nic_down", leaf, nic, nic_bw, 0.0, NIC_LINK),
-    ):
-        base[key] = count
-        add(s, d, c, la, layer)
-        count += n_gpus
-
-    up_base, down_base = [], []
-    for i in range(tiers - 1):
+def _switch_link_groups(cluster: ClusterSpec, shape: TierShape, sw_base: list[int],
+                        hop_latency_s: tuple[float, ...]) -> list[LinkGroup]:
+    """The uplinks of every tier-i switch and their reverse (down) links, (up, down) per tier:
+    uplink j of switch u goes to tier-(i+1) switch ``c * P + j`` of its plane ``c`` in its domain
+    (module docstring); a link's latency is that of the switch it enters."""
+    g, spans = cluster.gpus_per_host, [layer.span_gpus for layer in cluster.layers]
+    rail = cluster.topology == "rail-optimized"
+    switches, planes, domains = shape.switches, shape.planes, shape.domains
+    groups: list[LinkGroup] = []
+    for i in range(len(spans) - 1):
         p = planes[i]
         u = np.arange(switches[i], dtype=np.int64)
         if i == 0:
@@ -210,20 +219,50 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
         j = np.arange(p, dtype=np.int64)
         lo = np.repeat(sw_base[i] + u, p)
         hi = (sw_base[i + 1] + d_next[:, None] * w_next + c[:, None] * p + j[None, :]).ravel()
-        up_base.append(count)
-        add(lo, hi, up_cap[i], hop[i + 1], FABRIC + i)
-        count += lo.size
-        down_base.append(count)
-        add(hi, lo, up_cap[i], hop[i], FABRIC + i)
-        count += lo.size
+        groups += [(lo, hi, shape.uplink_bytes_s[i], hop_latency_s[i + 1], FABRIC + i),
+                   (hi, lo, shape.uplink_bytes_s[i], hop_latency_s[i], FABRIC + i)]
+    return groups
 
+
+def _concat_links(groups: list[LinkGroup]) -> tuple[list[int], tuple[np.ndarray, ...]]:
+    """The first link id of each group (links numbered in group order) and the link arrays:
+    source, destination (int32), capacity, latency (float64), layer (int8)."""
+    bases, count = [], 0
+    src, dst, cap, lat, lay = [], [], [], [], []
+    for s, d, c, la, layer in groups:
+        bases.append(count)
+        src.append(np.asarray(s, dtype=np.int32))
+        dst.append(np.asarray(d, dtype=np.int32))
+        cap.append(np.full(len(src[-1]), c, dtype=np.float64))
+        lat.append(np.full(len(src[-1]), la, dtype=np.float64))
+        lay.append(np.full(len(src[-1]), layer, dtype=np.int8))
+        count += len(src[-1])
+    return bases, tuple(np.concatenate(x) for x in (src, dst, cap, lat, lay))
+
+
+def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -> Fabric:
+    """The explicit graph of ``cluster``'s backend fabric (see the module docstring).
+
+    ``leaf_uplink_ratio`` = leaf uplink capacity / downlink capacity; default 1 / oversubscription
+    of ``layers[0]``. Meta's SIGCOMM'24 paper reports RTSW uplinks of 1:1, then 2:1 to mask ECMP
+    collisions, then 1.125:1 -- pass 2.0 or 1.125 to study them.
+    """
+    shape = tier_shape(cluster, leaf_uplink_ratio)
+    node_kind, sw_base = _node_kinds(cluster.gpus, cluster.hosts, shape.switches)
+    hop = tuple(layer.hop_latency_us * 1e-6 for layer in cluster.layers)
+    nic_lat = cluster.nic.latency_us * 1e-6
+    host = _host_link_groups(cluster, sw_base[0], hop, nic_lat)
+    bases, (src, dst, cap, lat, lay) = _concat_links(
+        list(host.values()) + _switch_link_groups(cluster, shape, sw_base, hop))
+    base = dict(zip(host, bases, strict=False))  # the host groups come first
+    fabric_bases = bases[len(host):]
     return Fabric(
-        name=cluster.name, topology=cluster.topology, n_gpus=n_gpus, gpus_per_host=g,
-        node_kind=node_kind, link_src=np.concatenate(src), link_dst=np.concatenate(dst),
-        link_capacity_bytes_s=np.concatenate(cap), link_latency_s=np.concatenate(lat),
-        link_layer=np.concatenate(lay), gpu_node=gids.copy(),
-        spans=spans, planes=tuple(planes), switches=tuple(switches), rail=rail,
-        up_base=tuple(up_base), down_base=tuple(down_base),
+        name=cluster.name, topology=cluster.topology, n_gpus=cluster.gpus, gpus_per_host=cluster.gpus_per_host,
+        node_kind=node_kind, link_src=src, link_dst=dst, link_capacity_bytes_s=cap, link_latency_s=lat,
+        link_layer=lay, gpu_node=np.arange(cluster.gpus, dtype=np.int32),
+        spans=tuple(layer.span_gpus for layer in cluster.layers), planes=tuple(shape.planes),
+        switches=tuple(shape.switches), rail=cluster.topology == "rail-optimized",
+        up_base=tuple(fabric_bases[0::2]), down_base=tuple(fabric_bases[1::2]),
         nvl_up_base=base["nvl_up"], nvl_down_base=base["nvl_down"], pcie_up_base=base["pcie_up"],
         pcie_down_base=base["pcie_down"], nic_up_base=base["nic_up"], nic_down_base=base["nic_down"],
         hop_latency_s=hop, nic_latency_s=nic_lat,

@@ -4,6 +4,8 @@
 A calibration JSON is ``benchmarks/device/calibrate_hopper.py``'s output (its
 ``efficiency_overrides``: fractions of the datasheet peaks) or a plain mapping of override keys.
 A calibrated cluster is ``{base: <preset>, efficiency: {...}}``, validated as every spec is.
+``teton calibrate`` also shows each override against the catalog (:func:`override_rows`) and the
+one decoder layer the script timed against teton's price for it (:func:`layer_comparison`).
 """
 
 from __future__ import annotations
@@ -43,11 +45,68 @@ def catalog_value(eff, key: str) -> float | None:
     return getattr(eff, key, None)
 
 
+def override_rows(gpu, overrides: dict[str, float]) -> list[dict]:
+    """Measured vs catalog, one row per override key (sorted): ``key``, ``catalog`` (the GPU's
+    catalog fraction of peak, None where the catalog has no such key) and ``measured``."""
+    from teton.hardware import cluster_efficiency
+
+    catalog = cluster_efficiency(gpu)
+    return [{"key": k, "catalog": catalog_value(catalog, k), "measured": float(v)}
+            for k, v in sorted(overrides.items())]
+
+
+def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] | None = None) -> float:
+    """teton's compute seconds for the layer ``calibrate_hopper.py`` timed: one Llama decoder layer
+    on one TP rank, forward and backward, its elementwise kernels as ``layer['kernel_fusion']``
+    says, no sequence parallelism and no collectives (the script runs none), fresh gradients (no
+    accumulation pass), with the catalog's efficiencies or ``efficiency`` overrides."""
+    from teton.engine.compute import ComputeModel
+    from teton.hardware import cluster_efficiency
+    from teton.hardware.gpus import GPUS
+    from teton.spec.job import JobSpec
+    from teton.spec.model import ModelSpec
+    from teton.workload.ops import ComputeOp, layer_block
+
+    try:
+        model = ModelSpec(name="calibration-layer", layers=1, hidden=layer["hidden"], ffn_hidden=layer["ffn"],
+                          heads=layer["heads"], kv_heads=layer["kv_heads"], vocab=32000)
+        job = JobSpec(gpus=layer["tp"], tp=layer["tp"], dp=1, seq_len=layer["tokens"], global_batch=1,
+                      sequence_parallel=False, kernel_fusion=layer.get("kernel_fusion", "eager"))
+    except (KeyError, TypeError, ValueError) as err:
+        raise SpecError("calibration.layer", layer, f"a layer shape as calibrate_hopper.py writes it ({err})") from None
+    gpu = GPUS[gpu_name]
+    # a microbenchmark of one layer: the burst profile, with the measured kernel efficiencies
+    efficiency = {**(efficiency or {}), "profile": "burst"}
+    cluster_efficiency(gpu, efficiency)  # a bad override is a one-line error
+    compute = ComputeModel.for_gpu(gpu, "bf16", job.seq_len, efficiency, job.attention_kernel)
+    block = layer_block(model, job)
+    return sum(compute.time_s(op) for op in (*block.fwd, *block.bwd)
+               if isinstance(op, ComputeOp) and op.name != "grad_accumulate")
+
+
+def device_gpu(provenance: dict, default: str) -> str:
+    """The catalog GPU a calibration ran on, from the device name torch reported."""
+    name = str(provenance.get("device", "")).upper()
+    return "h200" if "H200" in name else "h100-sxm" if "H100" in name else default
+
+
+def layer_comparison(layer: dict, provenance: dict, default_gpu: str, overrides: dict[str, float]) -> dict:
+    """The layer ``calibrate_hopper.py`` timed on the GPU it ran on (:func:`device_gpu`): its
+    measured burst and sustained seconds vs :func:`predicted_layer_s` with the catalog's
+    efficiencies and with the measured overrides (all but ``sustained_ratio``)."""
+    on = device_gpu(provenance, default_gpu)
+    return {"gpu": on, "measured_burst_s": layer.get("burst_s"),
+            "measured_sustained_s": layer.get("sustained_s"),
+            "predicted_catalog_s": predicted_layer_s(layer, on),
+            "predicted_calibrated_s": predicted_layer_s(
+                layer, on, {k: v for k, v in overrides.items() if k != "sustained_ratio"})}
+
+
 def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
     """A cluster spec mapping: the preset with ``overrides`` merged over its own ``efficiency``,
     validated as every spec is (unknown keys and values outside (0, 2] are one-line errors)."""
     from teton.hardware import cluster_efficiency
-    from teton.topology.cluster import CLUSTER_PRESETS, ClusterSpec
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
     if cluster not in CLUSTER_PRESETS:
         from difflib import get_close_matches
@@ -68,7 +127,7 @@ def fitted_cluster(result, runs) -> tuple[dict, str]:
     burst value, and so do predictions from the file), the fitted values and the leave-one-out
     band as ``efficiency:`` entries; its own microbenchmark overrides are kept."""
     from teton.hardware.efficiency import microbenchmark_overrides
-    from teton.topology.cluster import CLUSTER_PRESETS
+    from teton.spec.cluster import CLUSTER_PRESETS
 
     clusters = {r.spec.cluster.model_dump_json(exclude={"efficiency"}): r.spec.cluster for r in runs}
     if len(clusters) > 1:
@@ -88,4 +147,48 @@ def fitted_cluster(result, runs) -> tuple[dict, str]:
         mapping = {**cluster.model_dump(exclude_defaults=True), "efficiency": eff}
     header = (f"# {cluster.name} calibrated by teton fit on {len(runs)} measured run(s); leave-one-out "
               f"errors {lo * 100:+.1f} % .. {hi * 100:+.1f} %")
+    return mapping, header
+
+
+def trace_cluster(cluster: str | None, gpu: str) -> str:
+    """The preset a trace's calibration is written onto: ``cluster`` (``--cluster``; its GPU family
+    must be the trace's), or the first preset built on the trace's GPU (else on its family)."""
+    from teton.hardware.efficiency import family_of
+    from teton.hardware.gpus import GPUS
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+
+    if cluster is None:
+        gpus = {name: ClusterSpec(**fields).gpu_spec for name, fields in CLUSTER_PRESETS.items()}
+        same = [n for n, g in gpus.items() if g.name == gpu] or [
+            n for n, g in gpus.items() if family_of(g) == family_of(GPUS[gpu])]
+        if same:
+            return same[0]
+        raise SpecError("--cluster", None, f"no preset is built on the trace's GPU family ({gpu}); name the "
+                        f"cluster to calibrate ({', '.join(CLUSTER_PRESETS)})")
+    if cluster not in CLUSTER_PRESETS:
+        from teton.errors import closest
+
+        raise SpecError("--cluster", cluster, closest(cluster, CLUSTER_PRESETS))
+    theirs = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
+    if family_of(theirs) != family_of(GPUS[gpu]):
+        raise SpecError("--cluster", cluster, f"runs {theirs.name}, but the trace ran on {gpu}: calibrate a "
+                        "cluster of the same GPU family")
+    return cluster
+
+
+def trace_calibrated_cluster(cal, cluster: str | None, trace_name: str) -> tuple[dict, str]:
+    """(cluster mapping, header) of a cluster calibrated from one rank's profiler trace (``cal``:
+    :func:`teton.validation.trace.calibrate_from_trace`'s result): its in-situ estimates over the
+    preset :func:`trace_cluster` picks. An estimate outside its parameter's physical range
+    (:data:`teton.hardware.in_situ.PARAMETERS` bounds) is clipped to it, and the header says so."""
+    from teton.hardware.in_situ import PARAMETERS
+
+    cluster = trace_cluster(cluster, cal.gpu)
+    values = {k: float(f"{min(PARAMETERS[k].bounds[1], max(PARAMETERS[k].bounds[0], v)):.6g}")
+              for k, v in cal.in_situ.items()}
+    clipped = [k for k, v in cal.in_situ.items() if abs(values[k] - v) > 1e-6 * max(1.0, abs(v))]
+    mapping = calibrated_cluster(cluster, values)
+    header = f"# {cluster} calibrated by teton fit --trace {trace_name} (GPU {cal.gpu})"
+    if clipped:
+        header += f"; clipped to their bounds: {', '.join(clipped)}"
     return mapping, header

@@ -11,10 +11,11 @@ from the catalogs as they are; no constant is fitted to them.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+
+from teton.memo import cached
 
 # value | lower_bound | upper_bound (a published "at least" / "up to") | check (the model was
 # derived from this figure: reported, but kept out of the mean error)
@@ -68,7 +69,7 @@ class ValidationRow:
         return d
 
 
-@functools.lru_cache(maxsize=4)
+@cached(4)
 def training_fit(calibration: tuple | None = None):
     """The fit on the bundled training set (memoised: validate's cases share it)."""
     from teton.validation.fit import fit_runs
@@ -152,7 +153,19 @@ def korthikanti_figure1() -> list[ValidationRow]:
 
 
 def meta_network_claims() -> list[ValidationRow]:
-    from teton.report.network_validation import meta_network_claims as rows
+    from teton.validation.network_cases import meta_network_claims as rows
+
+    return [ValidationRow(**r) for r in rows()]
+
+
+def tectonic_llama3_storage() -> list[ValidationRow]:
+    from teton.validation.storage_cases import tectonic_llama3_rows as rows
+
+    return [ValidationRow(**r) for r in rows()]
+
+
+def llama3_405b_54_days() -> list[ValidationRow]:
+    from teton.validation.reliability_cases import llama3_54_days as rows
 
     return [ValidationRow(**r) for r in rows()]
 
@@ -162,25 +175,16 @@ CASES: dict[str, Callable[..., list[ValidationRow]]] = {
     "korthikanti-2022-table5": korthikanti_table5,
     "korthikanti-2022-figure1": korthikanti_figure1,
     "meta-network-claims": meta_network_claims,
+    "tectonic-llama3-storage": tectonic_llama3_storage,
+    "llama3-405b-54-days": llama3_405b_54_days,
 }
 # cases whose predictions use the GPU efficiency catalog, and so accept measured overrides
 CALIBRATED_CASES = {"llama3-405b-table4", "korthikanti-2022-table5"}
-PLUGIN_MODULES = ("teton.storage.validation", "teton.reliability.validation")
 
 
 def all_cases() -> dict[str, Callable[..., list[ValidationRow]]]:
-    """Every case: the ones above and the lower layers' ``VALIDATION_CASES`` (plain-dict rows, so
-    those layers never import this one)."""
-    import importlib
-
-    for module in PLUGIN_MODULES:
-        for name, fn in getattr(importlib.import_module(module), "VALIDATION_CASES", {}).items():
-            CASES.setdefault(name, _rows_from_dicts(fn))
+    """Every case, by name, in the order ``teton validate`` prints them."""
     return CASES
-
-
-def _rows_from_dicts(fn: Callable[[], list[dict]]) -> Callable[[], list[ValidationRow]]:
-    return lambda: [ValidationRow(**row) for row in fn()]
 
 
 def run_validation(names: list[str] | None = None, progress: Callable[[str, int, int], None] | None = None,

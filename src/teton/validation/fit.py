@@ -325,6 +325,21 @@ def catalog_entry(result: FitResult, training_set: str) -> dict:
             "written_by": "teton fit --write-catalog"}
 
 
+def write_catalog_file(result: FitResult, training_set: str) -> str:
+    """Write :func:`catalog_entry` over the package's ``in_situ_fitted.json`` (``teton fit
+    --write-catalog``); returns the path written."""
+    import json
+    from importlib import resources
+    from pathlib import Path
+
+    from teton.atomic import write_text
+    from teton.hardware.in_situ import FITTED_FILE
+
+    target = Path(str(resources.files("teton.hardware").joinpath(FITTED_FILE)))
+    write_text(target, json.dumps(catalog_entry(result, training_set), indent=2) + "\n")
+    return str(target)
+
+
 CATALOG_TOLERANCE = 1e-3  # a fitted value this close (relative) to the catalog's is "the same"
 
 

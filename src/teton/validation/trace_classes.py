@@ -1,6 +1,7 @@
 """What a profiled GPU kernel is: its teton op class, its GEMM shape, its collective and message size.
 
-Used by :mod:`teton.validation.trace`. Three small tables, each easy to read and extend:
+Used by :mod:`teton.validation.kineto` and :mod:`teton.validation.trace`. Three small tables, each
+easy to read and extend:
 
 * ``CLASS_RULES``: ordered (class, regex) pairs on the kernel name; the first match wins, no match
   is ``other``. Memcpy / Memset activity (``cat`` gpu_memcpy / gpu_memset) is class ``memory``.
@@ -13,9 +14,10 @@ Used by :mod:`teton.validation.trace`. Three small tables, each easy to read and
 
 from __future__ import annotations
 
-import functools
 import math
 import re
+
+from teton.memo import cached
 
 CLASSES = ("gemm", "attention", "nccl", "optimizer", "elementwise", "memory", "other")
 
@@ -38,7 +40,7 @@ CLASS_RULES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((c, re.compile(p)) 
 ))
 
 
-@functools.lru_cache(maxsize=8192)
+@cached(8192)
 def classify(name: str, cat: str = "kernel") -> str:
     """The op class of a GPU activity event: ``memory`` for Memcpy / Memset, else the first
     matching rule of ``CLASS_RULES``, else ``other``."""

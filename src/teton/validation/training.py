@@ -30,9 +30,9 @@ Two sets, nothing else (held-out runs are judged by others, never fitted or reco
 from __future__ import annotations
 
 import csv
-import functools
 from importlib import resources
 
+from teton.memo import cached
 from teton.spec import load_spec
 from teton.validation.runs import MeasuredRun, measured_run
 
@@ -111,7 +111,7 @@ def korthikanti_case_name(row: dict, recompute: str) -> str:
     return f"Korthikanti 2022 Table 5: {row['model']}, {what}"
 
 
-@functools.lru_cache(maxsize=1)
+@cached(1)
 def training_runs() -> tuple[MeasuredRun, ...]:
     """The 11 runs of the training set: Table 4 rows 1-3, Korthikanti's 4 models x 2 modes."""
     runs = []

@@ -39,7 +39,7 @@ element) are left out of both columns alike.
 
 from __future__ import annotations
 
-from teton.workload.model import ModelSpec
+from teton.spec.model import ModelSpec
 
 # op -> fusion -> (forward, backward) bytes per element
 BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {

@@ -27,15 +27,15 @@ everything, plus one layer's recompute on ranks that checkpoint any.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from teton.spec.schema import JobSpec
+from teton.memo import cached
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
 from teton.workload.elementwise import eager_saved_bytes
-from teton.workload.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
 from teton.workload.recompute import checkpointed_layers, sac_op_recomputed_bytes, sac_op_saved_bytes
@@ -74,12 +74,11 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     :func:`checkpoint_bytes`."""
     if job.recompute == "selective_op":
         return sac_op_saved_bytes(model, job)
-    t, c, b, s = job.tp, job.cp, job.micro_batch, job.seq_len
-    sp = job.sequence_parallel and t > 1
+    lay = job.layout
+    t, c, b, s = lay.tp, lay.cp, lay.micro_batch, lay.seq_len
     a = ACT_BYTES
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
-    tok = b * s // c
-    tok_e = tok / t if sp else tok
+    tok, tok_e = lay.tokens, lay.elementwise_tokens
     drop = 1 if model.dropout else 0
     hidden_saved = (
         a * tok_e * h  # attention-norm input
@@ -162,7 +161,7 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
     return chunk_params(model, job, split).sum(axis=1)
 
 
-@functools.lru_cache(maxsize=512)
+@cached(512)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
     from teton.workload.step_work import dp_shard, step_work

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from teton.spec.schema import JobSpec
-from teton.workload.model import ModelSpec
+from teton.memo import cached
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
     return PipelineSplit(_split(model.layers, job.pp, v, job.pp_embedding_slots))
 
 
-@functools.lru_cache(maxsize=1024)
+@cached(1024)
 def _split(n_layers: int, p: int, v: int, embedding_slots: bool) -> np.ndarray:
     out = _split_layers(n_layers, p, v, embedding_slots)
     out.flags.writeable = False
@@ -83,7 +83,7 @@ def warmup_forwards(p: int, v: int, m: int, rank: int, n_round: int | None = Non
     return min((p - rank - 1) * 2 + (v - 1) * (n_round or p), m * v)
 
 
-@functools.lru_cache(maxsize=256)
+@cached(256)
 def chunk_orders(v: int, m: int, n_round: int) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) order of (chunk, micro-batch) pairs on every rank, (m*v, 2) each.
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from teton.spec.schema import JobSpec
-from teton.workload.model import ModelSpec
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
 from teton.workload.ops import ACT_BYTES, FP32, Collective, Item, _as_recompute, _gemm
 
 # (teton GEMM, its torchtitan projections in forward order; w1 is SwiGLU's gate, w3 its up

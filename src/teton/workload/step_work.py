@@ -8,13 +8,13 @@ Everything here is independent of where ranks sit: the engine prices it on a pla
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
 
-from teton.spec.schema import JobSpec
-from teton.workload.model import ModelSpec
+from teton.memo import cached
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
 from teton.workload.ops import (
     ACT_BYTES,
     FP32,
@@ -97,7 +97,7 @@ def dp_shard(params: np.ndarray, expert_params: np.ndarray, dp: int, ep: int, cp
     return (params - expert_params) / (dp * cp) + expert_params / (dp // ep * cp)
 
 
-@functools.lru_cache(maxsize=512)
+@cached(512)
 def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     """The work of one step (memoised: a pure function of the frozen model and job specs)."""
     return _step_work(model, job)

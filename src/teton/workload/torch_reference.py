@@ -48,12 +48,12 @@ matmuls and FlopCounterMode counts none of them (teton models them as memory-bou
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
 from teton.errors import SpecError
-from teton.workload.model import ModelSpec
+from teton.memo import cached
+from teton.spec.model import ModelSpec
 
 ATTENTION_KERNELS = ("flash", "math")
 MATMUL_OPS = frozenset({"aten.mm", "aten.addmm"})
@@ -99,12 +99,26 @@ def _check_shards(model: ModelSpec, seq_len: int, micro_batch: int, tp: int, cp:
         raise SpecError("job.cp", cp, f"must divide job.seq_len ({seq_len})")
 
 
-@functools.cache
+@cached(None)
 def _modules():
-    """The reference nn.Module classes (built on first use so that importing teton needs no torch)."""
+    """The reference nn.Module classes (built on first use so that importing teton needs no torch):
+    ``(torch, DecoderLayer, Head)``."""
     torch = require_torch()
-    nn, F = torch.nn, torch.nn.functional
     kw = dict(device="meta", dtype=torch.bfloat16)
+    RMSNorm, RowParallelLinear = _linear_and_norm_classes(torch, kw)
+    Attention = _attention_class(torch, kw, RowParallelLinear)
+    MLP = _mlp_class(torch, kw, RowParallelLinear)
+
+    def norm(m: ModelSpec):
+        return RMSNorm(m.hidden) if m.norm == "rmsnorm" else torch.nn.LayerNorm(m.hidden, **kw)
+
+    DecoderLayer, Head = _layer_classes(torch, kw, norm, Attention, MLP)
+    return torch, DecoderLayer, Head
+
+
+def _linear_and_norm_classes(torch, kw: dict):
+    """Llama's RMSNorm and Megatron's RowParallelLinear on one rank, as nn.Module classes."""
+    nn = torch.nn
 
     class RMSNorm(nn.Module):
         """Llama's RMSNorm (Zhang & Sennrich 2019), as in Meta's reference model.py."""
@@ -130,6 +144,14 @@ def _modules():
         def forward(self, x):
             y = self.linear(x)  # all-reduce / reduce-scatter over TP here (no FLOPs)
             return y + self.bias if self.bias is not None else y
+
+    return RMSNorm, RowParallelLinear
+
+
+def _attention_class(torch, kw: dict, RowParallelLinear):
+    """The attention block on one TP rank: column-parallel q/k/v, rotary (``rotate_half`` form),
+    grouped-query attention through HF's ``repeat_kv``, SDPA, row-parallel ``wo``."""
+    nn, F = torch.nn, torch.nn.functional
 
     def rotate_half(x):
         x1, x2 = x.chunk(2, dim=-1)
@@ -179,6 +201,14 @@ def _modules():
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout_p)
             return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p, is_causal=True)
 
+    return Attention
+
+
+def _mlp_class(torch, kw: dict, RowParallelLinear):
+    """The MLP on one TP rank: column-parallel up (and gate, SwiGLU), row-parallel down; SwiGLU
+    ``w2(silu(w1 x) * w3 x)`` or GELU (tanh)."""
+    nn, F = torch.nn, torch.nn.functional
+
     class MLP(nn.Module):
         def __init__(self, m: ModelSpec, tp: int):
             super().__init__()
@@ -194,8 +224,13 @@ def _modules():
                 return self.w2(F.silu(self.w1(x)) * self.w3(x))
             return self.w2(F.gelu(self.w1(x), approximate="tanh"))
 
-    def norm(m: ModelSpec):
-        return RMSNorm(m.hidden) if m.norm == "rmsnorm" else nn.LayerNorm(m.hidden, **kw)
+    return MLP
+
+
+def _layer_classes(torch, kw: dict, norm, Attention, MLP):
+    """The pre-norm decoder layer and the output head (final norm, vocab-parallel lm_head,
+    cross-entropy in fp32), built from ``norm(model)``, ``Attention`` and ``MLP``."""
+    nn, F = torch.nn, torch.nn.functional
 
     class DecoderLayer(nn.Module):
         """Pre-norm decoder layer: x + attn(norm(x)), then x + mlp(norm(x))."""
@@ -223,7 +258,7 @@ def _modules():
             logits = self.output(self.norm(x)).float()  # max / sum-exp all-reduces over TP here
             return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
-    return torch, DecoderLayer, Head
+    return DecoderLayer, Head
 
 
 def _count(torch, run_forward) -> dict:

@@ -1,0 +1,246 @@
+"""Pipeline schedules simulated as schedules: 1F1B and interleaved 1F1B (Megatron-LM).
+
+Each pipeline rank runs its ordered list of (forward|backward, chunk, micro-batch) ops; an op
+starts when the rank is free and its input has arrived: the previous virtual stage's forward
+output (or the next one's backward gradient) plus the point-to-point transfer time. The data-
+parallel collectives of each rank run on a separate stream in program order (parameter
+all-gathers before the ops that need them, gradient reduce-scatters after the backward that
+produces them), so their exposure falls out of the timeline too.
+
+Op order (Narayanan et al. 2021, Sec. 2.2; Megatron-LM ``forward_backward_pipelining_with_
+interleaving``): rank r runs ``w = min((p-r-1)*2 + (v-1)*p, m*v)`` warm-up forwards (for v = 1,
+``min(p-r-1, m)``), then alternates one forward and one backward, then drains the backwards.
+The k-th forward of a rank is chunk ``(k // p) % v`` of micro-batch ``(k // (p*v))*p + k % p``;
+backwards visit chunks in reverse. Virtual stage of (rank r, chunk c) is ``c*p + r``.
+
+For uniform stages and zero transfer time the idle time this produces is the textbook bubble,
+(p-1)/(v*m) of the busy time; tests check it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from teton.memo import cached
+from teton.workload.pipeline import chunk_orders, warmup_forwards
+
+# DP-stream behaviour codes (see ``simulate_pipeline``)
+DP_NONE, DP_ONCE, DP_PER_MICROBATCH, DP_FULL_SHARD = 0, 1, 2, 3
+
+
+def schedule_orders(p: int, v: int, m: int, n_round: int | None = None) -> np.ndarray:
+    """(p, 2*m*v, 3) op order (is_backward, chunk, micro-batch) of every rank, memoised.
+
+    Rank r runs its warm-up forwards (``workload.pipeline.warmup_forwards``), then alternates one
+    forward and one backward, then drains the backwards; forwards and backwards follow
+    ``workload.pipeline.chunk_orders`` (rounds of ``n_round`` micro-batches, default p).
+    """
+    return _orders(p, v, m, n_round or p)
+
+
+@cached(256)
+def _orders(p: int, v: int, m: int, n: int) -> np.ndarray:
+    fwd, bwd = chunk_orders(v, m, n)
+    total = m * v
+    orders = np.empty((p, 2 * total, 3), dtype=np.int64)
+    for r in range(p):
+        w = warmup_forwards(p, v, m, r, n)
+        idx = np.empty(2 * total, dtype=np.int64)  # position in fwd (>= 0) or ~position in bwd
+        steady = total - w
+        idx[:w] = np.arange(w)
+        idx[w:w + 2 * steady:2] = np.arange(w, total)
+        idx[w + 1:w + 2 * steady:2] = ~np.arange(steady)
+        idx[w + 2 * steady:] = ~np.arange(steady, total)
+        is_bwd = idx < 0
+        pos = np.where(is_bwd, ~idx, idx)
+        pairs = np.where(is_bwd[:, None], bwd[pos], fwd[pos])
+        orders[r, :, 0] = is_bwd
+        orders[r, :, 1:] = pairs
+    return orders
+
+
+@njit(cache=True)
+def _param_gathers_at_start(p, v, dp_mode, ag_s, overlap_ag):
+    """(ready time per chunk, rank free time, DP-stream free time) at step start.
+
+    ZeRO-1/2 (``DP_ONCE``, ``DP_PER_MICROBATCH``) gathers each chunk's parameters once per step,
+    the chunks one after the other on the DP stream; without ``overlap_ag`` the rank waits for
+    all of them before its first op.
+    """
+    ag_ready = np.zeros((p, v))
+    rank_free = np.zeros(p)
+    dp_free = np.zeros(p)
+    if dp_mode == DP_ONCE or dp_mode == DP_PER_MICROBATCH:
+        for r in range(p):
+            t = 0.0
+            for c in range(v):
+                t += ag_s[r, c]
+                ag_ready[r, c] = t
+            if overlap_ag:
+                dp_free[r] = t
+            else:
+                rank_free[r] = t
+                dp_free[r] = t
+                for c in range(v):
+                    ag_ready[r, c] = t
+    return ag_ready, rank_free, dp_free
+
+
+@njit(cache=True)
+def _full_shard_op(ready, dur, is_bwd, ag, rs, n_units, dp_free, last_start):
+    """(start, end, DP-stream free time) of an op under ZeRO-3 / FSDP (``DP_FULL_SHARD``).
+
+    The op's parameters (``ag`` seconds) are gathered unit by unit (a unit is a layer, ``n_units``
+    of them), prefetched once the previous op started; the op starts on its first unit and each
+    unit computes once gathered, so the last one after the whole gather. In backward each unit's
+    gradients (``rs`` seconds in all) are reduce-scattered after its compute, interleaved with the
+    gathers on the DP stream.
+    """
+    ag_start = max(dp_free, last_start)
+    start = max(ready, ag_start + ag / n_units)
+    end = start + dur
+    ag_end = ag_start + ag
+    if is_bwd == 0:
+        return start, max(end, ag_end + dur / n_units), ag_end
+    end = max(end, ag_end + rs * (n_units - 1) / n_units + dur / n_units)
+    return start, end, max(ag_end + rs, end + rs / n_units)
+
+
+@njit(cache=True)
+def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag, units):
+    """Run every rank's ``orders`` (see :func:`simulate_pipeline`): each rank takes its next op as
+    soon as the op's input has arrived; returns (per-rank finish, busy, DP-stream free, op starts,
+    orders, completed); completed is False if no rank could proceed (a deadlock). The input lookup
+    stays inline: a helper taking the ``*_done`` arrays pays their reference counting per op (2.5x
+    this loop's time); the helpers here take scalars or run once."""
+    n_ops = 2 * m * v
+    fwd_done = np.full((p, v, m), -1.0)
+    bwd_done = np.full((p, v, m), -1.0)
+    ptr = np.zeros(p, dtype=np.int64)
+    starts = np.zeros((p, n_ops))
+    busy = np.zeros(p)
+    last_start = np.zeros(p)
+    ag_ready, rank_free, dp_free = _param_gathers_at_start(p, v, dp_mode, ag_s, overlap_ag)
+    remaining = p * n_ops
+    while remaining > 0:
+        progress = False
+        for r in range(p):
+            while ptr[r] < n_ops:
+                is_bwd = orders[r, ptr[r], 0]
+                c = orders[r, ptr[r], 1]
+                mb = orders[r, ptr[r], 2]
+                # input: the previous virtual stage's activation (rank r-1, or the last rank's
+                # previous chunk), the next one's gradient (rank r+1, or the first rank's next chunk)
+                if is_bwd == 0:
+                    if r == 0 and c == 0:
+                        dep = 0.0
+                    elif r > 0:
+                        d = fwd_done[r - 1, c, mb]
+                        if d < 0:
+                            break
+                        dep = d + p2p_s[r - 1]
+                    else:
+                        d = fwd_done[p - 1, c - 1, mb]
+                        if d < 0:
+                            break
+                        dep = d + p2p_s[p - 1]
+                else:
+                    if r == p - 1 and c == v - 1:
+                        dep = fwd_done[r, c, mb]
+                    elif r < p - 1:
+                        d = bwd_done[r + 1, c, mb]
+                        if d < 0:
+                            break
+                        dep = d + p2p_s[r]
+                    else:
+                        d = bwd_done[0, c + 1, mb]
+                        if d < 0:
+                            break
+                        dep = d + p2p_s[p - 1]
+                dur = fwd_s[r, c] if is_bwd == 0 else bwd_s[r, c]
+                start = max(rank_free[r], dep)
+                if dp_mode == DP_FULL_SHARD:
+                    start, end, free = _full_shard_op(start, dur, is_bwd, ag_s[r, c], rs_s[r, c], units[r, c],
+                                                      dp_free[r], last_start[r])
+                    dp_free[r] = free
+                else:
+                    if (dp_mode == DP_ONCE or dp_mode == DP_PER_MICROBATCH) and is_bwd == 0 and mb == 0:
+                        start = max(start, ag_ready[r, c])
+                    end = start + dur
+                starts[r, ptr[r]] = start
+                last_start[r] = start
+                rank_free[r] = end
+                busy[r] += dur
+                if is_bwd == 0:
+                    fwd_done[r, c, mb] = end
+                else:
+                    bwd_done[r, c, mb] = end
+                    # gradients reduced after every backward, or after the last micro-batch's
+                    # (DP_NONE: the all-reduce of ``rs_s`` when there is one)
+                    last = mb == m - 1 and (dp_mode == DP_ONCE or (dp_mode == DP_NONE and rs_s[r, c] > 0))
+                    if dp_mode == DP_PER_MICROBATCH or last:
+                        dp_free[r] = max(dp_free[r], end) + rs_s[r, c]
+                ptr[r] += 1
+                remaining -= 1
+                progress = True
+        if not progress:
+            return rank_free, busy, dp_free, starts, orders, False
+    return rank_free, busy, dp_free, starts, orders, True
+
+
+def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_round=None, units=None):
+    """Normalise the inputs and run the compiled schedule; returns all of its outputs."""
+    fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
+    bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
+    p, v = fwd_s.shape
+    zeros = np.zeros((p, v))
+    out = _simulate(p, v, int(m), schedule_orders(p, v, int(m), n_round), fwd_s, bwd_s,
+                    np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64), int(dp_mode),
+                    zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
+                    zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64),
+                    bool(overlap_param_gather),
+                    np.ones((p, v)) if units is None else np.maximum(1.0, np.asarray(units, dtype=np.float64)))
+    if not out[-1]:  # pragma: no cover - the job checks only admit orders that cannot deadlock
+        raise RuntimeError("pipeline schedule deadlocked")
+    return fwd_s, bwd_s, out
+
+
+def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
+                      dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
+                      overlap_param_gather: bool = True, n_round: int | None = None,
+                      units: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Run the schedule; returns per-rank (compute finish time, busy time, DP-stream finish time).
+
+    ``fwd_s``/``bwd_s``: (p, v) seconds per micro-batch for chunk c on rank r (exposed TP/CP
+    communication included). ``p2p_s``: (p,) transfer time from rank r to r+1 (index p-1: the
+    wrap-around from the last rank to the first, used by the interleaved schedule).
+    ``dp_mode``: DP_NONE (no DP comm, or an all-reduce of ``rs_s`` after each chunk's last
+    backward), DP_ONCE (reduce-scatter once per step per chunk; parameter all-gather ``ag_s``
+    chained at step start), DP_PER_MICROBATCH (reduce-scatter after every backward),
+    DP_FULL_SHARD (ZeRO-3 / FSDP: every op gathers its chunk's parameters and every backward
+    reduce-scatters its gradients, ``units`` (p, v) at a time, the FSDP units (layers) of the
+    chunk: a unit computes once gathered and the next unit's gather overlaps it, so an op waits
+    for one unit's gather, and for the rest only where communication outlasts compute).
+    ``n_round``: the interleaved schedule's consecutive micro-batches per chunk (default p).
+    """
+    _, _, (finish, busy, dp_free, _starts, _orders, _ok) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
+                                                                overlap_param_gather, n_round, units)
+    return finish, busy, dp_free
+
+
+def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
+                      dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
+                      overlap_param_gather: bool = True, n_round: int | None = None,
+                      units: np.ndarray | None = None) -> list[dict]:
+    """The schedule as events: one dict per op with rank, pass, chunk, micro-batch, start and end."""
+    fwd_s, bwd_s, (_, _, _, starts, orders, _) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
+                                                      overlap_param_gather, n_round, units)
+    events = []
+    for r in range(fwd_s.shape[0]):
+        for i in range(orders.shape[1]):
+            is_bwd, c, mb = (int(x) for x in orders[r, i])
+            dur = bwd_s[r, c] if is_bwd else fwd_s[r, c]
+            events.append({"rank": r, "pass": "bwd" if is_bwd else "fwd", "chunk": c, "microbatch": mb,
+                           "start_s": float(starts[r, i]), "end_s": float(starts[r, i] + dur)})
+    return events

@@ -1,0 +1,46 @@
+"""The network cost model interface, and the one factory that builds either fidelity.
+
+Every consumer (the step engine, placement comparisons, the cluster scheduler's slowdown model,
+checkpoint restores, the collective sweep) prices a collective through ``CostModel``:
+
+- ``analytical``: alpha-beta over the cluster's fabric layers (``teton.network.analytical``);
+- ``flow``: max-min fair flows on the explicit switch graph (``teton.network.flow_model``).
+
+Both answer with nccl-tests (burst) times; the engine wraps them in the in-situ view a training
+job sees (``teton.engine.prepare.in_situ_cost``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Protocol
+
+import numpy as np
+
+from teton.errors import SpecError
+from teton.spec.cluster import ClusterSpec
+
+FIDELITIES = ("analytical", "flow")
+
+
+class CostModel(Protocol):
+    """Seconds for one collective ``op`` over each row of ``groups`` (GPU ids), ``size_bytes``
+    per rank as nccl-tests counts it; the groups run concurrently and the slowest sets the time."""
+
+    fidelity: str
+
+    def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float: ...
+
+
+def cost_model(cluster: ClusterSpec, fidelity: Literal["analytical", "flow"] | str = "analytical", *,
+               routing: str = "e-ecmp", qps: int = 16, seed: int = 0, nvls: bool = True) -> CostModel:
+    """The cost model of ``fidelity`` on ``cluster``: ``nvls`` is the analytical model's NVLink SHARP
+    switch; ``routing``, ``qps`` (per connection) and ``seed`` (ECMP hashing) the flow model's."""
+    if fidelity == "analytical":
+        from teton.network.analytical import AnalyticalCostModel
+
+        return AnalyticalCostModel(cluster, nvls=nvls)
+    if fidelity == "flow":
+        from teton.network.flow_model import FlowCostModel  # heavy: numba kernels, fabric graph
+
+        return FlowCostModel(cluster, routing=routing, qps=qps, seed=seed)
+    raise SpecError("fidelity", fidelity, "must be analytical or flow")

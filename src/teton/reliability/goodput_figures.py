@@ -1,0 +1,125 @@
+"""The figures ``goodput`` reports from its Monte Carlo result, as JSON-ready dicts.
+
+Each function turns the runs of :func:`teton.reliability.montecarlo.simulate_runs` (and the
+models that fed them) into one group of the result's keys, in the order the result lists them:
+interruptions, ETTR and time to train, the checkpoint interval, energy and cost. Percentiles are
+over the Monte Carlo runs; "mean" figures are run means.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from teton.reliability.energy import PowerModel
+from teton.reliability.montecarlo import MCResult
+from teton.reliability.rates import CAUSES
+from teton.reliability.recovery import CheckpointCosts, pg_init_s
+from teton.spec.reliability import ReliabilitySpec
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from teton.reliability.goodput import FailureModel, IntervalChoice
+
+
+def percentiles(x: np.ndarray) -> dict[str, float]:
+    """p5 / p50 / p95 and the mean of a per-run figure."""
+    p5, p50, p95 = np.percentile(x, [5, 50, 95])
+    return {"p5": float(p5), "p50": float(p50), "p95": float(p95), "mean": float(np.mean(x))}
+
+
+def unexpected_rate_multiplier(fm: FailureModel, infant: Callable[[np.ndarray], np.ndarray] | None,
+                               exposure_h: float) -> float:
+    """The factor infant mortality raises the unexpected-interruption rate by over a run of
+    ``exposure_h``: the hardware causes' hazard multiplier averaged over the run (2,001 points),
+    weighted by the hardware share of the unexpected rate; 1 without infant mortality."""
+    if infant is None:
+        return 1.0
+    mult_hw = float(np.mean(infant(np.linspace(0.0, exposure_h * 3600.0, 2001))))
+    hw = sum(fm.job_rates_h[c.key] for c in CAUSES if c.hardware)
+    return (fm.unexpected_per_h + hw * (mult_hw - 1.0)) / fm.unexpected_per_h if fm.unexpected_per_h else 1.0
+
+
+def interruption_figures(fm: FailureModel, res: MCResult,
+                         infant: Callable[[np.ndarray], np.ndarray] | None) -> dict[str, Any]:
+    """Interruptions per run: expected (the job's rates x the mean wall time, the unexpected ones
+    raised by infant mortality), as drawn by the Monte Carlo (while the job is up), and the drawn
+    means by cause and by category; the unexpected rate per day and the MTBI."""
+    exposure_h = float(np.mean(res.wall_s / 3600.0))
+    mult = unexpected_rate_multiplier(fm, infant, exposure_h)
+    counts_mean = res.counts.mean(axis=0)
+    by_cause = {c.key: float(counts_mean[i]) for i, c in enumerate(CAUSES)}
+    by_category: dict[str, float] = {}
+    for i, c in enumerate(CAUSES):
+        by_category[c.category] = by_category.get(c.category, 0.0) + float(counts_mean[i])
+    unexp = res.counts[:, [i for i, c in enumerate(CAUSES) if not c.planned]].sum(axis=1)
+    cat_pct = {cat: percentiles(res.counts[:, [i for i, c in enumerate(CAUSES) if c.category == cat]].sum(axis=1)
+                                .astype(float)) for cat in by_category}
+    return {
+        "unexpected_interruptions": fm.unexpected_per_h * mult * exposure_h,
+        "unexpected_interruptions_mc": percentiles(unexp.astype(float)),
+        "planned_interruptions": fm.planned_per_h * exposure_h,
+        "unexpected_per_day": fm.unexpected_per_h * 24.0 * mult, "mtbi_h": fm.mtbi_h / mult,
+        "interruptions_by_cause": by_cause, "interruptions_by_category": by_category,
+        "interruptions_by_category_percentiles": cat_pct,
+    }
+
+
+def time_figures(res: MCResult, gpus: int, steps: int | None, step_time_s: float, effective_step_time_s: float,
+                 tokens_per_step: float, slowdown: float) -> dict[str, Any]:
+    """ETTR (useful training / wall time), goodput (ETTR / the diurnal and straggler ``slowdown``),
+    time to train (token budget: ``steps`` given) against the failure-free ``steps x step time``,
+    tokens trained, and the GPU-hours lost by kind: re-done work, recovery, the wait for a spare
+    host, checkpoint blocking."""
+    ettr = res.ettr
+    useful_tokens = res.useful_s / effective_step_time_s * tokens_per_step
+    ideal_s = (steps * step_time_s) if steps is not None else None
+    ttt = res.wall_s / 86400.0 if steps is not None else None
+    return {
+        "ettr": float(np.mean(ettr)), "ettr_percentiles": percentiles(ettr),
+        "goodput": float(np.mean(ettr) / slowdown),
+        "wall_days": percentiles(res.wall_s / 86400.0),
+        "time_to_train_days": float(np.median(ttt)) if ttt is not None else None,
+        "time_to_train_percentiles": percentiles(ttt) if ttt is not None else None,
+        "ideal_days": ideal_s / 86400.0 if ideal_s is not None else None,
+        "gpu_hours": float(np.mean(res.wall_s)) * gpus / 3600.0,
+        "ideal_gpu_hours": ideal_s * gpus / 3600.0 if ideal_s is not None else None,
+        "tokens_trained": percentiles(useful_tokens),
+        "finished_fraction": float(res.finished.mean()) if steps is not None else None,
+        "lost_gpu_hours": percentiles((res.wall_s - res.useful_s) * gpus / 3600.0),
+        "lost_gpu_hours_by_kind": {
+            "lost_work": float(np.mean(res.lost_work_s)) * gpus / 3600.0,
+            "recovery": float(np.mean(res.down_s - res.spare_wait_s)) * gpus / 3600.0,
+            "spare_wait": float(np.mean(res.spare_wait_s)) * gpus / 3600.0,
+            "checkpoint_blocking": float(np.mean(res.checkpoint_s)) * gpus / 3600.0},
+    }
+
+
+def checkpoint_figures(iv: IntervalChoice, ck: CheckpointCosts, downtime_s: dict[str, float],
+                       cfg: ReliabilitySpec, gpus: int, spares: int) -> dict[str, Any]:
+    """The checkpoint interval used, where it came from (given, the storage's sustained write
+    rate, or Young/Daly) and the Young and Daly optima beside it; the checkpoint's save, blocking
+    and restore times; the recovery downtime by cause, process-group init and the spare hosts."""
+    return {
+        "checkpoint_interval_s": iv.chosen_s, "young_interval_s": iv.young_s, "young_daly_interval_s": iv.daly_s,
+        "checkpoint_save_s": ck.save_s, "checkpoint_blocking_s": ck.blocking_s,
+        "checkpoint_restore_s": ck.restore_s, "checkpoint_source": ck.source,
+        "storage_min_interval_s": ck.min_interval_s or None,
+        "checkpoint_interval_source": ("given" if iv.given_s else "storage sustained write rate"
+                                       if ck.min_interval_s > iv.daly_s else "Young/Daly"),
+        "downtime_s_by_cause": downtime_s, "pg_init_s": pg_init_s(cfg, gpus), "pg_init": cfg.pg_init,
+        "spare_hosts": spares,
+    }
+
+
+def energy_figures(pm: PowerModel, energy_mwh: np.ndarray, cost_usd: np.ndarray) -> dict[str, Any]:
+    """Facility energy and cost per run (mean and percentiles), and the facility power training,
+    idle, and the swing when every GPU stops at once (:mod:`teton.reliability.energy`)."""
+    return {
+        "energy_mwh": float(np.mean(energy_mwh)), "energy_mwh_percentiles": percentiles(energy_mwh),
+        "power_train_mw": pm.it_train_w * pm.pue / 1e6, "power_idle_mw": pm.it_idle_w * pm.pue / 1e6,
+        "power_swing_mw": pm.swing_mw, "power_swing_peak_mw": pm.swing_peak_mw,
+        "cost_usd": float(np.mean(cost_usd)), "cost_usd_percentiles": percentiles(cost_usd),
+    }

@@ -1,0 +1,118 @@
+"""The spec reference (docs/spec.md), generated from the spec models themselves: every section's
+fields with their type, default and meaning, so the page cannot drift from the code.
+
+A field's meaning is its ``Field(description=...)``, else the comment on its line, else the
+comment block just above it in the model's source.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from teton.spec.cluster import ClusterSpec, FabricLayer
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
+from teton.spec.network import NetworkSpec
+from teton.spec.plan import PlanSpec
+from teton.spec.reliability import InfantMortality, ReliabilitySpec
+from teton.spec.storage import CheckpointPolicy, StorageSystem
+
+SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
+    ("cluster", ClusterSpec, "a preset name (`teton presets`), a file, or a mapping (`base:` a preset plus overrides)"),
+    ("cluster.layers[]", FabricLayer, "one fabric layer, innermost first"),
+    ("model", ModelSpec, "a preset name, a Hugging Face config.json, a file, or a mapping"),
+    ("job", JobSpec, "the parallel layout, batch and the memory and overlap choices"),
+    ("network", NetworkSpec, "which cost model prices the collectives"),
+    ("storage", StorageSystem, "the storage system checkpoints land on (`preset:` plus overrides); "
+                               "default: the cluster's `storage`"),
+    ("storage.checkpoint", CheckpointPolicy, "how checkpoints are written and restored"),
+    ("reliability", ReliabilitySpec, "failures, recovery, run length, power and cost of a whole run"),
+    ("reliability.infant_mortality", InfantMortality, "early-life failures (Weibull)"),
+    ("plan", PlanSpec, "what `teton plan` chooses between"),
+)
+
+
+# Meanings of fields whose model carries no comment (the field's name says the rest).
+GLOSSARY = {
+    "cluster.name": "the cluster's name in tables", "cluster.host": "host preset (GPUs, NVLink, NICs per host)",
+    "cluster.hosts": "GPU hosts in the cluster", "cluster.topology": "fabric shape of the explicit switch graph",
+    "cluster.layers": "fabric layers, innermost (rack) first",
+    "cluster.frontend_oversubscription": "down:up ratio of the frontend (storage) network",
+    "cluster.layers[].name": "layer name (rack, pod, zone)", "cluster.layers[].switch": "switch model of the tier",
+    "cluster.layers[].hop_latency_us": "latency a path pays to turn around at this tier, up and down",
+    "model.layers": "transformer layers", "model.hidden": "hidden size d_model", "model.ffn_hidden": "MLP width",
+    "model.heads": "attention (query) heads", "model.kv_heads": "KV heads (GQA); default: heads",
+    "model.head_dim": "dimension of one head; default: hidden / heads", "model.vocab": "vocabulary size",
+    "model.experts": "MoE experts per layer (1: dense)", "model.top_k": "experts each token is routed to",
+    "job.gpus": "GPUs the job runs on", "job.tp": "tensor-parallel degree", "job.cp": "context-parallel degree",
+    "job.pp": "pipeline-parallel degree", "job.dp": "data-parallel degree; default: gpus / (tp cp pp)",
+    "job.ep": "expert-parallel degree (carved out of dp)", "job.seq_len": "tokens per sequence",
+    "job.micro_batch": "sequences per micro-batch", "job.global_batch_tokens": "tokens per step (instead of global_batch)",
+    "job.precision": "GEMM precision", "job.sequence_parallel": "shard norms and dropout over TP (Korthikanti 2022)",
+    "job.flash_attention": "fused attention kernel (no s x s scores in HBM)",
+    "job.pp_schedule": "pipeline schedule", "job.virtual_stages": "model chunks per pipeline rank (interleaved)",
+    "job.zero": "ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters sharded over DP",
+    "job.grad_accum_dtype": "dtype of the accumulated gradients", "job.placement": "rank-to-GPU placement policy",
+    "network.fidelity": "analytical (alpha-beta) or flow (max-min fair flows on the switch graph)",
+    "network.routing": "flow model: how connections pick paths", "network.qps_per_connection": "flow model: RDMA QPs per connection",
+    "storage.checkpoint.mode": "sync: GPUs wait for the upload; async: only for the device-to-host copy",
+    "storage.checkpoint.writers": "which ranks write", "storage.checkpoint.restore": "how a restore rebuilds the state",
+    "reliability.preset": "failure-rate preset", "reliability.tokens": "token budget of the run (15.6T) instead of days",
+    "plan.gpus": "GPU counts to compare", "plan.tokens": "tokens to train on", "plan.deadline_days": "finish within",
+    "plan.budget_usd": "spend at most", "plan.global_batch": "batch rule across GPU counts",
+    "plan.top_layouts": "layouts kept per GPU count",
+}
+
+
+def _comments(cls: type) -> dict[str, str]:
+    """Field name -> its line's comment, else the comment block just above it."""
+    try:
+        lines = inspect.getsource(cls).splitlines()
+    except (OSError, TypeError):
+        return {}
+    out: dict[str, str] = {}
+    above: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            above.append(stripped.lstrip("#").strip())
+            continue
+        m = re.match(r"\s+(\w+)\s*:[^=]*(?:=.*?)?(?:#\s*(.*))?$", line)
+        if m and not stripped.startswith(("def ", "@", "return")):
+            text = m.group(2) or " ".join(a for a in above if not set(a) <= set("-"))
+            if text:
+                out.setdefault(m.group(1), text.strip())
+        above = []
+    return out
+
+
+def _type(annotation) -> str:
+    text = str(annotation) if typing.get_origin(annotation) else getattr(annotation, "__name__", str(annotation))
+    return re.sub(r"typing\.|teton\.[\w.]+\.", "", text).replace("NoneType", "None")
+
+
+def _default(field) -> str:
+    if field.default is PydanticUndefined:
+        return "required" if field.default_factory is None else f"`{field.default_factory()!r}`"
+    return f"`{field.default!r}`"
+
+
+def markdown() -> str:
+    """Every spec section's fields as Markdown tables."""
+    out = []
+    for name, cls, what in SECTIONS:
+        notes = _comments(cls) | {k.removeprefix(f"{name}."): v for k, v in GLOSSARY.items()
+                                   if k.startswith(f"{name}.") and "." not in k.removeprefix(f"{name}.")}
+        out += [f"### `{name}`", "", what[0].upper() + what[1:] + ".", "",
+                "| field | type | default | meaning |", "|---|---|---|---|"]
+        for field_name, field in cls.model_fields.items():
+            meaning = field.description or notes.get(field_name, "")
+            cells = (f"`{field_name}`", _type(field.annotation), _default(field), meaning)
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,71 @@
+"""What ``teton checkpoint`` reports for a spec beyond one checkpoint simulation.
+
+* Data loading (:func:`teton.storage.data_loading`) at the job's tokens/s: the given figure, else
+  the spec's ``storage.data_loading.tokens_per_s``, else the step model's (``teton.simulate``);
+  without a step model it is skipped. The checkpoint is simulated with the loader's read traffic
+  alongside (``data_bytes_s``).
+* The developer-experience job start (:func:`teton.storage.devx_job_start`): every host of the job
+  (ceil(gpus / GPUs per host)) reads the job-start files from ``storage.devx.nfs`` (default
+  ``hammerspace-pnfs``).
+* Writer scaling (:func:`teton.storage.scaling.writer_scaling`): the checkpoint's bytes spread over
+  8 ... 16,384 writers (those the cluster has), and optionally its figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from teton.errors import SpecError
+from teton.spec.storage import CheckpointPolicy, StorageSystem
+from teton.storage.checkpoint import CheckpointResult
+
+DEVX_NFS = "hammerspace-pnfs"  # the job-start storage when the spec's storage.devx names none
+
+
+def checkpoint_with_data_loading(spec, policy: CheckpointPolicy,
+                                 tokens_per_s: float | None = None) -> tuple[CheckpointResult, dict]:
+    """(result, summary) of a checkpoint under ``policy`` with the data loader's reads alongside; the
+    summary's ``data_loading`` is the loader's figures, or None when no step model gives the job's
+    tokens/s (neither ``tokens_per_s`` nor the spec's ``storage.data_loading.tokens_per_s`` given)."""
+    from teton.storage.checkpoint import simulate_checkpoint
+    from teton.storage.dataload import data_loading, job_tokens_per_s
+
+    tps, skip_data = tokens_per_s, False
+    dl_raw = (spec.storage or {}).get("data_loading") or {}
+    if tps is None and (not isinstance(dl_raw, dict) or dl_raw.get("tokens_per_s") is None):
+        try:
+            tps = job_tokens_per_s(spec)
+        except SpecError:  # no step model: data loading is reported as skipped
+            skip_data = True
+    dl = None if skip_data else data_loading(spec, tokens_per_s=tps)  # None: the spec's tokens_per_s
+    res = simulate_checkpoint(spec, policy, data_bytes_s=dl.needed_bytes_s if dl else 0.0)
+    summary = res.summary()
+    summary["data_loading"] = dl.to_dict() if dl else None
+    return res, summary
+
+
+def devx_storage(spec) -> tuple[str, StorageSystem, int]:
+    """(preset name, storage system, hosts) of the job-start storm: ``storage.devx.nfs`` (default
+    :data:`DEVX_NFS`) and every host of the job."""
+    from teton.spec.storage import storage_system
+
+    nfs = ((spec.storage or {}).get("devx") or {}).get("nfs", DEVX_NFS)
+    hosts = -(-spec.job.gpus // spec.cluster.gpus_per_host)
+    return nfs, storage_system({"preset": nfs}), hosts
+
+
+def writer_scaling_study(spec, result: CheckpointResult, total_bytes: float,
+                         figure_path: Path | str | None = None) -> dict:
+    """``scaling``: the checkpoint's ``total_bytes`` over each of the default writer counts the
+    cluster has, on the storage ``result`` saved to; ``scaling_plot``: the figure's path, when
+    ``figure_path`` is given."""
+    from teton.storage.scaling import DEFAULT_WRITERS, plot_scaling, scaling_rows, writer_scaling
+
+    pts = writer_scaling(result.system, spec.cluster, total_bytes,
+                         tuple(w for w in DEFAULT_WRITERS if w <= spec.cluster.gpus), seed=spec.seed)
+    out = {"scaling": scaling_rows(pts)}
+    if figure_path:
+        out["scaling_plot"] = str(plot_scaling(
+            pts, result.system.peak_write_bytes_s(), figure_path,
+            f"{spec.model.name} checkpoint ({total_bytes / 1e12:.2f} TB) on {result.system.name}"))
+    return out

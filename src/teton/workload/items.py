@@ -1,0 +1,60 @@
+"""The items a block of work is made of, for one micro-batch on one GPU (no seconds).
+
+A :class:`ComputeOp` is a kernel: its FLOPs, the HBM bytes it moves and, for a GEMM or batched
+attention GEMM, its shape ``m x n x k`` (what the compute model's efficiency curves read). A
+:class:`Collective` is a communication over one parallel axis: nccl-tests' array size ``S`` and,
+when it runs alongside a GEMM or attention op of the same pass, which one and how
+(``engine.overlap`` prices that). A :class:`Block` is the ordered forward and backward items of a
+transformer layer, the embedding or the output head (``workload.ops``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["gemm", "attention", "memory"]
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    """One kernel: ``flops`` and HBM ``bytes``; ``m, n, k`` the GEMM shape (0 for memory-bound ops)."""
+
+    name: str
+    kind: Kind
+    flops: float
+    bytes: float
+    m: int = 0
+    n: int = 0
+    k: int = 0
+    fp8: bool = False  # runs at fp8 throughput when the job's precision is fp8
+    backward: bool = False
+    # bytes per output element of a C the GEMM reads and writes back (beta = 1: a weight-gradient
+    # GEMM accumulating into the gradient buffer in its epilogue, Megatron's
+    # gradient_accumulation_fusion); 0: a fresh output (beta = 0)
+    accumulate_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One collective over a parallel axis of the job's groups."""
+
+    name: str
+    op: str  # all_gather | reduce_scatter | all_reduce | all_to_all | send_recv
+    axis: str  # tp | cp | pp | dp | ep
+    bytes: float  # nccl-tests S: the gathered / reduced array size
+    overlap: str = ""  # the GEMM / attention op (by name, same pass) this collective runs alongside
+    chunks: int = 1  # > 1: decomposed with that op into this many pipelined chunks
+    ring_steps: int = 0  # > 0: a ring of this many exchange steps under that op's blocks (ring attention)
+
+
+Item = ComputeOp | Collective
+
+
+@dataclass(frozen=True)
+class Block:
+    """Forward and backward items of one block for one micro-batch on one GPU."""
+
+    name: str
+    fwd: tuple[Item, ...]
+    bwd: tuple[Item, ...]

@@ -1,0 +1,45 @@
+"""teton compare: two variants side by side, B against A."""
+
+import json
+
+import pytest
+from cli_checks import one_line_error
+
+import teton
+
+
+def test_compare_overrides_against_the_same_spec(cli, example_spec):
+    code, out, _ = cli("compare", example_spec, "--b", "job.precision=fp8", "--json")
+    assert code == 0
+    d = json.loads(out)
+    a, b = teton.simulate(example_spec), teton.simulate(example_spec, ["job.precision=fp8"])
+    assert d["a"]["step_time_s"] == pytest.approx(a.step_time_s) and d["b"]["step_time_s"] == pytest.approx(b.step_time_s)
+    assert d["change"]["step_time_s"] == pytest.approx(b.step_time_s / a.step_time_s - 1)
+    assert d["breakdown_delta_s"]["compute"] == pytest.approx(b.breakdown["compute"] - a.breakdown["compute"])
+    assert d["breakdown_delta_s"]["tp_comm"] == pytest.approx(0.0)  # fp8 leaves TP communication alone
+
+
+def test_compare_two_files_table_and_errors(cli, example_spec):
+    fp8 = example_spec.parent / "llama3-405b-megatron-fp8.yaml"
+    code, out, _ = cli("compare", example_spec, fp8)
+    assert code == 0 and "B against A" in out and "tp_comm" in out and "step time" in out
+    code, _, err = cli("compare", example_spec)
+    assert code == 2 and err.startswith("error: SPEC_B") and err.count("\n") == 1
+    code, _, err = cli("compare", example_spec, "--b", "job.tp=0")
+    assert code == 2 and "job.tp" in err and err.count("\n") == 1
+
+
+def test_compare_error_names_the_variant(cli, example_spec):
+    code, _, err = cli("compare", example_spec, "--b", "job.tp=abc")
+    one_line_error(code, err, "variant B (--b job.tp=abc)")
+
+
+def test_compare_validates_both_variants_before_simulating(cli, example_spec, monkeypatch):
+    import teton.engine.step
+
+    def never(*args, **kwargs):
+        raise AssertionError("simulated variant A before checking variant B")
+
+    monkeypatch.setattr(teton.engine.step, "simulate_step", never)
+    code, _, err = cli("compare", example_spec, "--b", "job.precision=fp4")
+    one_line_error(code, err, "variant B (--b job.precision=fp4)")

@@ -1,0 +1,61 @@
+"""alpha-beta network model: nccl-tests factors, NVLink, NIC, oversubscription."""
+
+import numpy as np
+import pytest
+
+from teton.network.analytical import AnalyticalCostModel, bus_factor
+from teton.placement import place
+from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+
+
+def test_bus_factors():
+    assert bus_factor("all_reduce", 8) == 2 * 7 / 8
+    assert bus_factor("all_gather", 8) == 7 / 8
+    assert bus_factor("send_recv", 2) == 1
+
+
+def test_intra_host_all_gather_runs_at_nvlink_times_efficiency(roce):
+    m = AnalyticalCostModel(roce)
+    bw, _ = m.busbw("all_gather", np.arange(8)[None, :])
+    assert bw == pytest.approx(roce.gpu_spec.nvlink_bw_bytes_s * m.eff.nccl_nvlink)
+
+
+def test_one_gpu_per_host_ring_runs_at_nic_rate_inside_a_pod(roce):
+    m = AnalyticalCostModel(roce)
+    groups = (np.arange(128) * 8)[None, :]  # 128 hosts in one pod
+    bw, _ = m.busbw("all_gather", groups)
+    assert bw == pytest.approx(roce.nic_bytes_s_per_gpu * m.eff.nccl_net)
+
+
+def test_sparse_groups_across_pods_pay_the_oversubscription(roce):
+    m = AnalyticalCostModel(roce)
+    p = place(roce, {"tp": 8, "cp": 16, "pp": 16, "dp": 8})
+    bw, _ = m.busbw("all_gather", p.groups("dp"))
+    members_per_pod = 8 / np.unique(p.groups("dp")[0] // 3072).size
+    assert bw == pytest.approx(roce.nic_bytes_s_per_gpu * m.eff.nccl_net * members_per_pod / 7)
+
+
+def test_time_is_alpha_plus_beta(roce):
+    m = AnalyticalCostModel(roce)
+    g = np.arange(8)[None, :]
+    t1, t2 = m.collective_time("all_gather", g, 1e6), m.collective_time("all_gather", g, 2e6)
+    bw, alpha = m.busbw("all_gather", g)
+    assert t2 - t1 == pytest.approx(7 / 8 * 1e6 / bw)
+    assert t1 == pytest.approx(7 / 8 * 1e6 / bw + 7 * alpha)
+
+
+def test_cluster_efficiency_overrides_reach_the_network_model():
+    base = ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
+    slow = ClusterSpec(**{**CLUSTER_PRESETS["meta-roce-24k"], "efficiency": {"nccl_nvlink": 0.4}})
+    g = np.arange(8)[None, :]
+    assert AnalyticalCostModel(slow).collective_time("all_gather", g, 1e9) > 1.9 * (
+        AnalyticalCostModel(base).collective_time("all_gather", g, 1e9) - 7 * 2e-6)
+
+
+def test_unknown_efficiency_override_is_a_spec_error():
+    from teton.errors import SpecError
+    from teton.spec import load_spec
+
+    with pytest.raises(SpecError, match="cluster.efficiency.gemm_bf61"):
+        load_spec({"cluster": {"base": "meta-roce-24k", "efficiency": {"gemm_bf61": 0.7}}, "model": "llama3-8b",
+                   "job": {"gpus": 8}})

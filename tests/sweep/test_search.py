@@ -1,0 +1,130 @@
+"""Layout search: valid layouts only, ranked, fitting first; expert parallelism searched on MoE
+models only; ``teton search``'s JSON, table and one-line errors."""
+
+import json
+
+from cli_checks import one_line_error
+
+from teton.spec import load_spec
+from teton.sweep import SearchSpace, candidate_jobs, search_layouts
+
+DENSE = {"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+         "job": {"gpus": 64, "tp": 8, "seq_len": 8192, "global_batch": 256}}
+
+
+def _spec():
+    return load_spec(DENSE)
+
+
+def test_candidates_obey_the_job_rules():
+    spec = _spec()
+    cands = list(candidate_jobs(spec, SearchSpace(tp=(1, 2, 3, 8), cp=(1,), pp=(1, 2), virtual_stages=(1, 2))))
+    assert cands
+    for c in cands:
+        j = c.job
+        assert j.tp * j.cp * j.pp * j.dp_degree == 64 and j.tp != 3
+        assert j.tokens_per_step == spec.job.tokens_per_step
+
+
+def test_search_ranks_fitting_layouts_by_step_time():
+    d = search_layouts(_spec(), SearchSpace(tp=(1, 2, 4, 8), cp=(1,), pp=(1, 2, 4), virtual_stages=(1,)))
+    rows = d["rows"]
+    fitting = [r for r in rows if r["fits_in_memory"]]
+    assert fitting and rows[: len(fitting)] == fitting
+    times = [r["step_time_s"] for r in fitting]
+    assert times == sorted(times)
+
+
+def test_search_cli_json(cli, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(DENSE))
+    code, out, _ = cli("search", path, "--tp", "2,8", "--pp", "1,2", "--cp", "1", "--virtual-stages", "1",
+                       "--top", "3", "--json")
+    d = json.loads(out)
+    assert code == 0 and len(d["rows"]) == 3 and d["evaluated"] >= 3
+    code, _, err = cli("search", path, "--tp", "two")
+    assert code == 2 and "--tp" in err
+
+
+def test_a_jobs_pp_round_does_not_hide_other_pipelines():
+    """Llama 3's round size N belongs to the job's own (pp, v): layouts with another pp search
+    with rounds of their pp instead of being dropped as invalid."""
+    spec = load_spec({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+                      "job": {"gpus": 64, "tp": 8, "pp": 4, "dp": 2, "seq_len": 8192, "global_batch": 32,
+                              "pp_schedule": "interleaved", "virtual_stages": 2, "pp_round": 8}})
+    space = SearchSpace(tp=(8,), cp=(1,), pp=(2, 4), virtual_stages=(1, 2))
+    layouts = {(c.job.pp, c.job.virtual_stages): c.job.pp_round for c in candidate_jobs(spec, space)}
+    assert layouts == {(2, 1): None, (2, 2): None, (4, 1): None, (4, 2): 8}
+
+
+def test_zero2_is_searched_both_ways():
+    """ZeRO-2 reduced once per step keeps the unsharded FP32 accumulation buffer (as ZeRO-1 does);
+    reduced every micro-batch it shards the gradients. On Llama 3 8B over 8 GPUs only the latter
+    (and ZeRO-3) fit, and the search finds it."""
+    spec = load_spec({"cluster": "meta-ib-24k", "model": "llama3-8b",
+                      "job": {"gpus": 8, "dp": 8, "seq_len": 8192, "global_batch": 512}})
+    d = search_layouts(spec, SearchSpace(tp=(1,), cp=(1,), pp=(1,), virtual_stages=(1,), micro_batch=(1,),
+                                         recompute=("none",), zero=(1, 2, 3)))
+    fitting = [(r["zero"], r["grad_reduce"]) for r in d["rows"] if r["fits_in_memory"]]
+    assert fitting[0] == (2, "per_microbatch") and (3, "per_microbatch") in fitting
+    assert (1, "per_step") not in fitting
+
+
+def test_search_with_impossible_constraints_says_so(cli, example_spec):
+    # was: an empty table and exit 0
+    code, out, err = cli("search", example_spec, "--tp", "3")
+    one_line_error(code, err, "no layout passes the job rules")
+    assert out == ""
+
+
+def test_search_memory_is_in_gib_as_teton_run_prints_it(cli, example_spec):
+    code, out, _ = cli("search", example_spec, "--tp", "8", "--pp", "16", "--cp", "1", "--virtual-stages", "8",
+                       "--top", "1")
+    assert code == 0
+    code, js, _ = cli("run", example_spec, "--json")
+    gib = json.loads(js)["memory_per_gpu_bytes"] / 2**30
+    assert "mem GiB" in out and f"{gib:.1f}" in out  # 70.5, not 75.7 (GB)
+
+
+MOE = {"cluster": "dgx-h100-superpod", "model": "mixtral-8x7b",
+       "job": {"gpus": 256, "tp": 2, "ep": 8, "seq_len": 4096, "global_batch": 512}}
+
+
+SMALL_SPACE = dict(tp=(2,), cp=(1,), pp=(1,), virtual_stages=(1,), micro_batch=(1,), recompute=("none",), zero=(1,))
+
+
+def test_search_evaluates_several_ep_degrees_on_a_moe_model():
+    spec = load_spec(MOE)
+    d = search_layouts(spec, SearchSpace(**SMALL_SPACE))
+    assert {r["ep"] for r in d["rows"]} == {1, 2, 4, 8}  # every divisor of the 8 experts (and of dp 128)
+    assert len({r["step_time_s"] for r in d["rows"]}) == 4
+    eps = {c.job.ep for c in candidate_jobs(spec, SearchSpace(**{**SMALL_SPACE, "ep": (2, 3, 8, 256)}))}
+    assert eps == {2, 8}  # 3 does not divide the experts, 256 neither: the job rules skip them
+
+
+def test_dense_model_searches_ep_1_only():
+    spec = load_spec({**MOE, "model": "llama3-8b", "job": {**MOE["job"], "ep": 1, "tp": 8}})
+    assert {c.job.ep for c in candidate_jobs(spec, SearchSpace(**{**SMALL_SPACE, "tp": (8,)}))} == {1}
+
+
+def test_search_cli_ep_option_column_and_json(cli, tmp_path):
+    path = tmp_path / "moe.json"
+    path.write_text(json.dumps(MOE))
+    args = ("search", path, "--tp", "2", "--cp", "1", "--pp", "1", "--virtual-stages", "1", "--ep", "2,8")
+    code, out, err = cli(*args, "--json")
+    assert code == 0, err
+    assert {r["ep"] for r in json.loads(out)["rows"]} == {2, 8}
+    code, out, err = cli(*args)
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if "step s" in line)
+    assert " ep " in header
+
+
+def test_ep_on_a_dense_model_is_a_one_line_error(cli, tmp_path):
+    path = tmp_path / "dense.json"
+    path.write_text(json.dumps({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+                                "job": {"gpus": 64, "tp": 8, "global_batch": 256}}))
+    code, _, err = cli("search", path, "--ep", "2")
+    assert code == 2 and "--ep" in err and "MoE" in err and err.count("\n") == 1
+    code, _, err = cli("search", path, "--ep", "two")
+    assert code == 2 and "--ep" in err
