@@ -10,7 +10,8 @@ from teton.engine.compute import ComputeModel
 from teton.engine.step import GRAD_CLIP_BYTES_PER_PARAM, OPTIMIZER_BYTES_PER_PARAM, blocking_p2p
 from teton.spec import load_spec
 from teton.validation.training import KORTHIKANTI_JOB, korthikanti_spec
-from teton.workload.ops import ComputeOp, layer_block
+from teton.workload.items import ComputeOp
+from teton.workload.ops import layer_block
 
 ROW = {"model": "175B", "heads": "96", "hidden": "12288", "layers": "96", "tp": "8", "pp": "8", "gpus": "64",
        "global_batch": "64", "micro_batch": "1", "virtual_stages": "3"}

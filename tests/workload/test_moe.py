@@ -5,7 +5,8 @@ import pytest
 import teton
 from teton.spec import load_spec
 from teton.spec.model import MODEL_PRESETS, ModelSpec
-from teton.workload.ops import Collective, ComputeOp, layer_block
+from teton.workload.items import Collective, ComputeOp
+from teton.workload.ops import layer_block
 
 
 def _spec(ep=8, **job):

@@ -4,7 +4,8 @@ import pytest
 from layouts import LAYOUT_405B_16K, LLAMA3_405B_16K
 
 from teton.spec import load_spec
-from teton.workload.ops import Collective, ComputeOp, head_block, layer_block
+from teton.workload.items import Collective, ComputeOp
+from teton.workload.ops import head_block, layer_block
 
 
 def _spec(**job):

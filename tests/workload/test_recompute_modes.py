@@ -15,8 +15,9 @@ import teton
 from teton.engine.block_timer import block_flops
 from teton.spec import load_spec
 from teton.sweep import SearchSpace, candidate_jobs
+from teton.workload.items import ComputeOp
 from teton.workload.memory import layer_activation_bytes
-from teton.workload.ops import ComputeOp, layer_block
+from teton.workload.ops import layer_block
 from teton.workload.recompute import checkpointed_layers, sac_op_projections
 from teton.workload.step_work import step_work
 

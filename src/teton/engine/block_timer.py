@@ -13,7 +13,7 @@ from teton.engine.compute import ComputeModel
 from teton.engine.overlap import overlapped_exposed_s, ring_exposed_s
 from teton.memo import IdentityMemo
 from teton.placement import Placement
-from teton.workload.ops import Block, Collective, ComputeOp
+from teton.workload.items import Block, Collective, ComputeOp
 
 _COMPUTE_S = IdentityMemo()
 _BLOCK_FLOPS = IdentityMemo()

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from teton.hardware import GPU, Efficiency, cluster_efficiency
 from teton.hardware.efficiency import ATTN_REF_SEQ, ATTN_S_HALF
-from teton.workload.ops import ACT_BYTES, ComputeOp
+from teton.workload.items import ComputeOp
+from teton.workload.ops import ACT_BYTES
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from teton.engine.block_timer import BlockTimer
 from teton.engine.compute import ComputeModel
 from teton.engine.prepare import default_placement, make_cost_model
 from teton.spec.schema import Spec
-from teton.workload.ops import Collective, ComputeOp
+from teton.workload.items import Collective, ComputeOp
 from teton.workload.step_work import step_work
 
 

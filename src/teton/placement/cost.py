@@ -43,9 +43,8 @@ from teton.network.cost_model import cost_model
 from teton.placement.mapping import Placement, place
 from teton.spec.cluster import ClusterSpec
 from teton.spec.model import MODEL_PRESETS, ModelSpec
+from teton.units import BF16_BYTES, FP32_BYTES
 
-BYTES_BF16 = 2
-BYTES_FP32 = 4
 AXES_PRICED = ("tp", "cp", "pp", "ep", "dp")
 
 
@@ -138,13 +137,13 @@ def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, c
     bubble_s = compute_s * (shape.pp - 1) / (v * m)
     ct = cost_model.collective_time
     comm = dict.fromkeys(AXES_PRICED, 0.0)
-    act = b * s * h * BYTES_BF16 / shape.cp
+    act = b * s * h * BF16_BYTES / shape.cp
     if shape.tp > 1:
         g = placement.groups("tp")
         comm["tp"] = m * layers_stage * 4 * (ct("all_gather", g, act) + ct("reduce_scatter", g, act))
     if shape.cp > 1:
         g = placement.groups("cp")
-        kv = 2 * b * s * model.kv_width * BYTES_BF16 / shape.tp
+        kv = 2 * b * s * model.kv_width * BF16_BYTES / shape.tp
         comm["cp"] = m * layers_stage * (ct("all_gather", g, kv) + ct("reduce_scatter", g, kv))
     if shape.pp > 1:
         pairs = placement.pp_neighbours()
@@ -156,7 +155,7 @@ def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, c
     if shape.dp > 1:
         g = placement.groups("dp")
         per_rank = model.total_params() / (shape.tp * shape.pp)
-        comm["dp"] = ct("reduce_scatter", g, per_rank * BYTES_FP32) + ct("all_gather", g, per_rank * BYTES_BF16)
+        comm["dp"] = ct("reduce_scatter", g, per_rank * FP32_BYTES) + ct("all_gather", g, per_rank * BF16_BYTES)
     window_s = compute_mb * 2 / 3  # backward of the last micro-batch
     exposed = dict(comm)
     exposed["dp"] = max(0.0, comm["dp"] - window_s)

@@ -65,7 +65,8 @@ def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] |
     from teton.hardware.gpus import GPUS
     from teton.spec.job import JobSpec
     from teton.spec.model import ModelSpec
-    from teton.workload.ops import ComputeOp, layer_block
+    from teton.workload.items import ComputeOp
+    from teton.workload.ops import layer_block
 
     try:
         model = ModelSpec(name="calibration-layer", layers=1, hidden=layer["hidden"], ffn_hidden=layer["ffn"],

@@ -22,11 +22,12 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
+from teton.units import BF16_BYTES, FP32_BYTES
 from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes
 from teton.workload.items import Block, Collective, ComputeOp, Item
 
-ACT_BYTES = 2  # bf16 activations
-FP32 = 4
+ACT_BYTES = BF16_BYTES  # activations are bf16
+FP32 = FP32_BYTES
 
 
 def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True) -> tuple[ComputeOp, ...]:

@@ -30,7 +30,8 @@ import numpy as np
 
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
-from teton.workload.ops import ACT_BYTES, FP32, Collective, Item, _as_recompute, _gemm
+from teton.workload.items import Collective, Item
+from teton.workload.ops import ACT_BYTES, FP32, _as_recompute, _gemm
 
 # (teton GEMM, its torchtitan projections in forward order; w1 is SwiGLU's gate, w3 its up
 # projection: ``w2(silu(w1(x)) * w3(x))`` calls w1 first)

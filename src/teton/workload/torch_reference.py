@@ -373,7 +373,7 @@ def torch_head_flops(model: ModelSpec, seq_len: int, micro_batch: int, tp: int, 
 
 def _teton_sums(block) -> dict:
     """GEMM and attention FLOPs of a teton Block, backward without activation recomputation."""
-    from teton.workload.ops import ComputeOp
+    from teton.workload.items import ComputeOp
 
     def total(items, kind: str, recompute: bool | None = None) -> float:
         return sum(i.flops for i in items if isinstance(i, ComputeOp) and i.kind == kind
