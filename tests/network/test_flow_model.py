@@ -160,3 +160,22 @@ def test_neighbours_traffic_shares_the_fabric(roce):
                              "all_gather", ours)
     assert same == alone  # no neighbours, the same solve
     assert crowded < alone  # neighbours' flows take a share of the links ours cross
+
+
+def test_network_nvls_false_turns_nvls_off_in_the_flow_model_too():
+    """``network.nvls: false`` reaches both fidelities: an intra-host all-reduce on H100 then runs
+    as a ring over NVLink, not NVLink SHARP, in the flow model as in the analytical one."""
+    import numpy as np
+
+    from teton.network.cost_model import cost_model
+    from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+
+    cluster = ClusterSpec(**CLUSTER_PRESETS["meta-roce-24k"])
+    host = np.arange(8)[None, :]
+    on, off = (cost_model(cluster, "flow", nvls=v) for v in (True, False))
+    assert on.nvls and not off.nvls
+    t_on, t_off = (m.collective_time("all_reduce", host, 256 * 2**20) for m in (on, off))
+    a_on, a_off = (cost_model(cluster, "analytical", nvls=v).collective_time("all_reduce", host, 256 * 2**20)
+                   for v in (True, False))
+    assert t_on != t_off and a_on != a_off
+    assert (t_on < t_off) == (a_on < a_off)  # NVLS changes the time the same way in both models

@@ -14,7 +14,7 @@ class StepResult:
     pipeline bubble and the optimizer step, as seen by the busiest pipeline rank.
 
     Two peaks: ``mfu`` and ``hfu`` are against the dense peak of the job's ``precision`` (the
-    fp8 peak for an fp8 job: DESIGN.md's MFU; JSON keeps these keys); ``mfu_bf16`` and
+    fp8 peak for an fp8 job; JSON keeps these keys); ``mfu_bf16`` and
     ``hfu_bf16`` against the bf16 dense peak whatever the precision, the one peak every table's
     "MFU" / "HFU" shows, so runs of different precisions compare (an fp8 run that is faster has
     the higher MFU). Tables label the precision-peak figures "MFU (fp8 peak)".

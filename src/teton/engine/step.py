@@ -14,7 +14,7 @@
    order the step grows by that SM fraction of the overlapped DP time (``sm_contention``).
 4. Then the optimizer step (memory-bound Adam over this GPU's shard).
 
-MFU (DESIGN.md): model FLOPs per step / (step time x GPUs x dense peak of the job's precision);
+MFU: model FLOPs per step / (step time x GPUs x dense peak of the job's precision);
 ``mfu_bf16`` (and ``hfu_bf16``) over the bf16 dense peak whatever the precision, the figure tables
 show as "MFU" so that fp8 and bf16 runs compare against one peak.
 Model FLOPs per token = 6 N + 12 L s d_attn, the definition that introduced MFU (Chowdhery et

@@ -33,8 +33,9 @@ class CostModel(Protocol):
 
 def cost_model(cluster: ClusterSpec, fidelity: Literal["analytical", "flow"] | str = "analytical", *,
                routing: str = "e-ecmp", qps: int = 16, seed: int = 0, nvls: bool = True) -> CostModel:
-    """The cost model of ``fidelity`` on ``cluster``: ``nvls`` is the analytical model's NVLink SHARP
-    switch; ``routing``, ``qps`` (per connection) and ``seed`` (ECMP hashing) the flow model's."""
+    """The cost model of ``fidelity`` on ``cluster``: ``nvls`` switches NVLink SHARP (where the GPU has
+    it) in either; ``routing``, ``qps`` (per connection) and ``seed`` (ECMP hashing) are the flow
+    model's."""
     if fidelity == "analytical":
         from teton.network.analytical import AnalyticalCostModel
 
@@ -42,5 +43,5 @@ def cost_model(cluster: ClusterSpec, fidelity: Literal["analytical", "flow"] | s
     if fidelity == "flow":
         from teton.network.flow_model import FlowCostModel  # heavy: numba kernels, fabric graph
 
-        return FlowCostModel(cluster, routing=routing, qps=qps, seed=seed)
+        return FlowCostModel(cluster, routing=routing, qps=qps, seed=seed, nvls=nvls)
     raise SpecError("fidelity", fidelity, "must be analytical or flow")

@@ -69,7 +69,7 @@ class FlowCostModel:
 
     def __init__(self, cluster: ClusterSpec, routing: str = "e-ecmp", qps: int = 16, algo: str = "auto",
                  seed: int = 0, failed_links: int = 0, leaf_uplink_ratio: float | None = None,
-                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC, background: tuple = ()):
+                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC, background: tuple = (), nvls: bool = True):
         if routing not in ROUTINGS:
             raise SpecError("routing", routing, closest(routing, ROUTINGS))
         if algo not in FLOW_ALGOS:
@@ -91,7 +91,7 @@ class FlowCostModel:
         self.router = Router(self.fabric, routing, int(seed), int(failed_links))
         self.gpu = cluster.gpu_spec
         self.eff = cluster_efficiency(self.gpu, cluster.efficiency)
-        self.nvls = self.gpu.nvls
+        self.nvls = self.gpu.nvls and nvls  # network.nvls: False turns NVLink SHARP off
         # QP subflows are hashed apart only when the switches hash the QP (E-ECMP); with plain ECMP
         # or pinning all QPs of a connection share one path, and spraying already spreads ideally.
         self.split = self.qps if routing == "e-ecmp" else 1

@@ -23,8 +23,8 @@ window, i.e. an exposure of::
 
 and ``lambda_c = count_c / (n_scope * T)``. Example: Faulty GPU, 148 / 21,233,664 GPU-h =
 6.97e-6 per GPU-hour (one per ~16 GPU-years). The counts are used, not the printed percent
-column, which sums to 94.9 % (facts §4.7). Because not all 16K GPUs ran all 54 days, these are
-upper bounds on per-component rates (facts §4.7, "Derived rates").
+column, which sums to 94.9 %. Because not all 16K GPUs ran all 54 days, these are upper bounds
+on per-component rates.
 
 Scopes (assumptions, each overridable):
 - GPU rows (faulty GPU, HBM3, SRAM, GPU system processor, thermal, silent data corruption): per GPU.
@@ -40,7 +40,7 @@ Scopes (assumptions, each overridable):
 
 Switch-equivalents a job spans
 ------------------------------
-No switch counts are published for the CTSW/ATSW tiers (facts §9), so we
+No switch counts are published for the CTSW/ATSW tiers, so we
 count ports: a switch-equivalent is 64 x 400G ports (Broadcom Tomahawk 4, 25.6 Tb/s, the ASIC of
 the Minipack2 RTSW; Meta/OCP Minipack2 spec). For a job of G GPUs placed topology-contiguously:
 

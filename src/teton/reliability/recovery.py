@@ -15,9 +15,9 @@ Downtime of one interruption of cause ``c`` (Daly 2006's "R" split into its part
   Carlo tracks the pool: :mod:`teton.reliability.montecarlo`).
 - ``pg_init(n)``: every rank re-joins the process groups. Stock PyTorch rendezvous goes through
   one TCPStore server and NCCL's bootstrap ring, both serial in the rank count: O(n). Meta's
-  work on start-up (LLAMA3 §3.3.4 and the NCCLX paper's "11x faster startup", facts §8) moved
+  work on start-up (LLAMA3 §3.3.4 and the NCCLX paper's "11x faster startup") moved
   it from "hours to minutes" with tree/parallel bootstrap: O(log n). Constants are assumptions
-  (facts §9: not published); only the growth law is modelled, not fitted to "hours to minutes".
+  (not published); only the growth law is modelled, not fitted to "hours to minutes".
 - ``restore``: read the last durable checkpoint (storage model, or size / bandwidth).
 
 Lost work, the training since the last *durable* checkpoint, is drawn by the Monte Carlo.

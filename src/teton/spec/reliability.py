@@ -39,8 +39,9 @@ class InfantMortality(BaseModel):
 
     The Table 5 rates are taken as the hazard at ``reference_age_days`` of cluster life; a job
     starting at ``cluster_age_days`` sees a higher, decaying rate when ``weibull_shape < 1``
-    (BLOG-LLM: GPUs falling off the bus and cable failures are "seen more in the early life and
-    settle as the server ages", facts §3.1). Reference age is an assumption (not published).
+    (Meta, "How Meta trains large language models at scale", Engineering at Meta, 12 Jun 2024: GPUs
+    falling off the bus and cable failures are "seen more in the early life and settle as the
+    server ages"). Reference age is an assumption (not published).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -85,7 +86,7 @@ class ReliabilitySpec(BaseModel):
     spare_hosts: int | None = Field(default=None, ge=0)  # default: cluster hosts not in the job
     repair_h: float = 72.0  # assumption: RMA / repair turnaround before a host returns as a spare
     pg_init: Literal["stock", "optimized"] = "stock"
-    # Assumptions for process-group start-up (facts §9: no figure beyond "hours -> minutes"):
+    # Assumptions for process-group start-up (nothing is published beyond "hours -> minutes"):
     pg_init_base_s: float = 60.0  # launch, imports, CUDA context, model build
     pg_init_per_rank_s: float = 0.01  # stock: serial TCPStore rendezvous + bootstrap ring, O(n)
     pg_init_per_level_s: float = 2.0  # optimized: tree / parallel bootstrap, O(log2 n)
