@@ -157,3 +157,32 @@ def test_one_memo_mechanism():
               for i, line in enumerate(p.read_text().splitlines(), 1)
               if "lru_cache" in line or "functools.cache" in line or line.startswith("from functools import cache")]
     assert not direct, "use teton.memo.cached / IdentityMemo:\n" + "\n".join(direct)
+
+
+def _module_edges():
+    """(importer, imported) teton modules, imports under ``if TYPE_CHECKING:`` left out (they never run)."""
+    modules = {".".join(_module(p)): p for p in _sources()}
+    edges = set()
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+                for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in skip or not isinstance(node, ast.ImportFrom | ast.Import):
+                continue
+            targets = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                       [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names])
+            for t in targets:
+                while t and t not in modules:
+                    t = t.rpartition(".")[0]
+                if t and t != name and t != "teton":
+                    edges.add((name, t))
+    return edges
+
+
+def test_no_import_cycle_between_modules():
+    import networkx as nx
+
+    cycles = list(nx.simple_cycles(nx.DiGraph(sorted(_module_edges()))))
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c + c[:1]) for c in cycles)

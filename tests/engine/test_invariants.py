@@ -24,7 +24,8 @@ from teton.engine.compute import ComputeModel
 from teton.errors import SpecError
 from teton.hardware import GPUS
 from teton.spec import load_spec
-from teton.workload.ops import _gemm, fp8_casts
+from teton.workload.items import gemm_ops
+from teton.workload.ops import fp8_casts
 from teton.workload.pipeline import split_layers
 from teton.workload.step_work import step_work
 
@@ -409,7 +410,7 @@ def test_fp8_is_not_slower_than_bf16_for_large_gemms():
     for m in (2048, 8192, 16384):
         for n in (2048, 8192, 53248):
             for k in (2048, 16384):
-                g = _gemm("x", m, n, k)
+                g = gemm_ops("x", m, n, k)
                 casts = [c for side in fp8_casts(job, g) for c in side]
                 t8 = sum(fp8.time_s(o) for o in (*g, *casts))
                 assert t8 <= sum(bf16.time_s(o) for o in g), (m, n, k)

@@ -170,7 +170,7 @@ def test_overlapped_dp_collectives_cost_the_sms_they_hold():
     assert r.breakdown["sm_contention"] == pytest.approx(16 / 132 * (rs + ag - r.breakdown["dp_comm"]), rel=1e-9)
 
 
-def test_tp_overlap_pairs_each_collective_with_an_independent_gemm():
+def test_tp_overlap_pairs_each_collective_with_an_independentgemm():
     bwd_mode = layer_block(_spec().model, _spec(tp_overlap="bwd").job)
     full = layer_block(_spec().model, _spec(tp_overlap="full").job)
     paired = {i.name: i.overlap for i in bwd_mode.bwd if isinstance(i, Collective) and i.overlap}

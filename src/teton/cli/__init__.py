@@ -106,4 +106,4 @@ def main() -> None:
             exit_interrupted()
         from teton.cli._common import click_error_exit
 
-        click_error_exit(err)
+        click_error_exit(err, {c.name or c.callback.__name__ for c in app.registered_commands})

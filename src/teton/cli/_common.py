@@ -76,25 +76,23 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, default=default, indent=2) + "\n")
 
 
-def click_error_exit(err: Exception) -> NoReturn:
-    """Turn a click/typer usage error into one line and exit 2; re-raise anything else."""
+def click_error_exit(err: Exception, verbs: set[str]) -> NoReturn:
+    """Turn a click/typer usage error into one line and exit 2; re-raise anything else. ``verbs``:
+    the registered verb names, for an error raised before click has a context."""
     show = getattr(err, "format_message", None)
     if show is not None and hasattr(err, "exit_code"):
         ctx = getattr(err, "ctx", None)
-        cmd = f"{ctx.command_path}: " if ctx is not None else _verb_prefix()
+        cmd = f"{ctx.command_path}: " if ctx is not None else _verb_prefix(verbs)
         if show().strip():  # `teton` alone printed its help: there is no error to add
             print(f"error: {cmd}{show()}", file=sys.stderr)
         sys.exit(2 if getattr(err, "exit_code", 2) else 0)
     raise err
 
 
-def _verb_prefix() -> str:
+def _verb_prefix(verbs: set[str]) -> str:
     """``teton VERB: `` for an error click raises before it has a context (a flag missing its
     value: ``--set`` last on the line)."""
     verb = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-    from teton.cli import app
-
-    verbs = {c.name or c.callback.__name__ for c in app.registered_commands}
     return f"teton {verb}: " if verb in verbs else "teton: "
 
 

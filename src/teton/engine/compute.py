@@ -6,15 +6,14 @@ from dataclasses import dataclass
 
 from teton.hardware import GPU, Efficiency, cluster_efficiency
 from teton.hardware.efficiency import ATTN_REF_SEQ, ATTN_S_HALF
-from teton.workload.items import ComputeOp
-from teton.workload.ops import ACT_BYTES
+from teton.workload.items import ACT_BYTES, ComputeOp
 
 
 @dataclass(frozen=True)
 class ComputeModel:
     """Times ``ComputeOp`` s on ``gpu``.
 
-    GEMM:      t = max(F / (P_prec * e_gemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
+    GEMM:      t = max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
     attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv) * r),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
     r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``).
     A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the

@@ -45,9 +45,8 @@ from teton.hardware.efficiency import in_situ_band, prediction_mode
 from teton.placement import Placement
 from teton.spec.layout import Layout
 from teton.spec.schema import Spec
-from teton.workload.items import Collective
+from teton.workload.items import ACT_BYTES, FP32, Collective
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
-from teton.workload.ops import ACT_BYTES, FP32
 from teton.workload.step_work import dp_shard, step_work
 
 __all__ = ["simulate_step", "model_flops_per_token", "slowest_gpu_factor", "BlockTimer", "default_placement",

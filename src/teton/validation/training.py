@@ -150,8 +150,9 @@ def korthikanti_memory_rows() -> list[dict]:
     per-layer parameters (biases and norms included) times the memory model's bytes per parameter.
     The activation terms are teton's activations on the first pipeline rank (the fullest).
     """
+    from teton.workload.items import ACT_BYTES, FP32
     from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
-    from teton.workload.ops import ACT_BYTES, FP32, layer_params_per_gpu
+    from teton.workload.ops import layer_params_per_gpu
 
     gib = 2.0**30
     out = []

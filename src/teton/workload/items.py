@@ -13,6 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from teton.units import BF16_BYTES, FP32_BYTES
+
+ACT_BYTES = BF16_BYTES  # activations are bf16
+FP32 = FP32_BYTES
+
 Kind = Literal["gemm", "attention", "memory"]
 
 
@@ -58,3 +63,31 @@ class Block:
     name: str
     fwd: tuple[Item, ...]
     bwd: tuple[Item, ...]
+
+
+def gemm_ops(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True) -> tuple[ComputeOp, ...]:
+    """Forward GEMM (m x k)(k x n) and its two backward GEMMs.
+
+    Weight-gradient GEMMs accumulate into the gradient buffer (beta = 1): they read and write a
+    k x n matrix of ``wgrad_accum_bytes`` per element. ``wgrad_accum_bytes = 0`` means unfused
+    accumulation: the GEMM writes a fresh bf16 k x n gradient (beta = 0) and
+    :func:`grad_accumulate` adds it into the buffer.
+    """
+    a = ACT_BYTES
+    wgrad_out = 2 * wgrad_accum_bytes if wgrad_accum_bytes else a
+    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + k * n + m * n), m, n, k, fp8=fp8)
+    dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + k * n + m * k), m, k, n,
+                      fp8=fp8, backward=True)
+    wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
+                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=fp8, backward=True,
+                      accumulate_bytes=wgrad_accum_bytes)
+    return fwd, dgrad, wgrad
+
+
+def as_recompute(item: Item) -> Item:
+    """A forward item re-run in backward: a forward computation still (a recomputed flash-attention
+    forward runs the forward kernel, at the forward kernel's efficiency)."""
+    if isinstance(item, ComputeOp):
+        return ComputeOp(f"recompute.{item.name}", item.kind, item.flops, item.bytes, item.m, item.n, item.k,
+                         item.fp8, item.backward)
+    return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes)

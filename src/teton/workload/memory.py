@@ -36,7 +36,7 @@ from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
 from teton.workload.elementwise import eager_saved_bytes
-from teton.workload.ops import ACT_BYTES, FP32
+from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
 from teton.workload.recompute import checkpointed_layers, sac_op_recomputed_bytes, sac_op_saved_bytes
 

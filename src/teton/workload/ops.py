@@ -22,31 +22,9 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.units import BF16_BYTES, FP32_BYTES
 from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes
-from teton.workload.items import Block, Collective, ComputeOp, Item
-
-ACT_BYTES = BF16_BYTES  # activations are bf16
-FP32 = FP32_BYTES
-
-
-def _gemm(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True) -> tuple[ComputeOp, ...]:
-    """Forward GEMM (m x k)(k x n) and its two backward GEMMs.
-
-    Weight-gradient GEMMs accumulate into the gradient buffer (beta = 1): they read and write a
-    k x n matrix of ``wgrad_accum_bytes`` per element. ``wgrad_accum_bytes = 0`` means unfused
-    accumulation: the GEMM writes a fresh bf16 k x n gradient (beta = 0) and
-    :func:`grad_accumulate` adds it into the buffer.
-    """
-    a = ACT_BYTES
-    wgrad_out = 2 * wgrad_accum_bytes if wgrad_accum_bytes else a
-    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + k * n + m * n), m, n, k, fp8=fp8)
-    dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + k * n + m * k), m, k, n,
-                      fp8=fp8, backward=True)
-    wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
-                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=fp8, backward=True,
-                      accumulate_bytes=wgrad_accum_bytes)
-    return fwd, dgrad, wgrad
+from teton.workload.items import ACT_BYTES, FP32, Block, Collective, ComputeOp, Item, as_recompute, gemm_ops
+from teton.workload.recompute import sac_op_recompute
 
 
 def _accum_bytes(job: JobSpec) -> int:
@@ -114,16 +92,16 @@ def _layer_gemms(model: ModelSpec, lay: Layout, acc: int) -> tuple[tuple[Compute
     experts; each expert sees ``tokens * top_k * ep / experts`` rows, which sets the GEMM shape.
     """
     tok, h, f = lay.tokens, model.hidden, model.ffn_hidden
-    qkv = _gemm("qkv", tok, lay.local(model.q_width + 2 * model.kv_width), h, acc)
-    out = _gemm("attn_out", tok, h, lay.local(model.q_width), acc)
+    qkv = gemm_ops("qkv", tok, lay.local(model.q_width + 2 * model.kv_width), h, acc)
+    out = gemm_ops("attn_out", tok, h, lay.local(model.q_width), acc)
     up_width = lay.local((2 if model.mlp == "swiglu" else 1) * f)
     if model.experts <= 1:
-        return qkv, out, _gemm("mlp_up", tok, up_width, h, acc), _gemm("mlp_down", tok, h, lay.local(f), acc)
+        return qkv, out, gemm_ops("mlp_up", tok, up_width, h, acc), gemm_ops("mlp_down", tok, h, lay.local(f), acc)
     rows = tok * model.top_k
     per_expert = max(1, rows * lay.ep // model.experts)
-    up = tuple(_scaled_rows(g, rows, per_expert, i) for i, g in enumerate(_gemm("expert_up", tok, up_width, h, acc)))
+    up = tuple(_scaled_rows(g, rows, per_expert, i) for i, g in enumerate(gemm_ops("expert_up", tok, up_width, h, acc)))
     down = tuple(_scaled_rows(g, rows, per_expert, i)
-                 for i, g in enumerate(_gemm("expert_down", tok, h, lay.local(f), acc)))
+                 for i, g in enumerate(gemm_ops("expert_down", tok, h, lay.local(f), acc)))
     return qkv, out, up, down
 
 
@@ -204,7 +182,7 @@ def _moe_routing(model: ModelSpec, lay: Layout, acc: int) -> tuple[list[Item], l
     if model.experts <= 1:
         return [], [], [], []
     tok_e, h = lay.elementwise_tokens, model.hidden
-    router = _gemm("router", tok_e, model.experts, h, acc, fp8=False)
+    router = gemm_ops("router", tok_e, model.experts, h, acc, fp8=False)
     a2a_bytes = ACT_BYTES * lay.tokens * model.top_k * h / lay.tp  # this rank's share of the token copies
     fwd: list[Item] = [router[0], _mem("router.softmax_topk", 3 * FP32 * tok_e * model.experts)]
     bwd: list[Item] = [router[1], router[2]]
@@ -301,11 +279,10 @@ def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, 
     a plain layer, ``workload.step_work`` adds the checkpointed one.
     """
     if job.recompute == "full":
-        return [_as_recompute(i) for i in fwd]
+        return [as_recompute(i) for i in fwd]
     if job.recompute == "selective" and not job.flash_attention:
-        return [_as_recompute(i) for i in attn]
+        return [as_recompute(i) for i in attn]
     if job.recompute == "selective_op":  # torchtitan's per-op SAC: what its policy did not save
-        from teton.workload.recompute import sac_op_recompute
 
         return list(sac_op_recompute(fwd, model, job, acc))
     return []
@@ -366,15 +343,6 @@ def _scaled_rows(op: ComputeOp, rows: int, per_expert: int, which: int) -> Compu
     return replace(op, flops=op.flops * scale, bytes=op.bytes * scale, m=per_expert)
 
 
-def _as_recompute(item: Item) -> Item:
-    """A forward item re-run in backward: a forward computation still (a recomputed flash-attention
-    forward runs the forward kernel, at the forward kernel's efficiency)."""
-    if isinstance(item, ComputeOp):
-        return ComputeOp(f"recompute.{item.name}", item.kind, item.flops, item.bytes, item.m, item.n, item.k,
-                         item.fp8, item.backward)
-    return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes)
-
-
 def _empty(item: Item) -> bool:
     return isinstance(item, ComputeOp) and item.flops == 0 and item.bytes == 0
 
@@ -402,7 +370,7 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
     act_in = ACT_BYTES * tok * h
     # ceil: the last shard is padded. The output layer stays bf16 under fp8 recipes (Megatron's
     # output_layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8 autocast).
-    logits = _gemm("lm_head", tok, lay.local_vocab(v), h, _accum_bytes(job), fp8=False)
+    logits = gemm_ops("lm_head", tok, lay.local_vocab(v), h, _accum_bytes(job), fp8=False)
     # cross-entropy over this rank's vocab shard: cast to fp32, max, exp-sum, loss, gradient
     ce_bytes, ce_bwd_bytes = elementwise_bytes("cross_entropy", job.kernel_fusion, tok * v / t)
     norm_bytes, norm_bwd_bytes = elementwise_bytes(model.norm, job.kernel_fusion, tok_e * h)

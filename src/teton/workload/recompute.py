@@ -30,8 +30,7 @@ import numpy as np
 
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
-from teton.workload.items import Collective, Item
-from teton.workload.ops import ACT_BYTES, FP32, _as_recompute, _gemm
+from teton.workload.items import ACT_BYTES, FP32, Collective, Item, as_recompute, gemm_ops
 
 # (teton GEMM, its torchtitan projections in forward order; w1 is SwiGLU's gate, w3 its up
 # projection: ``w2(silu(w1(x)) * w3(x))`` calls w1 first)
@@ -84,12 +83,12 @@ def sac_op_recompute(fwd: list[Item], model: ModelSpec, job: JobSpec, acc: int) 
             projs = recomputed[it.name]
             if projs:  # one GEMM of the recomputed projections' columns
                 n = sum(widths[p] for p in projs)
-                out.append(_as_recompute(_gemm(f"{it.name}.{'_'.join(projs)}", tok, n, k_dim[it.name], acc)[0]))
+                out.append(as_recompute(gemm_ops(f"{it.name}.{'_'.join(projs)}", tok, n, k_dim[it.name], acc)[0]))
         elif it.name in ("attention", "cp.kv_ring"):
             if not job.flash_attention:
-                out.append(_as_recompute(it))
+                out.append(as_recompute(it))
         elif not (isinstance(it, Collective) and it.op == "reduce_scatter"):
-            out.append(_as_recompute(it))
+            out.append(as_recompute(it))
     return out
 
 
