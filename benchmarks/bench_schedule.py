@@ -53,11 +53,9 @@ def main() -> None:
     for name, fn in rows:
         print(f"{name:<44}" + "".join(f"{fn(r, w):>16}" for r, w in results))
 
-    try:
-        import teton
-        from teton.placement.compare import compare_policies
-    except ImportError:
-        return
+    import teton
+    from teton.placement.compare import compare_policies
+
     spec = teton.load_spec({"cluster": "meta-roce-24k", "model": "llama3-405b",
                             "job": {"gpus": 16384, "tp": 8, "pp": 16, "seq_len": 8192, "global_batch": 2048,
                                     "zero": 1, "pp_schedule": "interleaved", "virtual_stages": 8,

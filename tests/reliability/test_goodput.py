@@ -109,10 +109,8 @@ def test_step_time_from_teton_simulate(spec405):
 
 
 def test_checkpoint_costs_from_storage_model():
-    try:
-        from teton.storage.checkpoint import checkpoint_summary
-    except ImportError:
-        pytest.skip("teton.storage checkpoint model is not available")
+    from teton.storage.checkpoint import checkpoint_summary
+
     spec = spec_405b({})
     expected = checkpoint_summary(spec)
     out = goodput(spec, step_time_s=6.0, days=5, runs=20, seed=0)

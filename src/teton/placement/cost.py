@@ -42,6 +42,7 @@ from teton.memo import cached
 from teton.network.cost_model import cost_model
 from teton.placement.mapping import Placement, place
 from teton.spec.cluster import ClusterSpec
+from teton.spec.layout import Layout
 from teton.spec.model import MODEL_PRESETS, ModelSpec
 from teton.units import BF16_BYTES, FP32_BYTES
 
@@ -71,14 +72,12 @@ class JobShape:
     def m(self) -> int:
         return self.micro_batches or max(2 * self.pp, 8)
 
-    def degrees(self) -> dict[str, int]:
-        d = {"tp": self.tp, "cp": self.cp, "pp": self.pp, "dp": self.dp}
-        if self.ep > 1:
-            d["ep"] = self.ep
-        return d
-
-    def order(self) -> tuple[str, ...]:
-        return ("tp", "cp", "pp", "ep", "dp") if self.ep > 1 else ("tp", "cp", "pp", "dp")
+    @property
+    def layout(self) -> Layout:
+        """The parallel layout (``teton.spec.layout``): EP, when the job has it, just inside DP."""
+        order = ("tp", "cp", "pp", "ep", "dp") if self.ep > 1 else ("tp", "cp", "pp", "dp")
+        return Layout(tp=self.tp, cp=self.cp, pp=self.pp, dp=self.dp, ep=self.ep, virtual_stages=self.virtual_stages,
+                      order=order, micro_batch=self.micro_batch, seq_len=self.seq_len, sequence_parallel=self.tp > 1)
 
 
 def default_layout(model: str, gpus: int, gpus_per_host: int = 8) -> JobShape:
@@ -175,8 +174,8 @@ class SlowdownModel:
         self.misses = 0
 
     def placement_of(self, shape: JobShape, gpus: np.ndarray) -> Placement:
-        return Placement(gpu_of_rank=np.asarray(gpus, dtype=np.int64), degrees=shape.degrees(),
-                         order=shape.order())
+        return Placement(gpu_of_rank=np.asarray(gpus, dtype=np.int64), degrees=shape.layout.degrees,
+                         order=shape.layout.order)
 
     def estimate(self, shape: JobShape, gpus: np.ndarray) -> StepEstimate:
         if shape.gpus == 1:
@@ -194,7 +193,7 @@ class SlowdownModel:
 
     def ideal(self, shape: JobShape) -> StepEstimate:
         if shape not in self._ideal:
-            p = place(self.cluster, shape.degrees(), shape.order(), "topology-aware")
+            p = place(self.cluster, shape.layout.degrees, shape.layout.order, "topology-aware")
             self._ideal[shape] = self.estimate(shape, p.gpu_of_rank)
         return self._ideal[shape]
 
