@@ -5,10 +5,13 @@
   value-keyed memo. Keys hold ``id()``s, which Python reuses once an object is freed; the memo keeps
   a reference to every object of a key, so an entry can only be hit by the very objects it was
   made for.
+- :class:`ValueMemo`: a bounded dict for keys of plain values on the hottest paths, where a
+  ``make`` closure per call would cost more than the lookup: ``memo.get(key)``, then
+  ``memo.put(key, value)`` on a miss.
 - :func:`cached`: a decorator for a pure function of hashable arguments (``functools.lru_cache``,
   bounded), where the arguments themselves are the key.
 
-Every cache of a module-level function goes through one of the two; both are bounded, and both
+Every cache of a module-level function goes through one of the three; both are bounded, and both
 only ever return what the function would compute (the functions are pure).
 """
 
@@ -40,6 +43,20 @@ class IdentityMemo:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+class ValueMemo(dict):
+    """A dict cleared whole when ``put`` finds it holding ``maxsize`` entries."""
+
+    def __init__(self, maxsize: int = 4096):
+        super().__init__()
+        self.maxsize = maxsize
+
+    def put(self, key: Any, value: Any) -> Any:
+        if len(self) >= self.maxsize:
+            self.clear()
+        self[key] = value
+        return value
 
 
 def cached(maxsize: int | None = 4096) -> Callable[[Callable], Callable]:

@@ -30,7 +30,7 @@ from teton.hardware.gpus import GPU
 from teton.hardware.in_situ import PARAMETERS as IN_SITU_PARAMETERS
 from teton.hardware.in_situ import band as catalog_band
 from teton.hardware.in_situ import borrowed_from, fitted_values
-from teton.memo import cached
+from teton.memo import ValueMemo, cached
 
 TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 GEMMs (128x256x64)
 TILE_N = 256
@@ -267,11 +267,8 @@ def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None
         eff = efficiency_for(gpu)
         if profile_of(overrides) == "in_situ":
             eff = with_overrides(eff, fitted_values(family_of(gpu)))
-        hit = with_overrides(eff, overrides)
-        if len(_CLUSTER_EFFICIENCY) > 4096:
-            _CLUSTER_EFFICIENCY.clear()
-        _CLUSTER_EFFICIENCY[key] = hit
+        hit = _CLUSTER_EFFICIENCY.put(key, with_overrides(eff, overrides))
     return hit
 
 
-_CLUSTER_EFFICIENCY: dict[tuple, Efficiency] = {}
+_CLUSTER_EFFICIENCY = ValueMemo(4096)  # (GPU name, sorted overrides) -> table

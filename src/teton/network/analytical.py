@@ -25,12 +25,12 @@ import numpy as np
 
 from teton.errors import SpecError, closest
 from teton.hardware import cluster_efficiency
-from teton.memo import IdentityMemo
+from teton.memo import IdentityMemo, ValueMemo
 from teton.spec.cluster import ClusterSpec
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
 NVLINK_STEP_LATENCY_S = 2e-6  # NCCL intra-node step latency (LL/Simple ~ 1-3 us, nccl-tests small sizes)
-_PATHS = IdentityMemo(100_000)  # (link, bus factor, alpha): a pure function of (fabric, op, groups)
+_PATHS = ValueMemo(100_000)  # (link, bus factor, alpha): a pure function of (fabric, op, groups)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -139,7 +139,10 @@ class AnalyticalCostModel:
         if n <= 1 or size_bytes <= 0:
             return 0.0
         key = (self._key, op, groups.shape, self._groups_hash(groups))
-        link, factor, alpha = _PATHS.get((), key, lambda: self.path(op, groups))
+        hit = _PATHS.get(key)
+        if hit is None:
+            hit = _PATHS.put(key, self.path(op, groups))
+        link, factor, alpha = hit
         bw = self._bus_bw(link, factor)
         steps = ring_steps(op, n)
         if op == "all_reduce" and n > 2:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teton.memo import cached
+from teton.memo import ValueMemo, cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.workload.ops import (
@@ -110,7 +110,7 @@ _NOT_IN_BLOCKS = frozenset({
     "virtual_stages", "pp_round", "pp_embedding_slots", "pp_scatter_gather", "pp_p2p", "zero", "overlap_dp_comm",
     "overlap_param_gather", "grad_reduce", "placement", "parallel_order", "recompute_interval",
 })
-_BLOCKS: dict[tuple, tuple[Block, Block, Block]] = {}
+_BLOCKS = ValueMemo(1024)  # by the block fields
 
 
 def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
@@ -118,9 +118,7 @@ def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
     key = (model, tuple(v for k, v in job.__dict__.items() if k not in _NOT_IN_BLOCKS))  # fields in order
     hit = _BLOCKS.get(key)
     if hit is None:
-        if len(_BLOCKS) > 1024:
-            _BLOCKS.clear()
-        hit = _BLOCKS[key] = (layer_block(model, job), embedding_block(model, job), head_block(model, job))
+        hit = _BLOCKS.put(key, (layer_block(model, job), embedding_block(model, job), head_block(model, job)))
     return hit
 
 
