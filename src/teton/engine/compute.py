@@ -14,8 +14,9 @@ class ComputeModel:
     """Times ``ComputeOp`` s on ``gpu``.
 
     GEMM:      t = max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
-    attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv) * r),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
-    r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``).
+    attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv) * r * a),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
+    r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``);
+    a = the in-situ attention factor (``Efficiency.attention_in_situ``, unfused attention too).
     A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the
     main loop (``epilogue_s``). Every kernel is followed by the in-situ idle gap ``kernel_gap_s``
     (0 in the burst profile).

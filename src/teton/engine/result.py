@@ -10,8 +10,9 @@ from typing import Any
 class StepResult:
     """One training step of a job on a cluster. Seconds, bytes, fractions.
 
-    ``breakdown`` sums to ``step_time_s``: compute, exposed tp/cp/pp/dp communication, the
-    pipeline bubble and the optimizer step, as seen by the busiest pipeline rank.
+    ``breakdown`` sums to ``step_time_s``: compute, exposed tp/cp/ep/pp/dp communication, the
+    pipeline bubble, the SMs DP collectives took from compute (``sm_contention``), the optimizer
+    step and the fixed ``step_overhead``, as seen by the busiest pipeline rank.
 
     Two peaks: ``mfu`` and ``hfu`` are against the dense peak of the job's ``precision`` (the
     fp8 peak for an fp8 job; JSON keeps these keys); ``mfu_bf16`` and

@@ -15,6 +15,11 @@ domain of D GPUs running D/b_l groups needs D/b_l * k crossing edges at rate r a
 capacity of D * NIC / o_l, hence r <= NIC * b_l / (k * o_l); busbw is k rings times r.
 A group inside one host runs on NVLink (NVLS in-switch reduction for all-reduce where present).
 alpha: per ring step, the NIC latency plus one switch hop up and down at every layer crossed.
+steps: n - 1 (2(n - 1) for all-reduce), an all-reduce's capped at 2 ceil(log2 n) (NCCL's trees
+when latency dominates).
+all_to_all: a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain, through
+uplinks at NIC / o_l; with k group members per host, the NIC-share of the bus bandwidth is
+(n - 1) / (max(1, max_l (n - b_l) o_l / (n - 1)) * max(1, n - k)).
 """
 
 from __future__ import annotations
