@@ -1,8 +1,7 @@
 """teton's one memoisation mechanism, for the simulator's hot path.
 
 - :class:`IdentityMemo`: a bounded memo keyed by the identity of live objects (frozen specs,
-  placements, blocks, cost models) plus plain values; with no objects (``objs=()``) it is a plain
-  value-keyed memo. Keys hold ``id()``s, which Python reuses once an object is freed; the memo keeps
+  placements, blocks, cost models) plus plain values. Keys hold ``id()``s, which Python reuses once an object is freed; the memo keeps
   a reference to every object of a key, so an entry can only be hit by the very objects it was
   made for.
 - :class:`ValueMemo`: a bounded dict for keys of plain values on the hottest paths, where a

@@ -1,9 +1,11 @@
 """teton plan: GPUs, layout, storage, days, cost to train a model on N tokens."""
 
 import json
+import re
 
 import pytest
 import yaml
+from plotly.offline import get_plotlyjs
 
 
 def _plan(cli, spec, args, *extra):
@@ -97,6 +99,7 @@ def test_a_deadline_only_b200s_meet_picks_b200s(cli, tmp_path, plan_args, small_
     (("--gpus", "3"), "whole hosts"),
     (("--storage-servers", "x"), "--storage-servers"),
     (("--global-batch", "lots"), "plan.global_batch"),
+    (("--global-batch", "16M"), "no layout passes the job rules at this count and batch at 64, 128, 256 GPUs"),
 ])
 def test_bad_inputs_are_one_line_errors(cli, small_spec, extra, needle, plan_args):
     code, _, err = cli("plan", small_spec, *plan_args, *extra)
@@ -121,4 +124,31 @@ def test_html_page(cli, small_spec, tmp_path, plan_args):
     code, _, err = cli("plan", small_spec, *plan_args, "--out", page)
     assert code == 0, err
     html = page.read_text()
-    assert "Pareto front" in html and "fig-front-pareto" in html and "http" not in html.split("<script")[0][:0]
+    assert "Pareto front" in html and "fig-front-pareto" in html
+    # offline: plotly.js inlined once, nothing fetched, no URL outside the bundle
+    bundle = get_plotlyjs()
+    assert html.count(bundle) == 1 and not re.search(r"<script[^>]*\bsrc\s*=", html, re.IGNORECASE)
+    rest = html.replace(bundle, "")
+    assert "https://" not in rest and "http://" not in rest
+
+
+def _scaling_plan(gpus: int, cluster: str = "c", storage: int = 20) -> dict:
+    """A plan that scales perfectly (days ~ 1 / GPUs, nothing grows): only the head line is written."""
+    return {"cluster": cluster, "storage_servers": storage, "gpus": gpus, "days_p50": 1e4 / gpus,
+            "bubble_fraction": 0.0, "comm_fraction": 0.0, "ettr": 0.95, "step_time_s": 1e3 / gpus}
+
+
+@pytest.mark.parametrize("chosen,others,pair", [
+    (128, (64, 192, 256), "128 -> 256"),  # every larger count is at most 2x: the largest
+    (128, (192, 512), "128 -> 192"),  # one is more than 2x: the next one up
+    (128, (256,), "128 -> 256"),
+    (256, (64, 128), "128 -> 256"),  # the chosen count is the largest: the next one down
+])
+def test_scaling_reason_compares_the_chosen_count_with_its_neighbour(chosen, others, pair):
+    from teton.plan.answer import scaling_reason
+
+    c = _scaling_plan(chosen)
+    unrelated = [_scaling_plan(2 * chosen, cluster="other"), _scaling_plan(2 * chosen, storage=200)]
+    text = scaling_reason(c, [c, *map(_scaling_plan, others), *unrelated])
+    assert text.startswith(f"{pair} GPUs (") and text.endswith("(scaling is near-linear)."), text
+    assert scaling_reason(c, [c, *unrelated]) is None

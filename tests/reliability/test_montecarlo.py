@@ -60,6 +60,22 @@ def test_same_seed_same_numbers(spec405):
     assert a["ettr"] != c["ettr"]
 
 
+def test_progress_counts_runs_up_to_the_total(spec405):
+    """``progress(done, total)`` as every progress callback of teton: runs finished, the interval
+    sweep's included, never going back, ending at the total."""
+    seen = []
+    out = goodput(spec405, step_time_s=6.0, days=5, runs=20, seed=0, interval_sweep=True,
+                  progress=lambda done, total: seen.append((done, total)))
+    total = 20 * (1 + len(out["interval_sweep"]))
+    assert {t for _, t in seen} == {total}
+    done = [d for d, _ in seen]
+    assert all(isinstance(d, int) for d in done) and done == sorted(done)
+    assert 20 in done and seen[-1] == (total, total)  # the main run ends, then the sweep counts on
+    ticks = []
+    simulate_runs(_inp(1.0), runs=7, seed=0, progress=lambda d, n: ticks.append((d, n)))
+    assert ticks[-1] == (7, 7) and all(n == 7 for _, n in ticks)
+
+
 def test_young_daly_formulas():
     assert young_interval_s(10.0, 3600.0) == pytest.approx(math.sqrt(2 * 10 * 3600))
     d, m = 10.0, 3600.0

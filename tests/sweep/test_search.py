@@ -46,6 +46,17 @@ def test_search_cli_json(cli, tmp_path):
     assert code == 2 and "--tp" in err
 
 
+def test_fitting_only_simulates_just_the_rows_that_fit():
+    """``teton plan``'s shortcut: the memory verdict without the step is the step's, so the rows are
+    the fitting rows of a full search; ``evaluated`` still counts every valid layout."""
+    space = SearchSpace(tp=(1, 2, 8), cp=(1,), pp=(1, 2, 4), virtual_stages=(1,))
+    full = search_layouts(_spec(), space)
+    fast = search_layouts(_spec(), space, fitting_only=True)
+    assert 0 < full["fitting"] < len(full["rows"])  # both verdicts occur
+    assert fast["rows"] == [r for r in full["rows"] if r["fits_in_memory"]]
+    assert fast["evaluated"] == full["evaluated"] and fast["fitting"] == full["fitting"]
+
+
 def test_a_jobs_pp_round_does_not_hide_other_pipelines():
     """Llama 3's round size N belongs to the job's own (pp, v): layouts with another pp search
     with rounds of their pp instead of being dropped as invalid."""

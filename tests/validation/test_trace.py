@@ -275,6 +275,24 @@ def test_shapes_stripped(tmp_path, raw16):
     assert any("record_shapes was off" in n for n in cal.notes)
 
 
+@pytest.mark.parametrize("event,key,value,field", [
+    (1, "ts", "abc", "trace.traceEvents[1].ts"),  # a launch's time (the cpu_op stack lookup)
+    (1, "ts", [1], "trace.traceEvents[1].ts"),
+    (1, "correlation", [1], "trace.traceEvents[1].args.correlation"),
+    (2, "correlation", {"a": 1}, "trace.traceEvents[2].args.correlation"),
+    (2, "device", [0], "trace.traceEvents[2].args.device"),
+    (2, "stream", [7], "trace.traceEvents[2].args.stream"),
+    (0, "External id", [3], "trace.traceEvents[0].args.External id"),
+    (2, "cat", ["kernel"], "trace.traceEvents[2].cat"),
+])
+def test_malformed_ids_and_times(tmp_path, event, key, value, field):
+    """Ids and times the linking keys dicts by, of the wrong type: a SpecError, not a TypeError."""
+    events = _launch(1, 100, "aten::mm", [[64, 64], [64, 64]], ["float", "float"], start=200.0)
+    target = events[event] if key in ("ts", "cat") else events[event]["args"]
+    target[key] = value
+    assert _err(_write(tmp_path, _trace(events))).field == field
+
+
 def test_unknown_gpu(tmp_path):
     events = _launch(1, 100, "aten::mm", [[64, 64], [64, 64]], ["float", "float"], start=200.0)
     data = _trace(events)

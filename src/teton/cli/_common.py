@@ -104,8 +104,6 @@ def console(*renderables):
     a pipe or a file, where rich would assume 80 columns (or $COLUMNS) and cut cells to '5.4…', it
     is at least ``PIPE_WIDTH`` wide (unless $COLUMNS says otherwise) and as wide as the widest of
     ``renderables``, so every cell prints whole."""
-    import os
-
     from rich.console import Console
 
     c = Console()

@@ -79,7 +79,7 @@ def is_interrupt(err: BaseException | None) -> bool:
 
 
 def cancel_pending() -> None:
-    """The command is over: drop a deferred Ctrl-C's profile hook and retry timer."""
+    """The command is over: drop a deferred Ctrl-C's profile hook."""
     if sys.getprofile() is _raise_outside_numba:
         sys.setprofile(None)
 

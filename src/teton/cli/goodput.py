@@ -9,23 +9,7 @@ import typer
 
 from teton.cli._common import JsonFlag, SetOverrides, SpecPath
 from teton.errors import SpecError
-from teton.progress import eta_columns, progress_bar
-
-
-def _progress_runner(enabled: bool):
-    """A rich progress bar on stderr; yields a callable(fraction)."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def cm():
-        if not enabled:
-            yield None
-            return
-        with progress_bar(*eta_columns(counts=False)) as bar:
-            task = bar.add_task("monte carlo", total=1.0)
-            yield lambda f: bar.update(task, completed=min(max(f, 0.0), 1.0))
-
-    return cm()
+from teton.progress import progress_task
 
 
 def _print_tables(out: dict) -> None:
@@ -120,7 +104,7 @@ def register(app: typer.Typer) -> None:
         if seed is not None and seed < 0:
             raise SpecError("--seed", seed, "must be a non-negative integer")
         cfg = parse_reliability(s.reliability)
-        with _progress_runner(True) as prog:
+        with progress_task("monte carlo", counts=False) as prog:
             out = goodput(s, cfg, step_time_s=step_time, days=days, tokens=tok, runs=runs, seed=seed,
                           interval_s=interval, interval_sweep=interval_sweep, progress=prog)
         if json_:

@@ -12,9 +12,11 @@ from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
 
 
 def _print(d: dict, top: int) -> None:
+    """The front (``top`` rows) as a table, then the plan in words, the batch at each size and the notes."""
     from rich.table import Table
 
     from teton.cli._common import console as output_console
+    from teton.plan.answer import layout_text
 
     plans = {p["id"]: p for p in d["plans"]}
     t = Table(title=f"{d['model']} on {d['tokens'] / 1e12:,.2f}T tokens: the Pareto front "
@@ -24,9 +26,7 @@ def _print(d: dict, top: int) -> None:
         t.add_column(col, justify="left" if col in ("cluster", "layout", "") else "right")
     for i in d["front"][:top]:
         p = plans[i]
-        lay = p["layout"]
-        layout = f"tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
-        t.add_row(f"{p['gpus']:,}", p["cluster"], layout, f"{p['batch_tokens'] / 1e6:,.1f}M",
+        t.add_row(f"{p['gpus']:,}", p["cluster"], layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M",
                   f"{p['storage_servers']:,}", f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}",
                   f"${p['cost_usd'] / 1e6:,.1f}M", f"{p['energy_mwh']:,.0f}", f"{p['gpu_hours'] / 1e6:,.2f}M",
                   f"{p['ettr'] * 100:.1f} %", "<- chosen" if p["chosen"] else "")
@@ -82,7 +82,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """GPUs, layout, storage, days (p10/p50/p90), GPU-hours, MWh and cost to train SPEC's model on N tokens."""
         from teton.plan import make_plan, plan_request
-        from teton.progress import progress_bar
+        from teton.progress import progress_task
         from teton.report.html import check_writable_file
         from teton.spec import load_spec
         from teton.sweep.run import check_executor
@@ -97,9 +97,8 @@ def register(app: typer.Typer) -> None:
                                "runs": runs, "seed": seed,
                                "space": search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep)})
         ep_degrees(s, req.space)
-        with progress_bar(disable=json_) as bar:
-            task = bar.add_task("planning: layouts and runs per GPU count", total=None)
-            d = make_plan(req, executor, workers, lambda i, n: bar.update(task, completed=i, total=n))
+        with progress_task("planning: layouts and runs per GPU count", disable=json_) as tick:
+            d = make_plan(req, executor, workers, tick)
         if out is not None:
             from teton.plan.page import write_plan_page
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from teton.memo import IdentityMemo
+from teton.memo import IdentityMemo, ValueMemo
 from teton.network.cost_model import CostModel, cost_model
 from teton.placement import Placement, place
 from teton.spec.schema import Spec
@@ -59,11 +59,14 @@ def network_cost_model(spec: Spec) -> CostModel:
     """The network cost model the spec asks for, answering with nccl-tests (burst) times."""
     net = spec.network
     key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0)
-    return _COST_MODELS.get((), key, lambda: cost_model(spec.cluster, net.fidelity, routing=net.routing,
-                                                        qps=net.qps_per_connection, seed=spec.seed, nvls=net.nvls))
+    hit = _COST_MODELS.get(key)
+    if hit is None:
+        hit = _COST_MODELS.put(key, cost_model(spec.cluster, net.fidelity, routing=net.routing,
+                                               qps=net.qps_per_connection, seed=spec.seed, nvls=net.nvls))
+    return hit
 
 
-_COST_MODELS = IdentityMemo(64)
+_COST_MODELS = ValueMemo(64)
 _PP_PAIRS = IdentityMemo(256)
 _P2P = IdentityMemo(1024)
 _CLUSTER_KEYS = IdentityMemo(1024)
@@ -97,7 +100,7 @@ def pp_boundary_pairs(placement: Placement) -> list[np.ndarray]:
     return _PP_PAIRS.get((placement,), (), pairs)
 
 
-_PLACEMENTS = IdentityMemo(256)
+_PLACEMENTS = ValueMemo(256)
 
 
 def cluster_key(cluster) -> str:
@@ -118,4 +121,7 @@ def default_placement(spec: Spec) -> Placement:
     """The spec's placement on an empty cluster (memoised: a pure function of the spec's fields)."""
     j, lay = spec.job, spec.job.layout
     key = (placement_key(spec.cluster), tuple(lay.degrees.items()), lay.order, j.placement, spec.seed)
-    return _PLACEMENTS.get((), key, lambda: place(spec.cluster, lay.degrees, lay.order, j.placement, spec.seed))
+    hit = _PLACEMENTS.get(key)
+    if hit is None:
+        hit = _PLACEMENTS.put(key, place(spec.cluster, lay.degrees, lay.order, j.placement, spec.seed))
+    return hit

@@ -245,8 +245,9 @@ def pipeline_times_s(fwd_s: np.ndarray, bwd_s: np.ndarray, schedule: tuple, job,
 
 def optimizer_s(job, lay: Layout, work, gpu, mem_efficiency: float) -> float:
     """Seconds of the memory-bound Adam step (with gradient clipping) over the most loaded pipeline
-    rank's shard: ZeRO >= 1 shards it over DP, the routed experts' state over their dp / ep
-    expert-data-parallel group."""
+    rank's shard: ``t = N_shard * OPTIMIZER_BYTES_PER_PARAM / (HBM bandwidth * e_mem)``, 46 bytes per
+    parameter (module constants). ZeRO >= 1 shards it over DP, the routed experts' state over their
+    dp / ep expert-data-parallel group."""
     rank_params = work.chunk_params.sum(axis=1)
     if job.zero >= 1:
         rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), lay.dp, lay.ep, lay.cp)

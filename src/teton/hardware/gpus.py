@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from teton.units import GB, GIB, MIB, TB  # noqa: F401  (the catalog's units)
+from teton.units import GB, GIB, MIB
 
 
 @dataclass(frozen=True)

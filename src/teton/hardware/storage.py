@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from teton.hardware.hosts import HOSTS, PCIE_GEN5_X16_BYTES_S
-from teton.units import GB, MIB, TB  # noqa: F401  (the catalog's units)
+from teton.units import GB, MIB, TB
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ class AnalyticalCostModel:
                                                       * layer.oversubscription), worst_a2a)
             latency += 2 * layer.hop_latency_us * 1e-6
         if op == "all_to_all":
-            # a fraction (n - b_l)/n of each GPU's data leaves its layer-l domain at NIC / o_l
+            # a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain at NIC / o_l
             per = 1.0 / worst_a2a * (n - 1) / np.maximum(1, n - k)
             return "net", float(per.min()), latency
         if op == "send_recv":

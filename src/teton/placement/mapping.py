@@ -126,7 +126,8 @@ def check_order(degrees: dict[str, int], order: tuple[str, ...]) -> None:
         raise SpecError("job.ep", degrees["ep"], f"must divide the data-parallel degree ({degrees['dp']})")
 
 
-def _pod_span_gpus(cluster: ClusterSpec) -> int:
+def pod_span_gpus(cluster: ClusterSpec) -> int:
+    """GPUs per pod: the largest fabric domain below the whole cluster (the cluster if none)."""
     below = [layer.span_gpus for layer in cluster.layers if layer.span_gpus < cluster.gpus]
     return max(below) if below else cluster.gpus
 
@@ -143,7 +144,7 @@ def topology_aware_gpus(cluster: ClusterSpec, free: np.ndarray, n: int, block_gp
     in topology order.
     """
     g = cluster.gpus_per_host
-    pod = _pod_span_gpus(cluster)
+    pod = pod_span_gpus(cluster)
     block = max(1, block_gpus)
     fill = np.bincount(free // g, minlength=cluster.hosts)[free // g]
     used = np.zeros(free.size, dtype=bool)

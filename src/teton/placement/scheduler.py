@@ -46,6 +46,7 @@ import numpy as np
 from teton.errors import SpecError
 from teton.placement.backfill import easy_backfill
 from teton.placement.cost import JobShape, SlowdownModel, default_layout
+from teton.placement.mapping import pod_span_gpus
 from teton.placement.schedule_metrics import percentiles, utilisation_figures
 from teton.placement.traces import Trace, TraceIssue, model_for_size
 from teton.spec.cluster import ClusterSpec
@@ -157,6 +158,9 @@ class Allocator:
 
 @dataclass(frozen=True)
 class ScheduleResult:
+    """One policy's run of a trace (:func:`simulate_schedule`): the run's figures, and per job
+    (in arrival order) its start, end, placement slowdown, pods and hosts spanned."""
+
     policy: str
     cluster: str
     jobs: int
@@ -174,8 +178,8 @@ class ScheduleResult:
     end_s: np.ndarray = field(repr=False)
     job_slowdown: np.ndarray = field(repr=False)
     pods_spanned: np.ndarray = field(repr=False)
-    reserved_s: np.ndarray | None = field(default=None, repr=False)  # backfill: first reservation, else NaN
-    hosts_spanned: np.ndarray | None = field(default=None, repr=False)
+    reserved_s: np.ndarray = field(repr=False)  # backfill: a head job's first reservation, else NaN
+    hosts_spanned: np.ndarray = field(repr=False)
     cache: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
@@ -191,33 +195,29 @@ class ScheduleResult:
             "reservations": self.reservations(), "last_job": self.last_job(),
         }
         if include_jobs:
-            n = len(self.job_ids)
-            reserved = self.reserved_s if self.reserved_s is not None else np.full(n, np.nan)
-            hosts = self.hosts_spanned if self.hosts_spanned is not None else np.zeros(n, dtype=np.int64)
             d["per_job"] = [{"job_id": j, "start_s": float(s), "end_s": float(e), "slowdown": float(x),
                              "pods_spanned": int(p), "hosts_spanned": int(h),
                              "reserved_s": None if math.isnan(r) else float(r)}
                             for j, s, e, x, p, h, r in zip(self.job_ids, self.start_s, self.end_s, self.job_slowdown,
-                                                           self.pods_spanned, hosts, reserved, strict=True)]
+                                                           self.pods_spanned, self.hosts_spanned, self.reserved_s,
+                                                           strict=True)]
         return d
 
     def reservations(self) -> dict[str, int]:
         """Head jobs that got a backfill reservation, and how many started after it (0 expected)."""
-        if self.reserved_s is None:
-            return {"held": 0, "delayed": 0}
         made = ~np.isnan(self.reserved_s)
         late = self.start_s[made] - self.reserved_s[made] > 1e-9 * np.maximum(1.0, np.abs(self.reserved_s[made]))
         return {"held": int(made.sum()), "delayed": int(late.sum())}
 
     def last_job(self) -> dict | None:
-        """The job that finishes last (its end is the makespan): id, GPUs, hosts, ideal run time, slowdown."""
+        """The job that finishes last (its end is the makespan): id, start, end, ideal run time,
+        slowdown and the hosts it spanned."""
         if not len(self.job_ids) or np.isnan(self.end_s).all():
             return None
         i = int(np.nanargmax(self.end_s))
-        hosts = int(self.hosts_spanned[i]) if self.hosts_spanned is not None else None
         return {"job_id": self.job_ids[i], "start_s": float(self.start_s[i]), "end_s": float(self.end_s[i]),
                 "ideal_s": float((self.end_s[i] - self.start_s[i]) / self.job_slowdown[i]),
-                "slowdown": float(self.job_slowdown[i]), "hosts_spanned": hosts}
+                "slowdown": float(self.job_slowdown[i]), "hosts_spanned": int(self.hosts_spanned[i])}
 
 
 def schedule_notes(results: list[ScheduleResult], rel_tol: float = 1e-3) -> list[str]:
@@ -281,12 +281,6 @@ def ideal_run_times_s(jobs: list, shapes: list[JobShape], sm: SlowdownModel) -> 
             tokens_per_step = sh.dp * sh.m * sh.micro_batch * sh.seq_len
             ideal_s[i] = math.ceil(j.tokens / tokens_per_step) * est.step_s
     return ideal_s
-
-
-def pod_span_gpus(cluster: ClusterSpec) -> int:
-    """GPUs per pod: the largest fabric domain below the whole cluster (the cluster if none)."""
-    return max(layer.span_gpus for layer in cluster.layers if layer.span_gpus < cluster.gpus) \
-        if any(layer.span_gpus < cluster.gpus for layer in cluster.layers) else cluster.gpus
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from teton.plan.answer import pareto_front, recommend, why
+from teton.errors import SpecError
+from teton.plan.answer import pareto_front, recommend, unplanned_counts, why
 from teton.plan.candidates import PlanRequest, count_tasks, plan_request
 from teton.plan.evaluate import evaluate_count
 
@@ -40,8 +41,12 @@ def run_tasks(tasks: list, executor: str, workers: int | None,
             results[futures[f]] = f.result()
             if progress:
                 progress(len(results), len(tasks))
-    finally:
+    except BaseException:  # Ctrl-C or a failed task: don't wait for the rest
         ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    # all done: wait for the pool to wind down (left running, its exit hook can print a traceback
+    # at interpreter exit)
+    ex.shutdown(wait=True)
     return [results[i] for i in range(len(tasks))]
 
 
@@ -51,6 +56,10 @@ def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = N
     tasks, notes = count_tasks(req)
     counts = run_tasks(tasks, executor, workers, progress)
     plans = [p for c in counts for p in c["plans"]]
+    if not plans:  # say why, count by count: memory, or a batch no layout divides
+        clusters = dict.fromkeys(c["cluster"] for c in counts)
+        raise SpecError("--gpus", ",".join(map(str, sorted({c["gpus"] for c in counts}))), "no candidate has a plan: "
+                        + "; ".join(r for cluster in clusters for r in unplanned_counts(counts, cluster)))
     chosen, rule = recommend(plans, req.deadline_days, req.budget_usd)
     front = pareto_front(plans)
     for i, p in enumerate(plans):

@@ -27,17 +27,22 @@ def pareto_front(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return front
 
 
-def describe(p: dict[str, Any]) -> str:
+def layout_text(p: dict[str, Any]) -> str:
+    """A plan's layout as the tables print it: ``tp8 cp1 pp16 dp128`` (`` ep4`` for a MoE job)."""
     lay = p["layout"]
-    return (f"{p['gpus']:,} GPUs of {p['cluster']} (tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}"
-            + (f" ep{lay['ep']}" if lay["ep"] > 1 else "") + f", {p['storage_servers']:,} storage servers)")
+    return f"tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
+
+
+def describe(p: dict[str, Any]) -> str:
+    """A plan in words: its GPUs, cluster, layout and storage servers."""
+    return f"{p['gpus']:,} GPUs of {p['cluster']} ({layout_text(p)}, {p['storage_servers']:,} storage servers)"
 
 
 def recommend(plans: list[dict[str, Any]], deadline_days: float | None,
               budget_usd: float | None) -> tuple[dict[str, Any], str]:
     """The chosen plan and the rule that chose it; a one-line SpecError when nothing qualifies."""
     if not plans:
-        raise SpecError("--gpus", None, "no candidate has a layout that fits in memory; try more GPUs")
+        raise SpecError("--gpus", None, "no candidate has a plan (no layout fits, or none passes the job rules)")
     if budget_usd is not None and min(p["cost_usd"] for p in plans) > budget_usd:
         cheapest = min(plans, key=lambda p: p["cost_usd"])
         raise SpecError("--budget-usd", budget_usd, f"below every plan; the cheapest, {describe(cheapest)}, "
@@ -66,16 +71,21 @@ def _pct(x: float) -> str:
 
 
 def scaling_reason(chosen: dict[str, Any], plans: list[dict[str, Any]]) -> str | None:
-    """Why the next larger GPU count on the same cluster and storage is not proportionally faster."""
+    """How the chosen plan scales, against another GPU count on the same cluster and storage: the
+    largest count when every larger one is at most twice the chosen, else the next larger one; the
+    next smaller one when the chosen count is the largest. The head line compares the GPU ratio
+    with the speed-up (days p50); the causes, largest first, are the growth of the pipeline
+    bubble's and the exposed communication's share of the step, the fall in ETTR, or else the
+    growth of GPU-time per step. None when no other count has a plan."""
     same = [p for p in plans if p["cluster"] == chosen["cluster"] and p["storage_servers"] == chosen["storage_servers"]]
     bigger = sorted((p for p in same if p["gpus"] > chosen["gpus"]), key=lambda p: p["gpus"])
-    if not bigger:
-        smaller = sorted((p for p in same if p["gpus"] < chosen["gpus"]), key=lambda p: -p["gpus"])
-        if not smaller:
-            return None
-        a, b = smaller[0], chosen
+    smaller = [p for p in same if p["gpus"] < chosen["gpus"]]
+    if bigger:
+        a, b = chosen, bigger[-1] if bigger[-1]["gpus"] <= 2 * chosen["gpus"] else bigger[0]
+    elif smaller:
+        a, b = max(smaller, key=lambda p: p["gpus"]), chosen
     else:
-        a, b = chosen, bigger[-1] if len(bigger) > 1 and bigger[-1]["gpus"] <= 2 * chosen["gpus"] else bigger[0]
+        return None
     ratio, speedup = b["gpus"] / a["gpus"], a["days_p50"] / b["days_p50"]
     causes = []
     d_bubble = b["bubble_fraction"] - a["bubble_fraction"]
@@ -113,6 +123,17 @@ def fabric_span(p: dict[str, Any]) -> str:
     return f"the job spans {f['domains']} {f['layer']} domains of {f['span_gpus']:,} GPUs{over}"
 
 
+def unplanned_counts(counts: list[dict[str, Any]], cluster: str) -> list[str]:
+    """The GPU counts of ``cluster`` that have no plan, by reason (memory, then layout), in words."""
+    out = []
+    for kind in ("memory", "layout"):
+        no_fit = [c for c in counts if not c["plans"] and c["cluster"] == cluster and c["reason"].startswith(kind)]
+        if no_fit:
+            out.append(f"{no_fit[0]['reason']} at {', '.join(format(c['gpus'], ',') for c in no_fit)} GPUs "
+                       f"on {cluster}")
+    return out
+
+
 def binding_constraints(chosen: dict[str, Any], plans: list[dict[str, Any]], counts: list[dict[str, Any]],
                         deadline_days: float | None, budget_usd: float | None) -> list[str]:
     """The constraints that shape the choice, in words."""
@@ -125,12 +146,7 @@ def binding_constraints(chosen: dict[str, Any], plans: list[dict[str, Any]], cou
     faster = [p for p in plans if p["days_p50"] < chosen["days_p50"]]
     if budget_usd is not None and deadline_days is None and faster:
         out.append(f"the budget: every faster plan costs more than ${budget_usd:,.0f}")
-    for kind in ("memory", "layout"):
-        no_fit = [c for c in counts if not c["plans"] and c["cluster"] == chosen["cluster"]
-                  and c["reason"].startswith(kind)]
-        if no_fit:
-            out.append(f"{no_fit[0]['reason']} at {', '.join(format(c['gpus'], ',') for c in no_fit)} GPUs "
-                       f"on {chosen['cluster']}")
+    out += unplanned_counts(counts, chosen["cluster"])
     same = [p for p in plans if p["cluster"] == chosen["cluster"] and p["gpus"] == chosen["gpus"]]
     bound = [p for p in same if p["checkpoint_interval_source"] == "storage sustained write rate"]
     if bound:

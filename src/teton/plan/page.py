@@ -7,12 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from teton.plan.answer import layout_text
 from teton.report.sections import Section, Table
-
-
-def _layout_text(p: dict[str, Any]) -> str:
-    lay = p["layout"]
-    return f"tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
 
 
 def pareto_figure(d: dict[str, Any]):
@@ -31,7 +27,7 @@ def pareto_figure(d: dict[str, Any]):
                                             symbol=["star" if p["chosen"] else "circle" for p in sel]),
             error_y=dict(type="data", symmetric=False, array=[p["days_p90"] - p["days_p50"] for p in sel],
                          arrayminus=[p["days_p50"] - p["days_p10"] for p in sel]),
-            text=[f"{p['cluster']}, {_layout_text(p)}, {p['storage_servers']:,} storage servers" for p in sel]))
+            text=[f"{p['cluster']}, {layout_text(p)}, {p['storage_servers']:,} storage servers" for p in sel]))
     front = sorted((p for p in d["plans"] if p["on_front"]), key=lambda p: p["cost_usd"])
     fig.add_trace(go.Scatter(x=[p["cost_usd"] / 1e6 for p in front], y=[p["days_p50"] for p in front],
                              mode="lines", name="Pareto front", line=dict(color="#888", dash="dot")))
@@ -56,11 +52,12 @@ def breakdown_figure(p: dict[str, Any]):
 
 
 def plan_sections(d: dict[str, Any]) -> list[Section]:
+    """The page's sections: the answer, the front (plot and tables), the chosen plan's breakdown."""
     plans = {p["id"]: p for p in d["plans"]}
     chosen = plans[d["chosen"]]
     front = Table(("GPUs", "cluster", "layout", "batch", "storage servers", "days p50", "days p90", "cost", "MWh",
                    "GPU-hours", "ETTR"), tuple(
-        (f"{p['gpus']:,}", p["cluster"], _layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M tokens",
+        (f"{p['gpus']:,}", p["cluster"], layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M tokens",
          f"{p['storage_servers']:,}", f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", f"${p['cost_usd']:,.0f}",
          f"{p['energy_mwh']:,.0f}", f"{p['gpu_hours']:,.0f}", f"{p['ettr'] * 100:.1f} %")
         for p in (plans[i] for i in d["front"])), "the Pareto front")
@@ -81,6 +78,7 @@ def plan_sections(d: dict[str, Any]) -> list[Section]:
 
 
 def write_plan_page(d: dict[str, Any], spec_path: str, out: str | Path) -> None:
+    """Write the page of plan ``d`` (:func:`teton.plan.make_plan`'s dict) to ``out``, atomically."""
     from teton.report.html import check_writable_file, render_page
 
     path = check_writable_file(Path(out), "--out")

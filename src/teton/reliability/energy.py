@@ -69,6 +69,9 @@ def busy_fraction(breakdown: dict | None, step_time_s: float) -> float:
 
 def power_model(cluster: ClusterSpec, comps: ComponentCounts, cfg: ReliabilitySpec,
                 busy: float = 1.0) -> PowerModel:
+    """The job's power draw (module docstring): per GPU training ``idle + (tdp - idle) * (busy +
+    (1 - busy) * comm_power_fraction)``, idle otherwise; its hosts (``host_power_w``) and switch
+    ports (``switch_w_per_port``) at constant power; ``busy`` is :func:`busy_fraction`."""
     gpu = cluster.gpu_spec
     dyn = gpu.tdp_w - gpu.idle_w
     train_w = gpu.idle_w + dyn * (busy + (1.0 - busy) * cfg.comm_power_fraction)

@@ -113,15 +113,11 @@ def _step(spec: Any, cfg: ReliabilitySpec, step_time_s: float | None, tokens_per
     st = step_time_s or cfg.step_time_s
     source = "given"
     if st is None:
-        try:
-            import teton
+        import teton
 
-            result = teton.simulate(spec)  # type: ignore[attr-defined]
-        except (ImportError, AttributeError):
-            raise SpecError("reliability.step_time_s", None,
-                            "needed (teton.simulate is not available): pass --step-time or set it") from None
+        result = teton.simulate(spec)
         st = float(result.step_time_s)
-        breakdown = breakdown or dict(getattr(result, "breakdown", {}) or {})
+        breakdown = breakdown or dict(result.breakdown)
         source = "teton.simulate"
     return float(st), float(tps), breakdown, source
 
@@ -238,21 +234,22 @@ def mc_inputs(fm: FailureModel, downtime_s: dict[str, float], ck: CheckpointCost
         spares=spares, repair_s=cfg.repair_h * 3600.0, infant=infant)
 
 
-def _simulate(inp: MCInputs, runs: int, seed: int, progress: Callable[[float], None] | None,
+def _simulate(inp: MCInputs, runs: int, seed: int, progress: Callable[[int, int], None] | None,
               sweep_grid_s: list[float] | None) -> tuple[MCResult, list[dict]]:
     """The Monte Carlo at the chosen interval and, given ``sweep_grid_s``, at every interval of
-    the sweep (same seed: common random numbers); ``progress`` sees one fraction over both."""
-    sweep = sweep_grid_s is not None
-    main_progress = progress if not sweep or progress is None else (lambda f: progress(0.5 * f))
+    the sweep (same seed: common random numbers); ``progress(done, total)`` counts the runs of
+    both."""
+    total = runs * (1 + len(sweep_grid_s or ()))
+    main_progress = None if progress is None else (lambda done, _: progress(done, total))
     res = simulate_runs(inp, runs, seed, main_progress)
     sweep_rows: list[dict] = []
-    if sweep:
-        sub = None if progress is None else (lambda f: progress(0.5 + 0.5 * f))
+    if sweep_grid_s is not None:
+        sub = None if progress is None else (lambda done, _: progress(runs + done, total))
         sweep_rows = sweep_intervals(inp, sweep_grid_s, runs, seed, sub)
         for row in sweep_rows:
             row["interval_h"] = row["interval_s"] / 3600.0
     if progress is not None:
-        progress(1.0)
+        progress(total, total)
     return res, sweep_rows
 
 
@@ -260,8 +257,9 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
             tokens_per_step: float | None = None, breakdown: dict | None = None, days: float | None = None,
             tokens: float | None = None, runs: int | None = None, seed: int | None = None,
             interval_s: float | None = None, interval_sweep: bool = False,
-            progress: Callable[[float], None] | None = None, samples: bool = False) -> dict:
+            progress: Callable[[int, int], None] | None = None, samples: bool = False) -> dict:
     """Monte Carlo of the whole run; returns a JSON-ready dict (keys documented in the CLI).
+    ``progress(done, total)``: Monte Carlo runs finished, the interval sweep's included.
 
     ``samples``: also return every run's time to train (``time_to_train_samples_days``, a numpy
     array), for a caller that combines the failure spread with another (``teton plan``)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -23,10 +24,13 @@ from teton.reliability.montecarlo import MCInputs, simulate_runs
 
 
 def young_interval_s(checkpoint_cost_s: float, mtbi_s: float) -> float:
+    """Young (1974)'s optimum interval ``sqrt(2 delta M)`` for checkpoint cost ``delta`` and MTBI ``M``."""
     return math.sqrt(2.0 * checkpoint_cost_s * mtbi_s)
 
 
 def daly_interval_s(checkpoint_cost_s: float, mtbi_s: float) -> float:
+    """Daly (2006, eq. 37)'s optimum interval: ``sqrt(2 delta M) [1 + sqrt(delta / 2M) / 3 +
+    (delta / 2M) / 9] - delta`` for ``delta < 2M``, else ``M`` (module docstring)."""
     d, m = checkpoint_cost_s, mtbi_s
     if d >= 2.0 * m:
         return m
@@ -35,13 +39,14 @@ def daly_interval_s(checkpoint_cost_s: float, mtbi_s: float) -> float:
 
 
 def sweep_intervals(inp: MCInputs, intervals_s: list[float], runs: int, seed: int,
-                    progress: Callable[[float], None] | None = None) -> list[dict]:
-    """Monte Carlo ETTR and wall-clock for each checkpoint interval (same seed: common random numbers)."""
+                    progress: Callable[[int, int], None] | None = None) -> list[dict]:
+    """Monte Carlo ETTR and wall-clock for each checkpoint interval (same seed: common random
+    numbers). ``progress(done, total)``: runs finished so far, over every interval."""
     rows = []
-    n = len(intervals_s)
+    total = len(intervals_s) * runs
     for i, tau in enumerate(intervals_s):
-        sub = None if progress is None else (lambda f, i=i: progress((i + f) / n))
-        res = simulate_runs(MCInputs(**{**inp.__dict__, "interval_s": float(tau)}), runs, seed, sub)
+        sub = None if progress is None else (lambda done, _, i=i: progress(i * runs + done, total))
+        res = simulate_runs(replace(inp, interval_s=float(tau)), runs, seed, sub)
         ettr = res.ettr
         rows.append({"interval_s": float(tau), "ettr_mean": float(ettr.mean()),
                      "ettr_p5": float(np.percentile(ettr, 5)), "ettr_p50": float(np.percentile(ettr, 50)),
@@ -51,5 +56,6 @@ def sweep_intervals(inp: MCInputs, intervals_s: list[float], runs: int, seed: in
 
 
 def default_sweep_grid(center_s: float, points: int = 13) -> list[float]:
-    """Log-spaced intervals from center/16 to center*16 (centre = Young/Daly), at least a step."""
+    """Log-spaced intervals from center/16 to center*16 (centre = Young/Daly); the caller rounds
+    them to whole steps."""
     return [float(x) for x in np.geomspace(center_s / 16.0, center_s * 16.0, points)]

@@ -254,10 +254,11 @@ class _RunState:
                         down_s=self.down, spare_wait_s=self.wait, counts=self.counts, finished=self.finished)
 
 
-def simulate_runs(inp: MCInputs, runs: int, seed: int, progress: Callable[[float], None] | None = None,
+def simulate_runs(inp: MCInputs, runs: int, seed: int, progress: Callable[[int, int], None] | None = None,
                   max_steps: int = 200_000) -> MCResult:
     """Vectorised Monte Carlo of ``runs`` independent runs (deterministic in ``seed``), one
-    interruption per run and step (the model: module docstring)."""
+    interruption per run and step (the model: module docstring). ``progress(done, runs)`` after
+    each step: the runs that have ended."""
     if (inp.work_s is None) == (inp.horizon_s is None):
         raise ValueError("give exactly one of work_s, horizon_s")
     rng = np.random.default_rng(seed)
@@ -307,7 +308,7 @@ def simulate_runs(inp: MCInputs, runs: int, seed: int, progress: Callable[[float
             dt = inp.downtime_s[cause] + np.where(is_planned, inp.save_s, 0.0)
             st.restart(j, t_fail, dt, spares.wait_s(j, inp.replaces_host[cause], t_fail), end_s)
         if progress is not None:
-            progress(1.0 - st.active.mean())
+            progress(runs - int(st.active.sum()), runs)
     if st.active.any():
         raise SpecError("reliability", f"{int(st.active.sum())} of {runs} runs",
                         f"still running after {max_steps:,} Monte Carlo steps (one interruption each): "

@@ -34,10 +34,11 @@ from teton.spec.reliability import ReliabilitySpec
 
 
 def pg_init_s(cfg: ReliabilitySpec, ranks: int) -> float:
-    """Process-group start-up for ``ranks`` ranks: O(n) stock; O(log2 n) optimized (never slower)."""
-    if cfg.pg_init == "stock":
-        return cfg.pg_init_base_s + cfg.pg_init_per_rank_s * ranks
+    """Process-group start-up for ``ranks`` ranks (module docstring): stock ``base + per_rank x n``;
+    optimized ``base + per_level x log2 n``, never slower than stock."""
     stock = cfg.pg_init_base_s + cfg.pg_init_per_rank_s * ranks
+    if cfg.pg_init == "stock":
+        return stock
     return min(stock, cfg.pg_init_base_s + cfg.pg_init_per_level_s * math.log2(max(ranks, 2)))
 
 

@@ -305,18 +305,17 @@ def _build(cls, section: str, fields: dict, path: Path | None, where=None):
     if not isinstance(fields, dict):
         raise SpecError(section, fields, "must be a mapping", where=str(path) if path else None)
     where = where or (lambda sec, loc: field_line(path, sec, loc))
-    try:
-        return cls(**fields)
-    except SpecError as err:
-        if err.where is None:
-            loc = tuple(err.field.split("."))[1:] if err.field.startswith(f"{section}.") else ()
-            raise SpecError(err.field, err.value, err.allowed, where=where(section, loc)) from None
-        raise
-    except ValidationError as err:
-        raise from_validation(
-            err, section,
-            unknown_field=lambda loc: f"unknown field; allowed: {', '.join(sorted(_fields_at(cls, loc)))}",
-            where=lambda loc: where(section, loc)) from None
+
+    def build():
+        try:
+            return cls(**fields)
+        except ValidationError as err:
+            raise from_validation(
+                err, section,
+                unknown_field=lambda loc: f"unknown field; allowed: {', '.join(sorted(_fields_at(cls, loc)))}",
+                where=lambda loc: where(section, loc)) from None
+
+    return _check_section(section, where, build)
 
 
 def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:
@@ -397,10 +396,11 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
                 plan=plan, seed=seed, notes=_notes(data.get("notes"), path), job_defaults=defaults)
 
 
-def _check_section(section: str, where, check) -> None:
-    """Run a section's validation; a failure is blamed on the file line or ``--set`` of its field."""
+def _check_section(section: str, where, check):
+    """``check()``'s value; a SpecError without a place is blamed on the file line or ``--set`` of
+    its field (``section.<field>``), or on the section."""
     try:
-        check()
+        return check()
     except SpecError as err:
         if err.where is not None:
             raise

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from teton.errors import SpecError, closest, from_validation
 from teton.hardware import storage as hw
+from teton.units import GB, MIB, TB
 
 
 class StorageSystem(BaseModel):
@@ -52,7 +53,7 @@ class StorageSystem(BaseModel):
     replicas: int = Field(default=3, gt=0)
     ec_data: int = Field(default=9, gt=0)
     ec_parity: int = Field(default=6, ge=0)
-    chunk_bytes: int = Field(default=64 * hw.MIB, gt=0)
+    chunk_bytes: int = Field(default=64 * MIB, gt=0)
     metadata_ops_per_chunk: int = Field(default=1, ge=0, description="Block-layer ops per chunk written/read")
     metadata_nodes: int = Field(default=1, gt=0)
     metadata_ops_s_per_node: float = Field(default=1e5, gt=0)
@@ -86,9 +87,9 @@ class StorageSystem(BaseModel):
         base = hw.SSDS[self.ssd]
         return hw.SSD(
             base.name,
-            self.ssd_read_gbytes_s * hw.GB if self.ssd_read_gbytes_s else base.read_bytes_s,
-            self.ssd_write_gbytes_s * hw.GB if self.ssd_write_gbytes_s else base.write_bytes_s,
-            self.ssd_capacity_tb * hw.TB if self.ssd_capacity_tb else base.capacity_bytes,
+            self.ssd_read_gbytes_s * GB if self.ssd_read_gbytes_s else base.read_bytes_s,
+            self.ssd_write_gbytes_s * GB if self.ssd_write_gbytes_s else base.write_bytes_s,
+            self.ssd_capacity_tb * TB if self.ssd_capacity_tb else base.capacity_bytes,
             self.ssd_dwpd if self.ssd_dwpd else base.dwpd,
         )
 
@@ -123,7 +124,7 @@ class StorageSystem(BaseModel):
         """Streaming ceiling of one host's client, with the per-request overhead:
         1 / (1/bw + overhead/op_bytes)."""
         per_op = self.client_op_overhead_us * 1e-6 / self.client_op_bytes
-        inv_bw = 1.0 / (self.client_gbytes_s_per_host * hw.GB) if self.client_gbytes_s_per_host else 0.0
+        inv_bw = 1.0 / (self.client_gbytes_s_per_host * GB) if self.client_gbytes_s_per_host else 0.0
         if inv_bw + per_op == 0:
             return float("inf")
         return 1.0 / (inv_bw + per_op)
@@ -175,7 +176,7 @@ STORAGE_PRESETS: dict[str, dict[str, Any]] = {
         server_nic_gbps=12.5, redundancy="erasure", ec_data=9, ec_parity=6,
         # ASSUMPTION: Tectonic metadata (Name/File/Block layers on ZippyDB, hash-partitioned,
         # Pan et al. FAST'21) scales with shards; 1 M ops/s taken as the cluster's aggregate rate.
-        metadata_nodes=10, metadata_ops_s_per_node=1e5, chunk_bytes=64 * hw.MIB, client="fuse",
+        metadata_nodes=10, metadata_ops_s_per_node=1e5, chunk_bytes=64 * MIB, client="fuse",
         description="Llama 3 Tectonic: 7,500 YV3 Sierra Point servers, E1.S flash, RS(9,6), FUSE clients"),
     # Hammerspace parallel NFS (Meta 2024 blog: for interactive debugging / developer experience,
     # same YV3 Sierra Point + E1.S servers). Hammerspace reference architecture: Anvil metadata
@@ -188,7 +189,7 @@ STORAGE_PRESETS: dict[str, dict[str, Any]] = {
         name="hammerspace-pnfs", kind="parallel-nfs", servers=1000, ssds_per_server=4, ssd="e1s-7.68tb",
         server_nic_gbps=12.5, redundancy="none", metadata_nodes=1, metadata_ops_s_per_node=1e5,
         metadata_ops_per_file=4, metadata_ops_per_chunk=0, client="nfs", client_gbytes_s_per_host=4.0,
-        client_op_bytes=hw.MIB, client_op_overhead_us=5.0,
+        client_op_bytes=MIB, client_op_overhead_us=5.0,
         description="Hammerspace-like parallel NFS: Anvil metadata + DSX data nodes"),
     # The GPU hosts' own NVMe: Grand Teton has 2 NVMe per PCIe switch, 8 per host (Lockwood,
     # "Meta's H100 clusters"). Kernel filesystem (XFS/ext4), no network, no redundancy. ASSUMPTION:

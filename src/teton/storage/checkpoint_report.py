@@ -2,8 +2,8 @@
 
 * Data loading (:func:`teton.storage.data_loading`) at the job's tokens/s: the given figure, else
   the spec's ``storage.data_loading.tokens_per_s``, else the step model's (``teton.simulate``);
-  without a step model it is skipped. The checkpoint is simulated with the loader's read traffic
-  alongside (``data_bytes_s``).
+  it is skipped when the step model cannot simulate the spec. The checkpoint is simulated with
+  the loader's read traffic alongside (``data_bytes_s``).
 * The developer-experience job start (:func:`teton.storage.devx_job_start`): every host of the job
   (ceil(gpus / GPUs per host)) reads the job-start files from ``storage.devx.nfs`` (default
   ``hammerspace-pnfs``).
@@ -35,7 +35,7 @@ def checkpoint_with_data_loading(spec, policy: CheckpointPolicy,
     if tps is None and (not isinstance(dl_raw, dict) or dl_raw.get("tokens_per_s") is None):
         try:
             tps = job_tokens_per_s(spec)
-        except SpecError:  # no step model: data loading is reported as skipped
+        except SpecError:  # the step model cannot simulate it: data loading is reported as skipped
             skip_data = True
     dl = None if skip_data else data_loading(spec, tokens_per_s=tps)  # None: the spec's tokens_per_s
     res = simulate_checkpoint(spec, policy, data_bytes_s=dl.needed_bytes_s if dl else 0.0)

@@ -51,15 +51,10 @@ class DataLoading:
 
 
 def job_tokens_per_s(spec) -> float:
-    """tokens/s of the job from ``teton.simulate`` (the step model), when it is available."""
-    try:
-        import teton
+    """tokens/s of the job from ``teton.simulate`` (the step model)."""
+    import teton
 
-        simulate = teton.simulate
-    except (ImportError, AttributeError):
-        raise SpecError("tokens_per_s", None,
-                        "teton.simulate is not available; pass the job's tokens/s (--tokens-per-s)") from None
-    return float(simulate(spec).tokens_per_s)
+    return float(teton.simulate(spec).tokens_per_s)
 
 
 def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float | None = None,

@@ -13,9 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from teton.errors import SpecError, closest
+from teton.network.cost_model import FIDELITIES
 from teton.spec.cluster import ClusterSpec
-
-FIDELITIES = ("flow", "analytical")
 
 
 def default_qps(routing: str) -> int:

@@ -136,6 +136,23 @@ def _num(e: dict, key: str, i: int) -> float:
     raise SpecError(f"trace.traceEvents[{i}].{key}", v, f"a number of microseconds ({e.get('name', '')!r})")
 
 
+_ID_TYPES = (int, float, str, type(None))  # what the linking may key a dict or a set by
+_EVENT_IDS = ("cat", "pid", "tid", "id", "ts")
+_ARG_IDS = ("correlation", "device", "stream", "External id")
+
+
+def _check_ids(e: dict, i: int) -> None:
+    """The fields the linking keys dicts and sets by are plain values and a launch's time is a
+    number: a malformed event is a one-line SpecError here, not a TypeError in the linking."""
+    args = e.get("args") if isinstance(e.get("args"), dict) else {}
+    for prefix, fields, keys in (("", e, _EVENT_IDS), ("args.", args, _ARG_IDS)):
+        for key in keys:
+            if not isinstance(fields.get(key), _ID_TYPES):
+                raise SpecError(f"trace.traceEvents[{i}].{prefix}{key}", fields[key], "a number or a string")
+    if e.get("cat") in LAUNCH_CATS and "ts" in e:
+        _num(e, "ts", i)
+
+
 def _stacks(ops: list[CpuOp], times: list[float]) -> list[tuple[CpuOp, ...]]:
     """For each time (one thread), the ops open at that time, outermost first (a sweep)."""
     out: list[tuple[CpuOp, ...]] = [()] * len(times)
@@ -163,6 +180,8 @@ def read_kineto(path: str | Path) -> KinetoTrace:
         raise SpecError("trace.traceEvents", None if events is None else type(events).__name__,
                         "missing or not a list: not a Chrome trace (a JSON object with a traceEvents list)")
     events = [e for e in events if isinstance(e, dict)]
+    for i, e in enumerate(events):
+        _check_ids(e, i)
     cats = Counter(e.get("cat") for e in events)
     if not KINETO_CATS & set(cats):
         found = ", ".join(sorted(str(c) for c in cats)[:6]) or "none"

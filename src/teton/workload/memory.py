@@ -79,7 +79,8 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     t, c, b, s = lay.tp, lay.cp, lay.micro_batch, lay.seq_len
     a = ACT_BYTES
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
-    tok, tok_e = lay.tokens, lay.elementwise_tokens
+    tok = lay.tokens
+    tok_e = tok / t if lay.sequence_parallel else tok  # unrounded, as workload.recompute's byte counts
     drop = 1 if model.dropout else 0
     hidden_saved = (
         a * tok_e * h  # attention-norm input

@@ -282,8 +282,7 @@ def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, 
         return [as_recompute(i) for i in fwd]
     if job.recompute == "selective" and not job.flash_attention:
         return [as_recompute(i) for i in attn]
-    if job.recompute == "selective_op":  # torchtitan's per-op SAC: what its policy did not save
-
+    if job.recompute == "selective_op":
         return list(sac_op_recompute(fwd, model, job, acc))
     return []
 
