@@ -12,10 +12,11 @@ from teton.placement.mapping import place
 
 needs_simulate = pytest.mark.skipif(getattr(teton, "simulate", None) is None, reason="teton.simulate not available")
 
-# Llama 3 70B on all 1,024 GPUs of the DGX H100 SuperPOD (rail-optimised, 1:1 at every layer).
+# Llama 3 70B on all 1,024 GPUs of the DGX H100 SuperPOD (rail-optimised, 1:1 at every layer); the
+# DP collectives after the backward (not bucketed under it), so that their exposed time is their time.
 FULL = {"cluster": "dgx-h100-superpod", "model": "llama3-70b",
         "job": {"gpus": 1024, "tp": 4, "pp": 2, "seq_len": 8192, "global_batch": 512, "zero": 1,
-                "pp_schedule": "interleaved", "virtual_stages": 5}}
+                "pp_schedule": "interleaved", "virtual_stages": 5, "overlap_dp_comm": False}}
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ def test_toml_json_yaml_agree(tmp_path, example_spec):
 
     data = yaml.safe_load(example_spec.read_text())
     (tmp_path / "s.json").write_text(json.dumps(data))
-    toml = ['cluster = "meta-roce-24k"', 'model = "llama3-405b"', "seed = 0", "[job]"]
+    toml = ['cluster = "meta-roce-24k"', 'model = "llama3-405b"', f'software = "{data["software"]}"', "seed = 0", "[job]"]
     for k, v in data["job"].items():
         toml.append(f"{k} = {json.dumps(v)}")
     toml += ["[network]", 'fidelity = "analytical"']

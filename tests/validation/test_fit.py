@@ -1,38 +1,72 @@
-"""teton fit: in-situ parameters fitted to measured runs, leave-one-out errors, calibrated clusters."""
+"""teton fit: in-situ values per (software stack, GPU family) with an across-stack prior; held-out
+errors (leave-one-out, leave-one-stack-out, leave-pair-out); bands and their coverage; a user's few
+runs fitted against the catalog's prior; calibrated clusters."""
 
 import json
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import yaml
 
 import teton
-from teton.engine.step import simulate_step
 from teton.hardware.in_situ import fitted_catalog
-from teton.validation.fit import KEPT, fit_runs, parameters_for, run_spec
-from teton.validation.training import ratio_pairs, training_runs
+from teton.validation.cases import all_training_runs, training_fit
+from teton.validation.catalog import catalog_entry, catalog_prior
+from teton.validation.fit import KEPT, fit_runs
+from teton.validation.predict import predict_s
+from teton.validation.training import ratio_pairs
 
 
 @pytest.fixture(scope="module")
 def bundled_fit():
-    return fit_runs(training_runs(), pairs=tuple((a, b) for _, a, b, _ in ratio_pairs()))
+    return training_fit()
 
 
-def test_catalog_defaults_are_the_fit_of_the_training_set(bundled_fit):
-    """The catalog's in-situ values are teton fit's output: a hand-edited default fails here
-    (regenerate with `teton fit --write-catalog`)."""
-    cat = fitted_catalog()
-    assert cat["parameters"] == [p.name for p in bundled_fit.parameters]
-    for p, v in zip(bundled_fit.parameters, bundled_fit.values, strict=True):
-        assert cat["values"][p.family or "global"][p.key] == pytest.approx(v, rel=1e-3), p.name
-    assert cat["band"]["all"] == pytest.approx(list(bundled_fit.band()), abs=1e-3)
+def test_catalog_is_the_fit_of_the_training_sets(bundled_fit):
+    """The catalog's in-situ values, prior, spreads and bands are teton fit's output: a hand-edited
+    default fails here (regenerate with `teton fit --write-catalog`)."""
+    cat, fresh = fitted_catalog(), catalog_entry(bundled_fit)
+    assert cat["parameters"] == list(KEPT) == fresh["parameters"]
+    assert cat["stacks"].keys() == fresh["stacks"].keys()
+    for stack, families in fresh["stacks"].items():
+        for family, values in families.items():
+            for k, v in values.items():
+                assert cat["stacks"][stack][family][k] == pytest.approx(v, rel=2e-3), (stack, family, k)
+    for family, values in fresh["prior"].items():
+        for k, v in values.items():
+            assert cat["prior"][family][k] == pytest.approx(v, rel=2e-3), (family, k)
+    for which in ("seen", "unseen"):
+        assert cat["band"][which] == pytest.approx(fresh["band"][which], abs=2e-3)
 
 
-def test_every_training_row_within_5_percent_leave_one_out(bundled_fit):
-    loo = bundled_fit.errors("loo")
-    assert max(abs(loo)) <= 0.05, dict(zip([r.name for r in bundled_fit.runs], loo, strict=True))
-    assert max(abs(bundled_fit.errors("burst"))) > 0.15  # the burst profile is the optimistic best case
-    assert all(b < i for b, i in zip(bundled_fit.burst_s, bundled_fit.in_sample_s, strict=True))
+def test_held_out_errors_on_both_training_sets(bundled_fit):
+    """Every judged row of both sets, leave-one-out; a stack never seen is harder, and the burst
+    profile (microbenchmarks only) is far off: the in-situ values matter."""
+    loo, loso = np.abs(bundled_fit.errors("loo")), np.abs(bundled_fit.errors("loso"))
+    assert len(bundled_fit.runs) >= 80
+    assert loo.mean() <= 0.05 and loo.max() <= 0.15
+    assert loo.mean() < loso.mean() <= 0.10
+    assert np.abs(bundled_fit.errors("burst")).mean() > 0.15
+
+
+def test_bands_are_p10_p90_and_cover_about_80_percent_nested(bundled_fit):
+    """The issue's rule: coverage of the leave-one-stack-out bands on the training set, each stack
+    against a band built without it, within 60-95 %; the seen band is narrower than the unseen."""
+    seen, unseen = bundled_fit.band("loo"), bundled_fit.band("loso")
+    assert unseen[0] < seen[0] < 0 < seen[1] < unseen[1]
+    assert 0.60 <= bundled_fit.coverage("loso") <= 0.95
+    assert 0.60 <= bundled_fit.coverage("loo") <= 0.95
+
+
+def test_table4_rows_within_5_percent_by_default(example_spec):
+    """Meta's own rows with the catalog's defaults (its stack's in-situ values)."""
+    from teton.validation.training import training_runs
+
+    for run in training_runs():
+        if run.name.startswith("Llama 3 405B"):
+            predicted = teton.simulate(run.spec).step_time_s
+            assert abs(predicted / run.step_time_s - 1) <= 0.05, run.name
 
 
 def test_the_8k_to_16k_ratio_and_the_recompute_ratios(bundled_fit):
@@ -41,46 +75,49 @@ def test_the_8k_to_16k_ratio_and_the_recompute_ratios(bundled_fit):
     rows = ratio_errors(bundled_fit, ratio_pairs())
     table4 = rows[0]
     assert abs(table4["error_in_sample"]) <= 0.01 and abs(table4["error_leave_pair_out"]) <= 0.01
-    for r in rows[1:]:  # each Korthikanti selective / full ratio from the catalog's values
-        assert abs(r["error_in_sample"]) <= 0.02, r
+    for r in rows[1:]:  # each Korthikanti selective / full ratio
+        assert abs(r["error_leave_pair_out"]) <= 0.02, r
 
 
-def test_kept_mechanisms_leave_no_trend_in_the_residuals(bundled_fit):
-    from teton.validation.residuals import residual_trends
+def test_few_shot_three_runs_calibrate_the_rest_of_a_stack(bundled_fit):
+    """The few-shot protocol (docs/fidelity.md): fitted on 3 configurations of a stack, against the
+    prior of a fit that never saw it, the stack's other configurations improve on the prior alone
+    for the stacks the prior misses most."""
+    from teton.validation.few_shot import few_shot
 
-    trends = {t["feature"]: t for t in residual_trends(bundled_fit)}
-    assert not [f for f, t in trends.items() if t["trend"]]
-    # the accumulating weight-gradient GEMMs' epilogue (engine.compute.epilogue_s) removed the one
-    # the recompute modes showed with the in-situ parameters alone
-    assert abs(trends["recompute"]["effect"]) < 0.02
+    rows = few_shot(bundled_fit)
+    assert len(rows) >= 5
+    k3 = np.array([r["k3_mean_abs"] for r in rows])
+    k0 = np.array([r["k0_mean_abs"] for r in rows])
+    assert k3.mean() <= 0.065
+    worst = int(np.argmax(k0))
+    assert k3[worst] < 0.5 * k0[worst]  # the stack the prior misses most is rescued by three runs
 
 
-def test_fit_recovers_known_parameters():
-    """Runs generated by teton itself with known in-situ values are fitted back within 2 %."""
-    runs = training_runs()
-    params = parameters_for(runs, KEPT)
-    truth = {"tensor_core_in_situ[a100]": 0.83, "tensor_core_in_situ[hopper]": 0.71, "collective_in_situ": 0.62}
-    synthetic = []
-    for run in runs:
-        values = {p.key: truth[p.name] for p in params if p.applies_to(run)}
-        synthetic.append(replace(run, step_time_s=simulate_step(run_spec(run, values)).step_time_s))
+def test_fit_recovers_known_values_per_stack():
+    """Runs generated by teton itself with known per-stack values are fitted back: each cell's
+    tensor-core value within 3 %, and the in-sample errors vanish."""
+    runs = [r for r in all_training_runs() if r.stack in ("megatron-lm-2022", "nemo-24.07", "nemo-24.03")]
+    truth = {"megatron-lm-2022": 0.9, "nemo-24.07": 0.7, "nemo-24.03": 0.62}
+    values = [{"tensor_core_in_situ": truth[r.stack], "collective_in_situ": 0.8} for r in runs]
+    synthetic = [replace(r, step_time_s=float(t)) for r, t in zip(runs, predict_s(runs, values), strict=True)]
     result = fit_runs(synthetic)
-    for p, v in zip(result.parameters, result.values, strict=True):
-        assert v == pytest.approx(truth[p.name], rel=0.02), p.name
-    assert max(abs(result.errors("loo"))) < 0.005
+    for cell in dict.fromkeys(result.cells):
+        assert result.values(cell)["tensor_core_in_situ"] == pytest.approx(truth[cell[0]], rel=0.03), cell
+    assert np.abs(result.errors("in_sample")).max() < 0.01
 
 
-def test_burst_profile_is_microbenchmarks_only(example_spec, bundled_fit):
+def test_burst_and_in_situ_bands(example_spec):
     burst = teton.simulate(example_spec, ["cluster.efficiency.profile=burst"])
     in_situ = teton.simulate(example_spec)
     assert burst.prediction_mode == "burst" and in_situ.prediction_mode == "in_situ"
     assert burst.step_time_s_low is None and burst.step_time_s_high is None
     assert burst.step_time_s < in_situ.step_time_s
-    # the band comes from the leave-one-out errors: a run predicted with error e measured t / (1 + e)
-    lo, hi = bundled_fit.band()
+    # a run predicted with error e measured t / (1 + e): the band is [t / (1 + e90), t / (1 + e10)]
+    lo, hi = fitted_catalog()["band"]["seen"]
+    assert in_situ.software == "meta-llama3-2024"
     assert in_situ.step_time_s_low == pytest.approx(in_situ.step_time_s / (1 + hi))
     assert in_situ.step_time_s_high == pytest.approx(in_situ.step_time_s / (1 + lo))
-    assert in_situ.step_time_s_low < in_situ.step_time_s < in_situ.step_time_s_high
 
 
 def test_run_json_carries_the_band(cli, example_spec):
@@ -92,11 +129,13 @@ def test_run_json_carries_the_band(cli, example_spec):
     assert code == 0 and json.loads(out)["step_time_s_low"] is None
 
 
-def _user_runs(tmp_path, factor: float):
+def _user_runs(tmp_path, factor: float, software: str | None = None):
     """Three runs of a small job on the DGX H100 SuperPOD, 'measured' at ``factor`` x teton's
     burst prediction."""
     spec = {"cluster": "dgx-h100-superpod", "model": "llama3-8b",
             "job": {"gpus": 64, "tp": 8, "pp": 1, "seq_len": 8192, "global_batch": 64}}
+    if software:
+        spec["software"] = software
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
     entries = []
     for gpus, gb in ((64, 64), (128, 128), (256, 128)):
@@ -112,16 +151,37 @@ def test_user_runs_calibrate_a_cluster_file(tmp_path, cli):
     code, stdout, err = cli("fit", str(tmp_path / "runs.yaml"), "--cluster-out", str(out), "--json")
     assert code == 0, err
     d = json.loads(stdout)
-    assert len(d["rows"]) == 3 and all(abs(r["error_in_sample"]) < 0.02 for r in d["rows"])
+    assert len(d["rows"]) == 3 and all(abs(r["error_in_sample"]) < 0.03 for r in d["rows"])
     spec = yaml.safe_load(out.read_text())
     assert spec["base"] == "dgx-h100-superpod"
     eff = spec["efficiency"]
-    assert eff["tensor_core_in_situ"] < 0.95 and eff["band_low"] <= eff["band_high"]
+    assert eff["tensor_core_in_situ"] < 0.95 and eff["band_low"] < 0 < eff["band_high"]
     code, stdout, _ = cli("run", str(tmp_path / "job.yaml"), "--set", f"cluster={out}", "--json")
     run = json.loads(stdout)
     assert code == 0 and run["prediction_mode"] == "calibrated"
     assert run["step_time_s_low"] == pytest.approx(run["step_time_s"] / (1 + eff["band_high"]))
     assert run["step_time_s"] == pytest.approx(d["rows"][0]["in_sample_s"], rel=1e-5)  # values written to 6 digits
+
+
+def test_a_few_runs_do_not_claim_what_they_cannot_know(tmp_path, cli):
+    """Three runs of one layout family pin down the tensor-core value, not the collective one: it
+    stays near the catalog's prior and the fit says so; the band is not a fraction of a percent."""
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump({"runs": _user_runs(tmp_path, 1.10)}))
+    code, stdout, err = cli("fit", str(tmp_path / "runs.yaml"), "--stack", "my-stack", "--json")
+    assert code == 0, err
+    d = json.loads(stdout)
+    params = {p["key"]: p for p in d["parameters"]}
+    assert params["tensor_core_in_situ"]["stack"] == "my-stack"
+    assert not params["collective_in_situ"]["identified"]
+    prior = fitted_catalog()["prior"]["hopper"]["collective_in_situ"]
+    assert params["collective_in_situ"]["value"] == pytest.approx(prior, rel=0.15)
+    lo, hi = d["summary"]["loo"]["band"]
+    assert hi - lo > 0.02
+
+
+def test_a_user_fit_is_held_to_the_catalog_prior():
+    prior = catalog_prior(KEPT, {"hopper"})
+    assert prior is not None and prior.hyper.sigma == pytest.approx(fitted_catalog()["spread"]["sigma"])
 
 
 def test_user_runs_from_csv_with_override_columns(tmp_path, cli):
@@ -134,7 +194,7 @@ def test_user_runs_from_csv_with_override_columns(tmp_path, cli):
     code, stdout, err = cli("fit", str(tmp_path / "runs.csv"), "--json", "--params", "tensor_core_in_situ")
     assert code == 0, err
     d = json.loads(stdout)
-    assert [p["name"] for p in d["parameters"]] == ["tensor_core_in_situ[hopper]"]
+    assert [p["name"] for p in d["parameters"]] == ["tensor_core_in_situ[unknown/hopper]"]
     assert d["rows"][2]["published"] == pytest.approx(entries[2]["step_time_s"])
 
 
@@ -158,8 +218,9 @@ def test_tflops_per_gpu_runs_become_step_times(tmp_path):
     ({"runs": []}, ["runs.yaml"], "non-empty list"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--params", "tensor_core"], "--params"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--params",
-     "kernel_gap_s,step_overhead_s,collective_in_situ"], "at most"),
+     "kernel_gap_s,step_overhead_s,collective_in_situ,tensor_core_in_situ"], "one to 3"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--write-catalog"], "--write-catalog"),
+    ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--stack", " "], "--stack"),
 ])
 def test_bad_runs_are_one_line_errors(tmp_path, cli, content, args, needle):
     (tmp_path / "job.yaml").write_text(yaml.safe_dump({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
@@ -183,8 +244,8 @@ def test_out_refuses_runs_of_several_clusters(tmp_path, cli):
 
 
 def test_ctrl_c_during_the_refits_exits_130_and_leaves_no_worker(tmp_path):
-    """SIGINT to the process group (Ctrl-C) while the leave-one-out refits run on their worker
-    processes: exit 130 without a traceback, and no refit worker is left behind."""
+    """SIGINT to the process group (Ctrl-C) while the fit's surrogate grids run on their worker
+    processes: exit 130 without a traceback, and no worker is left behind."""
     import os
     import signal
     import subprocess
@@ -195,7 +256,7 @@ def test_ctrl_c_during_the_refits_exits_130_and_leaves_no_worker(tmp_path):
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.Popen([sys.executable, "-m", "teton", "fit"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, cwd=root, start_new_session=True)
-    time.sleep(3.0)  # past the in-sample fit, into the refits
+    time.sleep(4.0)  # into the grids and refits
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     if proc.returncode == 0:

@@ -19,7 +19,7 @@ def test_a_jobs_collectives_take_one_over_the_in_situ_factor_of_nccl_tests(examp
 
     spec = load_spec(example_spec)
     job_view, nccl_tests = make_cost_model(spec), network_cost_model(spec)
-    factor = fitted_values("hopper")["collective_in_situ"]
+    factor = fitted_values("hopper", spec.software.name)["collective_in_situ"]
     groups = default_placement(spec).groups("tp")
     assert job_view.collective_time("all_gather", groups, 2**28) == pytest.approx(
         nccl_tests.collective_time("all_gather", groups, 2**28) / factor)
@@ -37,11 +37,20 @@ def test_tensor_core_factor_slows_gemms_and_attention_only(example_spec):
     assert half.prediction_mode == "calibrated" and half.step_time_s_low is None  # no fit behind a hand value
 
 
-def test_a_family_without_training_runs_borrows_and_says_so():
-    r = teton.simulate({"cluster": {"base": "dgx-h100-superpod", "gpu": "b200"}, "model": "llama3-8b",
+def test_blackwell_has_its_own_values_and_a_family_without_runs_borrows(monkeypatch):
+    """B200 rows of training set 2 give Blackwell its own prior (it no longer borrows Hopper's); a
+    family the catalog has no run of takes the prior of the family its ``borrow`` map names."""
+    from teton.hardware import in_situ
+
+    r = teton.simulate({"cluster": "dgx-b200-superpod", "model": "llama3-8b",
                         "job": {"gpus": 8, "tp": 8, "global_batch": 8}})
-    assert any("b200" in n and "hopper" in n for n in r.notes)
-    assert fitted_values("blackwell") == fitted_values("hopper")
+    assert fitted_values("blackwell") != fitted_values("hopper")
+    assert any("across-stack prior" in n for n in r.notes) and not any("borrow" in n for n in r.notes)
+    cat = dict(in_situ.fitted_catalog())
+    cat = {**cat, "prior": {k: v for k, v in cat["prior"].items() if k != "blackwell"},
+           "stacks": {}, "borrow": {"blackwell": "hopper"}}
+    monkeypatch.setattr(in_situ, "fitted_catalog", lambda: cat)
+    assert in_situ.in_situ_values("blackwell", "nemo-25.02") == (cat["prior"]["hopper"], "borrowed")
 
 
 @pytest.mark.parametrize("override, needle", [

@@ -149,7 +149,10 @@ FLAGS: dict[str, Flag] = {
     "--params": F("LIST", "in-situ parameters to fit; default: the kept ones"),
     "--candidates": F(SWITCH, "fit every candidate parameter set and compare (slow)", False),
     "--gpu": F("NAME", "the trace's GPU; default: from the trace"),
-    "--write-catalog": F(SWITCH, "regenerate the catalog's in-situ defaults from the bundled training set", False),
+    "--write-catalog": F(SWITCH, "regenerate the catalog's in-situ defaults from the bundled training sets", False),
+    "--stack": F("NAME", "the software stack the runs are, fitted against the catalog's across-stack prior; "
+                         "default: each run's own"),
+    "--by": F("NAME", "stack: the few-shot protocol per software stack"),
     # plan
     "--deadline-days": F("FLOAT", "pick the cheapest plan that finishes by then at p90"),
     "--budget-usd": F("FLOAT", "pick the fastest plan that costs at most this"),

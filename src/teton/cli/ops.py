@@ -26,7 +26,8 @@ def register(app: typer.Typer) -> None:
             raise SpecError("--block", block, "one of layer, embedding, head, all")
         spec = load_spec(spec, set_)
         # --block layer: the plain layer and, under selective_layer, the checkpointed one
-        rows = [r for r in op_rows(spec) if block in ("all", r["block"], r["block"].removeprefix("checkpointed_"))]
+        rows = [r for r in op_rows(spec)
+                if block in ("all", r["block"]) or (block == "layer" and r["block"].endswith("layer"))]
         totals = block_totals(rows)
         if json_:
             print_json({"rows": rows, "totals_s": totals})

@@ -1,4 +1,4 @@
-"""``teton presets``: list cluster, model and hardware presets."""
+"""``teton presets``: list cluster, model, software-stack and hardware presets."""
 
 from __future__ import annotations
 
@@ -32,13 +32,30 @@ def presets_dict() -> dict:
     from teton.spec.storage import STORAGE_PRESETS
 
     out["storage"] = sorted(STORAGE_PRESETS)
+    out["software"] = software_presets()
+    return out
+
+
+def software_presets() -> dict:
+    """Each software stack preset: framework, version, what it sets, and whether the in-situ
+    catalog has fitted values for it (on which GPU families)."""
+    from teton.hardware.in_situ import fitted_catalog
+    from teton.spec.software import SOFTWARE_PRESETS, SoftwareSpec
+
+    fitted = fitted_catalog().get("stacks", {})
+    out = {}
+    for name, fields in SOFTWARE_PRESETS.items():
+        s = SoftwareSpec(**fields)
+        out[name] = {"framework": s.framework, "version": s.version, "fitted_on": sorted(fitted.get(name, {})),
+                     "attention": s.attention, "tp_comm_overlap": s.tp_comm_overlap, "cross_entropy": s.cross_entropy,
+                     "fp8_recipe": s.fp8_recipe, "grad_accum_dtype": s.grad_accum_dtype, "description": s.description}
     return out
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def presets(json_: JsonFlag = False) -> None:
-        """List cluster, model, GPU, host and NIC presets."""
+        """List cluster, model, software-stack, GPU, host and NIC presets."""
         d = presets_dict()
         if json_:
             print_json(d)
@@ -68,6 +85,13 @@ def register(app: typer.Typer) -> None:
             fp8 = "-" if g["fp8_tflops"] is None else f"{g['fp8_tflops']:.0f}"
             t.add_row(n, f"{g['bf16_tflops']:.0f}", fp8, f"{g['hbm_gib']:.1f}",
                       f"{g['hbm_tb_s']:.2f}", f"{g['tdp_w']:.0f}")
+        console.print(t)
+        t = Table(title="software stacks (software:)")
+        for col in ("name", "framework", "version", "fitted on", "attention", "TP overlap", "fp8 recipe"):
+            t.add_column(col)
+        for n, s in d["software"].items():
+            t.add_row(n, s["framework"], s["version"], ", ".join(s["fitted_on"]) or "- (prior)", s["attention"],
+                      s["tp_comm_overlap"], s["fp8_recipe"])
         console.print(t)
         console.print("hosts: " + ", ".join(d["hosts"]) + "   NICs: " + ", ".join(d["nics"]))
         if "storage" in d:

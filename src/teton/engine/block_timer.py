@@ -2,6 +2,23 @@
 cost model on the job's groups, minus what runs alongside an independent GEMM (``job.tp_overlap``,
 ring attention), with the SMs NCCL's kernels hold charged to the compute they run under.
 
+Two more things a pass can wait for besides its kernels:
+
+* **host copies** (CPU activation offload, :class:`~teton.workload.items.HostCopy`): a copy
+  stream moves the layer's saved activations over the GPU's PCIe link
+  (``hardware.kernels.host_copy_bytes_s``: the host's x16 link at cudaMemcpy efficiency, shared
+  by the GPUs behind one switch) while the pass computes; the pass waits for what its compute
+  does not hide, ``max(0, copy_s - compute_s)`` (category ``offload``).
+* **kernel launches** (``software.cuda_graphs``): an eager pass's kernels are issued by the CPU
+  one by one while the GPU runs the ones already issued, so the pass takes ``max(GPU time,
+  launches x EAGER_LAUNCH_S)`` (``hardware.kernels``, measured from PyTorch profiler traces);
+  the excess over the GPU time is CPU-bound time (category ``launch``). A launch is one
+  :class:`~teton.workload.items.ComputeOp` kernel (``ComputeOp.kernels`` of them), a collective
+  or a host copy. A pass replayed from a CUDA graph (``Block.graphed``) costs no CPU issue time.
+  ASSUMPTION: no run-ahead across blocks: a CPU-bound pass after a GPU-bound one gains nothing
+  from the launches queued during the earlier one (exact when every pass is CPU-bound, an upper
+  bound otherwise).
+
 Blocks are shared by every layout with the same block fields (``workload.step_work.blocks``), so
 their priced times are memoised per block, placement, network and compute model.
 """
@@ -11,9 +28,10 @@ from __future__ import annotations
 from teton.collectives.algorithms import nccl_channels
 from teton.engine.compute import ComputeModel
 from teton.engine.overlap import overlapped_exposed_s, ring_exposed_s
+from teton.hardware.kernels import EAGER_LAUNCH_S, host_copy_bytes_s
 from teton.memo import IdentityMemo
 from teton.placement import Placement
-from teton.workload.items import Block, Collective, ComputeOp
+from teton.workload.items import Block, Collective, ComputeOp, HostCopy
 
 _COMPUTE_S = IdentityMemo()
 _BLOCK_FLOPS = IdentityMemo()
@@ -63,18 +81,42 @@ class BlockTimer:
             self.comm[key] = t
         return t
 
-    def items_s(self, items) -> dict[str, float]:
-        """Seconds of ``items`` by category: compute, and each axis's *exposed* collective time."""
-        out = {"compute": self.compute_s(items), "tp": 0.0, "cp": 0.0, "ep": 0.0}
+    def items_s(self, items, graphed: bool = True) -> dict[str, float]:
+        """Seconds of ``items`` (one pass) by category: compute, each axis's *exposed* collective
+        time, the host copies' exposed time (``offload``) and, unless ``graphed``, the CPU-bound
+        time of launching them one by one (``launch``; module docstring)."""
+        out = {"compute": self.compute_s(items), "tp": 0.0, "cp": 0.0, "ep": 0.0, "offload": 0.0, "launch": 0.0}
         for it in items:
             if isinstance(it, Collective):
                 axis, t = self.item_s(it, items)
                 out[axis] = out.get(axis, 0.0) + t
+        out["offload"] = max(0.0, self.host_copy_s(items) - out["compute"])
+        if not graphed:
+            out["launch"] = self.launch_s(items, sum(out.values()))
         return out
+
+    @staticmethod
+    def launches(items) -> int:
+        """CPU launches of ``items``: each kernel of a compute op, each collective and host copy."""
+        return sum(it.kernels if isinstance(it, ComputeOp) else 1 for it in items)
+
+    def launch_s(self, items, gpu_s: float) -> float:
+        """CPU-bound seconds of an eager pass of ``items`` that keeps the GPU busy ``gpu_s``."""
+        return max(0.0, self.launches(items) * EAGER_LAUNCH_S - gpu_s)
+
+    def host_copy_s(self, items) -> float:
+        """Seconds of the pass's copies to or from host memory, back to back on their stream."""
+        nbytes = sum(it.bytes for it in items if isinstance(it, HostCopy))
+        return nbytes / host_copy_bytes_s(self.cluster.host_spec) if nbytes else 0.0
 
     def item_s(self, it, items) -> tuple[str, float]:
         """(category, exposed seconds) of one item of ``items``: a collective run alongside a GEMM
-        of the same pass is charged only what that GEMM does not hide."""
+        of the same pass is charged only what that GEMM does not hide; a host copy its share of
+        what the pass's compute does not hide."""
+        if isinstance(it, HostCopy):
+            total = self.host_copy_s(items)
+            return "offload", max(0.0, total - self.compute_s(items)) * (it.bytes / sum(
+                i.bytes for i in items if isinstance(i, HostCopy)))
         if not isinstance(it, Collective):
             return "compute", self.compute.time_s(it)
         t = self.collective_s(it)
@@ -95,19 +137,22 @@ class BlockTimer:
         share their blocks share this)."""
         c = self.compute
         return _COMPUTE_S.get((items, c.eff), (c.gpu.name, c.precision, c.seq_len, c.attention_kernel),
-                              lambda: sum(c.time_s(it) for it in items if not isinstance(it, Collective)))
+                              lambda: sum(c.time_s(it) for it in items if isinstance(it, ComputeOp)))
 
     def block(self, block: Block) -> tuple[dict[str, float], dict[str, float]]:
-        """(forward, backward) seconds by category, memoised per block, placement, network and
-        compute model: layouts that share all four (they differ in ZeRO, v or the batch) share this."""
+        """(forward, backward) seconds by category, memoised per block, placement, network, compute
+        model and host link: layouts that share all of them (they differ in ZeRO, v or the batch)
+        share this."""
         c = self.compute
+        host = self.cluster.host_spec
 
         def price() -> tuple:
-            out = self.items_s(block.fwd), self.items_s(block.bwd)
+            out = self.items_s(block.fwd, block.graphed), self.items_s(block.bwd, block.graphed)
             used = {(i.op, i.axis, i.bytes) for i in (*block.fwd, *block.bwd) if isinstance(i, Collective)}
             return out, {k: self.comm[k] for k in used}
 
         out, comm = _BLOCK_S.get((block, self.placement, self.cost, c.eff),
-                                 (c.gpu.name, c.precision, c.seq_len, c.attention_kernel), price)
+                                 (c.gpu.name, c.precision, c.seq_len, c.attention_kernel, host.pcie_x16_bytes_s,
+                                  host.gpus_per_pcie_link), price)
         self.comm.update(comm)  # the collective times a memoised block used, for the result's report
         return out

@@ -22,7 +22,10 @@ class ComputeModel:
     (0 in the burst profile).
     memory:    t = B / (BW * e_mem)
     P_prec is the dense peak of the job's precision for fp8-eligible GEMMs (Transformer Engine
-    runs the linear layers in fp8; attention and the rest stay in bf16).
+    runs the linear layers in fp8; attention and the rest stay in bf16). fp8 flash attention
+    (``software.fp8_attention``: cuDNN's fp8 fused attention, an attention op with ``fp8`` set)
+    runs at the fp8 dense peak times the same efficiency fractions as bf16 (ASSUMPTION: no
+    public fp8 attention-kernel benchmark is in the repository; measure it before trusting it).
     """
 
     gpu: GPU
@@ -33,8 +36,10 @@ class ComputeModel:
 
     @classmethod
     def for_gpu(cls, gpu: GPU, precision: str = "bf16", seq_len: int = 8192,
-                overrides: dict[str, float] | None = None, attention_kernel: str = "fa2") -> ComputeModel:
-        return cls(gpu, cluster_efficiency(gpu, overrides), precision, seq_len, attention_kernel)
+                overrides: dict[str, float] | None = None, attention_kernel: str = "fa2",
+                stack: str = "unknown") -> ComputeModel:
+        """The compute model of a job of software ``stack`` on ``gpu`` (its in-situ values)."""
+        return cls(gpu, cluster_efficiency(gpu, overrides, stack), precision, seq_len, attention_kernel)
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
@@ -71,7 +76,11 @@ class ComputeModel:
         e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.tensor_core * self.eff.attention_in_situ
         s = float(self.seq_len)
         e *= (s / (s + ATTN_S_HALF)) / (ATTN_REF_SEQ / (ATTN_REF_SEQ + ATTN_S_HALF))
-        return op.flops / (self.gpu.peak_flops("bf16") * e)
+        return op.flops / (self.gpu.peak_flops(self.attention_precision(op)) * e)
+
+    def attention_precision(self, op: ComputeOp) -> str:
+        """The peak an attention op runs at: fp8 for fp8 flash attention in an fp8 job, else bf16."""
+        return "fp8" if op.fp8 and not op.k and self.precision == "fp8" else "bf16"
 
     def memory_s(self, op: ComputeOp) -> float:
         return op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem)

@@ -6,7 +6,10 @@ embedding and the output head, forward and backward, with what the step model ch
 * compute ops: FLOPs, bytes, GEMM shape, the achieved fraction of the dense peak, whether the
   roofline puts it on the FLOP or the byte side, and seconds;
 * collectives: axis, bytes (nccl-tests S), group size, seconds alone and seconds exposed (less
-  when it runs alongside a GEMM, ``job.tp_overlap``).
+  when it runs alongside a GEMM, ``job.tp_overlap``);
+* host copies (CPU activation offload): bytes, seconds alone and what the pass's compute does
+  not hide;
+* ``cpu.launch``, one row per eager pass the CPU's kernel launches outlast (``software.cuda_graphs``).
 
 The same timer as :func:`teton.engine.step.simulate_step` prices them, so a block's rows add up
 to what the step model uses per micro-batch.
@@ -20,24 +23,23 @@ from teton.engine.block_timer import BlockTimer
 from teton.engine.compute import ComputeModel
 from teton.engine.prepare import default_placement, make_cost_model
 from teton.spec.schema import Spec
-from teton.workload.items import Collective, ComputeOp
+from teton.workload.items import Collective, ComputeOp, HostCopy
 from teton.workload.step_work import step_work
 
 
 def op_rows(spec: Spec) -> list[dict]:
-    """One row per item of the layer, embedding and head blocks, forward then backward (with
-    ``job.recompute = selective_layer`` also the checkpointed layer, block ``checkpointed_layer``)."""
+    """One row per item of the layer, embedding and head blocks, forward then backward; every kind
+    of layer the job runs (``workload.layer_kinds``: block ``layer``, ``checkpointed_layer``,
+    ``bf16_layer``, ``offloaded_layer`` and their combinations)."""
     model, job, cluster = spec.model, spec.job, spec.cluster
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
-                                   job.attention_kernel)
+                                   job.attention_kernel, job.software.name)
     placement = default_placement(spec)
     timer = BlockTimer(compute, make_cost_model(spec), placement, cluster)
     work = step_work(model, job)
     gpu = cluster.gpu_spec
     rows = []
-    layers = [work.layer]
-    if work.checkpointed_layer is not None:  # selective_layer: the layers per-layer AC checkpoints too
-        layers.append(replace(work.checkpointed_layer, name="checkpointed_layer"))
+    layers = [replace(block, name=kind.label) for kind, block, _ in work.kinds] or [work.layer]
     for block in (work.embedding, *layers, work.head):
         for pass_, items in (("fwd", block.fwd), ("bwd", block.bwd)):
             for it in items:
@@ -45,14 +47,24 @@ def op_rows(spec: Spec) -> list[dict]:
                 row = {"block": block.name, "pass": pass_, "name": it.name, "category": category}
                 if isinstance(it, ComputeOp):
                     row.update(_compute_row(it, exposed, compute, gpu))
+                elif isinstance(it, HostCopy):
+                    row.update(_host_copy_row(it, exposed, timer))
                 else:
                     row.update(_collective_row(it, exposed, timer, placement))
                 rows.append(row)
+            launch = 0.0 if block.graphed else timer.items_s(items, graphed=False)["launch"]
+            if launch:
+                rows.append({"block": block.name, "pass": pass_, "name": "cpu.launch", "category": "launch",
+                             "kind": "launch", "flops": 0.0, "bytes": 0.0, "shape": f"{timer.launches(items)} launches",
+                             "fraction_of_peak": 0.0, "bound": "cpu", "time_s": launch, "exposed_s": launch})
     return rows
 
 
 def _compute_row(op: ComputeOp, seconds: float, compute: ComputeModel, gpu) -> dict:
-    prec = compute.precision if (op.fp8 and compute.precision == "fp8" and op.kind == "gemm") else "bf16"
+    if op.kind == "attention":
+        prec = compute.attention_precision(op)
+    else:
+        prec = compute.precision if (op.fp8 and compute.precision == "fp8" and op.kind == "gemm") else "bf16"
     peak = gpu.peak_flops(prec) if op.flops else 0.0
     memory_s = op.bytes / (gpu.hbm_bw_bytes_s * compute.eff.mem)
     return {
@@ -69,6 +81,13 @@ def _collective_row(c: Collective, exposed_s: float, timer: BlockTimer, placemen
         "kind": c.op, "flops": 0.0, "bytes": c.bytes, "shape": f"{c.axis}={placement.degrees.get(c.axis, 1)}",
         "fraction_of_peak": 0.0, "bound": f"alongside {c.overlap}" if c.overlap else "exposed",
         "time_s": timer.collective_s(c), "exposed_s": exposed_s,
+    }
+
+
+def _host_copy_row(c: HostCopy, exposed_s: float, timer: BlockTimer) -> dict:
+    return {
+        "kind": c.direction, "flops": 0.0, "bytes": c.bytes, "shape": "pcie", "fraction_of_peak": 0.0,
+        "bound": "alongside the pass", "time_s": timer.host_copy_s((c,)), "exposed_s": exposed_s,
     }
 
 

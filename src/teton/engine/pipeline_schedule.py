@@ -88,6 +88,34 @@ def _param_gathers_at_start(p, v, dp_mode, ag_s, overlap_ag):
 
 
 @njit(cache=True)
+def _gathered_forward(start, dur, ready, ag, n_units, bucketed):
+    """(start, end) of a chunk's first forward under ZeRO-1/2: its parameters arrive on the DP
+    stream unit by unit (``ready``: when the last has; a unit is a layer, ``n_units`` of them) and
+    each unit computes once gathered (Megatron-Core's ``overlap_param_gather``: the forward
+    pre-hook of each bucket waits for its all-gather); without ``bucketed`` the op waits for all."""
+    if not bucketed or n_units <= 1:
+        start = max(start, ready)
+        return start, start + dur
+    start = max(start, ready - ag + ag / n_units)
+    return start, max(start + dur, ready + dur / n_units)
+
+
+@njit(cache=True)
+def _bucketed_reduce(start, dur, dp_free, rs, n_units, bucketed):
+    """DP-stream free time after reducing a backward's gradients: each unit's (layer's) gradients
+    are ready as the backward passes it, at ``start + dur (u + 1) / n``, and its reduce-scatter
+    (``rs / n``) starts then or when the stream is free (Megatron-Core's ``overlap_grad_reduce``,
+    PyTorch DDP's buckets); without ``bucketed`` the whole reduce starts after the backward."""
+    if not bucketed or n_units <= 1:
+        return max(dp_free, start + dur) + rs
+    n = int(n_units)
+    t = dp_free
+    for u in range(n):
+        t = max(t, start + dur * (u + 1) / n) + rs / n
+    return t
+
+
+@njit(cache=True)
 def _full_shard_op(ready, dur, is_bwd, ag, rs, n_units, dp_free, last_start):
     """(start, end, DP-stream free time) of an op under ZeRO-3 / FSDP (``DP_FULL_SHARD``).
 
@@ -165,9 +193,10 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
                                                       dp_free[r], last_start[r])
                     dp_free[r] = free
                 else:
-                    if (dp_mode == DP_ONCE or dp_mode == DP_PER_MICROBATCH) and is_bwd == 0 and mb == 0:
-                        start = max(start, ag_ready[r, c])
                     end = start + dur
+                    if (dp_mode == DP_ONCE or dp_mode == DP_PER_MICROBATCH) and is_bwd == 0 and mb == 0:
+                        start, end = _gathered_forward(start, dur, ag_ready[r, c], ag_s[r, c], units[r, c],
+                                                       overlap_ag)
                 starts[r, ptr[r]] = start
                 last_start[r] = start
                 rank_free[r] = end
@@ -180,7 +209,7 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
                     # (DP_NONE: the all-reduce of ``rs_s`` when there is one)
                     last = mb == m - 1 and (dp_mode == DP_ONCE or (dp_mode == DP_NONE and rs_s[r, c] > 0))
                     if dp_mode == DP_PER_MICROBATCH or last:
-                        dp_free[r] = max(dp_free[r], end) + rs_s[r, c]
+                        dp_free[r] = _bucketed_reduce(start, dur, dp_free[r], rs_s[r, c], units[r, c], True)
                 ptr[r] += 1
                 remaining -= 1
                 progress = True

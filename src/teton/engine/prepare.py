@@ -51,8 +51,8 @@ def make_cost_model(spec: Spec) -> CostModel:
     the job's collectives see it (``in_situ_cost``)."""
     from teton.hardware import cluster_efficiency
 
-    return in_situ_cost(network_cost_model(spec),
-                        cluster_efficiency(spec.cluster.gpu_spec, spec.cluster.efficiency).collective_in_situ)
+    eff = cluster_efficiency(spec.cluster.gpu_spec, spec.cluster.efficiency, spec.job.software.name)
+    return in_situ_cost(network_cost_model(spec), eff.collective_in_situ)
 
 
 def network_cost_model(spec: Spec) -> CostModel:

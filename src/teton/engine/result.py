@@ -12,7 +12,9 @@ class StepResult:
 
     ``breakdown`` sums to ``step_time_s``: compute, exposed tp/cp/ep/pp/dp communication, the
     pipeline bubble, the SMs DP collectives took from compute (``sm_contention``), the optimizer
-    step and the fixed ``step_overhead``, as seen by the busiest pipeline rank.
+    step, the fixed ``step_overhead``, the host copies of CPU activation offload the compute did
+    not hide (``cpu_offload``) and the time eager passes wait for the CPU's kernel launches
+    (``launch_overhead``), as seen by the busiest pipeline rank.
 
     Two peaks: ``mfu`` and ``hfu`` are against the dense peak of the job's ``precision`` (the
     fp8 peak for an fp8 job; JSON keeps these keys); ``mfu_bf16`` and
@@ -52,13 +54,15 @@ class StepResult:
     # what the user must hear (a pipeline mostly idle for want of micro-batches): `teton run` prints
     # these before its tables, --json lists them
     warnings: tuple[str, ...] = ()
-    # the step time's band from the leave-one-out errors of the in-situ fit (None: burst profile,
-    # or in-situ values with no fit behind them): a run predicted with error e in [lo, hi]
-    # measured step_time_s / (1 + e)
+    # the step time's p10-p90 band (None: burst profile, or in-situ values with no fit behind
+    # them): from the fit's leave-one-out errors for a stack seen in training, its
+    # leave-one-stack-out errors for an unseen one, a calibrated cluster's own; a run predicted
+    # with error e in [p10, p90] measured step_time_s / (1 + e)
     step_time_s_low: float | None = None
     step_time_s_high: float | None = None
     # burst (microbenchmarks only) | in_situ (the catalog's fitted in-situ values) | calibrated
     prediction_mode: str = "in_situ"
+    software: str = "unknown"  # the software stack whose in-situ values (and band) the prediction used
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -3,9 +3,13 @@
 1. Per block (layer, embedding, head) and pass, the GPU's ops are timed by the compute model and
    its TP / CP collectives by the network cost model on the job's actual groups; within a block
    they run back to back, except the TP collectives ``job.tp_overlap`` runs alongside an
-   independent GEMM (charged what the GEMM does not hide, SMs held by NCCL included).
-2. Chunk times (layers of a virtual stage - under ``job.recompute = selective_layer`` its plain
-   and its checkpointed layers, each at its own block's time - plus embedding / head) feed
+   independent GEMM (charged what the GEMM does not hide, SMs held by NCCL included); CPU
+   activation offload's host copies are charged what the pass's compute does not hide
+   (``cpu_offload``), and a pass the CPU launches kernel by kernel (``software.cuda_graphs``)
+   takes at least its launches' CPU time (``launch_overhead``; ``engine.block_timer``).
+2. Chunk times (layers of a virtual stage - each kind of layer at its own block's time:
+   ``selective_layer``'s checkpointed layers, an fp8 job's bf16 layers, CPU-offloaded layers,
+   ``workload.layer_kinds`` - plus embedding / head) feed
    the pipeline schedule (``engine.pipeline_schedule``), with point-to-point transfer times on the
    dependency edges and the DP collectives (ZeRO stage semantics) on a separate stream.
 3. The schedule is run three times - ideal (no p2p, no DP), with p2p, with everything - so the
@@ -144,14 +148,16 @@ def blocking_p2p(fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray) -> tup
     return fwd_s + send_fwd, bwd_s + send_bwd
 
 
-CATEGORIES = ("compute", "tp", "cp", "ep")  # a chunk's time: compute and each axis's exposed collectives
+# a chunk's time: compute, each axis's exposed collectives, exposed host copies (CPU offload) and
+# CPU-bound kernel launches (engine.block_timer)
+CATEGORIES = ("compute", "tp", "cp", "ep", "offload", "launch")
 
 
 def chunk_times_s(timer: BlockTimer, work, pace: float) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(forward, backward) (p, v) seconds per micro-batch of every chunk, by category.
 
-    Each chunk's layers at their block's time (``selective_layer``: its plain and its
-    checkpointed layers), the embedding on the first chunk, the head on the last; the compute
+    Each chunk's layers at their block's time (one per kind of layer: ``StepWork.layer_mix``),
+    the embedding on the first chunk, the head on the last; the compute
     times ``pace``, the slowest-GPU factor (:func:`slowest_gpu_factor`).
     """
     p, v = work.split.p, work.split.v
@@ -266,7 +272,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     if placement is None:
         placement = default_placement(spec)
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
-                                   job.attention_kernel)
+                                   job.attention_kernel, job.software.name)
     cost = in_situ_cost(cost_model, compute.eff.collective_in_situ) if cost_model is not None else make_cost_model(spec)
     timer = BlockTimer(compute, cost, placement, cluster)
     work = step_work(model, job)
@@ -283,7 +289,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         edge_s = np.zeros(p)
     replicas = lay.dp * lay.cp  # ranks holding the same weights: gradients are reduced over them
     ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work)
-    fsdp_units = np.maximum(1, work.split.layers)  # FSDP wraps each transformer layer as a unit
+    # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce their buckets layer by layer
+    fsdp_units = np.maximum(1, work.split.layers)
     schedule = (fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, job.pp_round_size,
                 fsdp_units)
     dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
@@ -305,6 +312,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "sm_contention": sm_contention_s,
         "optimizer": opt_s,
         "step_overhead": overhead_s,
+        "cpu_offload": comp["offload"],  # host copies of offloaded activations the compute did not hide
+        "launch_overhead": comp["launch"],  # eager passes bound by the CPU's kernel launches
     }
     comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
     if p > 1:
@@ -324,8 +333,8 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
     """The StepResult of a step of ``step`` seconds: throughput, MFU and HFU (module docstring),
     memory per GPU, the in-situ band and the pipeline warning."""
     model, job, cluster = spec.model, spec.job, spec.cluster
-    band = in_situ_band(cluster.gpu_spec, cluster.efficiency)
-    mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency)
+    band = in_situ_band(cluster.gpu_spec, cluster.efficiency, job.software.name)
+    mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency, job.software.name)
     hw_flops = hardware_flops_per_step(work, job)
     mem, _rank = memory_per_gpu(model, job)
     gpu = cluster.gpu_spec
@@ -361,4 +370,5 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
         step_time_s_low=step / (1 + band[1]) if band else None,
         step_time_s_high=step / (1 + band[0]) if band else None,
         prediction_mode=mode,
+        software=job.software.name,
     )

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 from teton.hardware.gpus import GPU
 from teton.hardware.in_situ import PARAMETERS as IN_SITU_PARAMETERS
+from teton.hardware.in_situ import UNKNOWN_STACK, in_situ_values
 from teton.hardware.in_situ import band as catalog_band
-from teton.hardware.in_situ import borrowed_from, fitted_values
 from teton.memo import ValueMemo, cached
 
 TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 GEMMs (128x256x64)
@@ -129,8 +129,9 @@ EFFICIENCY: dict[str, Efficiency] = {
     # MAMF table); corroborated on this workplace's H200 (same tensor cores): 8192^3 bf16 at
     # 769-798 TFLOP/s on random data, 894 on zeros (10 products after 3 warm-ups; device notes,
     # 2026-10/11). benchmarks/device/calibrate_hopper.py measures burst vs sustained throughput.
-    # fp8: ASSUMPTION 0.70 of the fp8 dense peak for cuBLASLt (no sweep read here; DeepGEMM's
-    # README reports up to 1,550 TFLOPS on H800, ~78 %, for its own kernels). tf32 (A100 0.80,
+    # fp8: the maximum achievable fp8 GEMM throughput, DeepGEMM's README (deepseek-ai/DeepGEMM, 2025):
+    # "up to 1,550 TFLOPS" on H800 (the H100's SMs and clocks; its NVLink is what differs), i.e.
+    # 1,550 / 1,978.9 of the dense fp8 peak, for large GEMMs with fine-grained scaling. tf32 (A100 0.80,
     # Hopper 0.78): ASSUMPTION, no sweep read here. FlashAttention-3 paper (Shah et al. 2024, Figs. 5-6)
     # reports FlashAttention-2 on H100 at ~ 350 TFLOPS forward and ~ 300 backward (causal,
     # hdim 128, 8-16K). BabelStream triad ~ 3.0 of 3.35 TB/s. nccl-tests on 8x H100 (NVLink 4):
@@ -138,7 +139,7 @@ EFFICIENCY: dict[str, Efficiency] = {
     # NDR/RoCE multi-node busbw ~ 46 GB/s per GPU of 50 (NVIDIA DGX H100 nccl-tests reports).
     # FlashAttention-3 (same paper, Figs. 5-7): ~ 620 TFLOPS forward and ~ 470 backward (causal,
     # hdim 128, 8-16K) on H100 SXM5.
-    "hopper": Efficiency({"bf16": 794.5 / 989.4, "fp8": 0.70, "tf32": 0.78}, (2048, 2048, 13312),
+    "hopper": Efficiency({"bf16": 794.5 / 989.4, "fp8": 1550 / 1978.9, "tf32": 0.78}, (2048, 2048, 13312),
                          0.35, 0.30, 0.90, 0.80, 1.07, 0.92, attn_fa3_fwd=0.63, attn_fa3_bwd=0.47),
     # B200: no public MAMF sweep read here; NVIDIA's B200 cuBLAS figures (~ 1.5-1.7 PF bf16
     # of 2.25) give ~ 0.72. Attention: FlashAttention for Blackwell (cuDNN) ~ 1.2 PF fwd bf16.
@@ -218,32 +219,41 @@ def with_overrides(eff: Efficiency, overrides: dict[str, float | str] | None) ->
     return replace(eff, gemm_mamf=mamf, **fields)
 
 
-def in_situ_band(gpu: GPU, overrides: dict | None) -> tuple[float, float] | None:
-    """(low, high) relative leave-one-out errors of the fit behind a cluster's in-situ values:
-    the cluster's own ``band_low`` / ``band_high`` (written by ``teton fit --out``), else the
-    catalog's band when the catalog's fitted values are in use unchanged; None in
-    the burst profile or when in-situ values were set by hand (no fit to take a band from)."""
+def in_situ_band(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK) -> tuple[float, float] | None:
+    """(p10, p90) relative errors of the fit behind a cluster's in-situ values: the cluster's own
+    ``band_low`` / ``band_high`` (written by ``teton fit --cluster-out``), else the catalog's band
+    when its fitted values are in use unchanged: the leave-one-out band for a stack with training
+    runs on the GPU's family, the (wider) leave-one-stack-out band otherwise; None in the burst
+    profile or when in-situ values were set by hand (no fit to take a band from)."""
     o = overrides or {}
     if all(k in o for k in BAND_KEYS):
         return float(o["band_low"]), float(o["band_high"])
     if profile_of(o) != "in_situ" or any(k in IN_SITU_PARAMETERS for k in o):
         return None
-    return catalog_band()
+    return catalog_band(in_situ_values(family_of(gpu), stack)[1] == "stack")
 
 
-def prediction_mode(gpu: GPU, overrides: dict | None) -> tuple[str, str | None]:
+def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK) -> tuple[str, str | None]:
     """(mode, note): ``burst`` (microbenchmarks only), ``in_situ`` (the catalog's fitted values)
     or ``calibrated`` (in-situ values from the cluster's own ``efficiency:``, e.g. ``teton fit
-    --out``); the note says when a family without training runs borrows another's values."""
+    --cluster-out``); the note says when the stack has no training runs on the GPU's family (the
+    across-stack prior applies) or the family borrows another's prior."""
     o = overrides or {}
     if any(k in IN_SITU_PARAMETERS or k in BAND_KEYS for k in o):
         return "calibrated", None
     if profile_of(o) == "burst":
         return "burst", None
-    lender = borrowed_from(family_of(gpu))
-    if lender:
+    family = family_of(gpu)
+    source = in_situ_values(family, stack)[1]
+    if source == "borrowed":
+        from teton.hardware.in_situ import borrowed_from
+
         return "in_situ", (f"{gpu.name}: no training run on its GPU family; its in-situ values are "
-                           f"{lender}'s (calibrate with teton fit on your own runs)")
+                           f"{borrowed_from(family)}'s across-stack prior (calibrate with teton fit on your own runs)")
+    if source == "prior":
+        return "in_situ", (f"software stack {stack!r} has no training runs on {family}: its in-situ values are "
+                           f"the across-stack prior, with the leave-one-stack-out band (teton fit --stack "
+                           f"calibrates them from a few runs)")
     return "in_situ", None
 
 
@@ -252,23 +262,25 @@ def profile_of(overrides: dict | None) -> str:
     return str((overrides or {}).get("profile", "in_situ"))
 
 
-def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None) -> Efficiency:
-    """The efficiency table of ``gpu``'s family as a job sees it: the burst catalog, the fitted
-    in-situ values of the family (unless ``profile: burst``), then the cluster's overrides.
+def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None,
+                       stack: str = UNKNOWN_STACK) -> Efficiency:
+    """The efficiency table of ``gpu``'s family as a job of software ``stack`` sees it: the burst
+    catalog, the fitted in-situ values of the stack on that family or the across-stack prior
+    (unless ``profile: burst``; ``teton.hardware.in_situ``), then the cluster's overrides.
 
     Memoised by value, so that every simulation of one cluster shares one table (the engine's
     identity-keyed caches then hit across calls)."""
     try:
-        key = (gpu.name, tuple(sorted((overrides or {}).items())))
+        key = (gpu.name, stack, tuple(sorted((overrides or {}).items())))
         hit = _CLUSTER_EFFICIENCY.get(key)
     except TypeError:  # a value no spec allows (a list, a mapping) or a key that is not a name
         return with_overrides(efficiency_for(gpu), overrides)  # raises the SpecError naming it
     if hit is None:
         eff = efficiency_for(gpu)
         if profile_of(overrides) == "in_situ":
-            eff = with_overrides(eff, fitted_values(family_of(gpu)))
+            eff = with_overrides(eff, in_situ_values(family_of(gpu), stack)[0])
         hit = _CLUSTER_EFFICIENCY.put(key, with_overrides(eff, overrides))
     return hit
 
 
-_CLUSTER_EFFICIENCY = ValueMemo(4096)  # (GPU name, sorted overrides) -> table
+_CLUSTER_EFFICIENCY = ValueMemo(4096)  # (GPU name, stack, sorted overrides) -> table

@@ -22,6 +22,9 @@ NICS: dict[str, NIC] = {
     "cx6-200g": NIC("cx6-200g", 200, 2.0),
     # NVIDIA ConnectX-7 datasheet: 400 Gb/s NDR IB / 400GbE RoCE.
     "cx7-400g": NIC("cx7-400g", 400, 2.0),
+    # Intel Omni-Path Host Fabric Interface 100 series datasheet: 100 Gb/s per port; ~ 1 us MPI
+    # latency end to end.
+    "opa-100g": NIC("opa-100g", 100, 1.0),
     # NVIDIA ConnectX-8 SuperNIC datasheet: 800 Gb/s XDR IB / 800GbE.
     "cx8-800g": NIC("cx8-800g", 800, 2.0),
 }
@@ -60,6 +63,11 @@ HOSTS: dict[str, Host] = {
     # NVIDIA DGX A100 user guide: 8 x A100 80GB, 8 x ConnectX-6 200G (HDR) compute + 2 storage,
     # 6.5 kW max system power; 4 PCIe Gen4 switches, 2 GPUs each.
     "dgx-a100": Host("dgx-a100", "a100-80gb", 8, "cx6-200g", 8, "cx6-200g", 2, 3300, PCIE_GEN4_X16_BYTES_S),
+    # HPE Apollo 6500 Gen10 Plus as IDRIS's Jean Zay gpu_p5 partition (BLOOM's, bigscience tr11
+    # README: "8 GPUs per node Using NVLink 4 inter-gpu connects, 4 OmniPath links"): 8 x A100 80GB
+    # SXM4, 4 x 100 Gb/s Omni-Path, 2 AMD EPYC CPUs, PCIe Gen4. Non-GPU power: ASSUMPTION, as DGX A100.
+    "apollo-6500-a100": Host("apollo-6500-a100", "a100-80gb", 8, "opa-100g", 4, "opa-100g", 1, 3300,
+                             PCIE_GEN4_X16_BYTES_S),
     # NVIDIA DGX H100 user guide: 8 x H100 SXM, 8 x 400G ConnectX-7 compute ports (4 OSFP),
     # 2 x 400G storage/in-band, 10.2 kW max.
     "dgx-h100": Host("dgx-h100", "h100-sxm", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),

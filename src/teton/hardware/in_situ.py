@@ -8,7 +8,8 @@ names one such mechanism, with its physical meaning, a plausible range (the fit'
 scope: one value per GPU family, or one for every family.
 
 Their values are **not typed in**: they are the output of ``teton fit`` on the bundled training
-set (``teton.validation.training``), written to ``in_situ_fitted.json`` next to this file by
+sets (``teton.validation.training`` and ``training_set2``), one set per (software stack, GPU
+family) with an across-stack prior, written to ``in_situ_fitted.json`` next to this file by
 ``teton fit --write-catalog``; a test re-fits and compares. ``cluster.efficiency.profile: burst``
 turns them all off (every kernel at its microbenchmark figure); a cluster's ``efficiency:``
 mapping overrides any of them (``teton fit RUNS --out`` writes such a file).
@@ -70,48 +71,62 @@ PARAMETERS: dict[str, InSituParameter] = {p.key: p for p in (
 )}
 
 FITTED_FILE = "in_situ_fitted.json"
+UNKNOWN_STACK = "unknown"
 
 
 @cached(1)
 def fitted_catalog() -> dict:
-    """The catalog's fitted values as ``teton fit --write-catalog`` wrote them: ``values``
-    (family | "global" -> key -> value), ``band`` (leave-one-out error range per family and
-    ``all``), ``borrow`` (family without training runs -> the family it takes values from),
-    ``parameters`` and ``training_set``."""
+    """The catalog's fitted values as ``teton fit --write-catalog`` wrote them: ``stacks`` (software
+    stack -> GPU family -> key -> value), ``prior`` (family -> key -> the across-stack centre, what
+    a stack without training runs on that family uses), ``spread`` (the across-stack spread of each
+    key and the per-run scatter, log units), ``band`` (``seen`` / ``unseen``: p10 and p90 relative
+    errors, leave-one-out and leave-one-stack-out), ``borrow`` (family without training runs -> the
+    family whose prior it takes), ``parameters`` and ``training_set``."""
     return json.loads(resources.files("teton.hardware").joinpath(FITTED_FILE).read_text())
 
 
-def fitted_values(family: str) -> dict[str, float]:
-    """The in-situ values for a GPU family: its own fitted ones and the global ones. A family with
-    no training run borrows those of the family named in the catalog's ``borrow`` map (recorded in
-    ``teton run``'s notes) and otherwise keeps the burst figures."""
+def _prior(family: str) -> tuple[dict[str, float], str | None]:
+    """(the family's across-stack prior values, the family it borrows them from or None)."""
     cat = fitted_catalog()
-    values = cat["values"]
-    own = values.get(family)
-    if own is None:
-        own = values.get(cat.get("borrow", {}).get(family, ""), {})
-    return {**values.get("global", {}), **own}
+    prior = cat.get("prior", {})
+    if family in prior:
+        return dict(prior[family]), None
+    lender = cat.get("borrow", {}).get(family)
+    return dict(prior.get(lender, {})), lender
 
 
-def catalog_value(key: str, family: str | None) -> float | None:
-    """The catalog's value of one parameter: of ``family`` for a per-family key, the global one
-    for ``family=None``; None if the catalog has none."""
-    if family is None:
-        return fitted_catalog()["values"].get("global", {}).get(key)
-    return fitted_values(family).get(key)
+def in_situ_values(family: str, stack: str = UNKNOWN_STACK) -> tuple[dict[str, float], str]:
+    """(values, source) of the in-situ parameters for a job of software ``stack`` on GPU ``family``.
+
+    ``source``: ``stack`` when the stack has training runs on that family (its own fitted values),
+    ``prior`` otherwise (the across-stack prior of the family: ``unknown``, a custom stack, or a
+    stack seen only on other GPUs), ``borrowed`` when the family has no runs of any stack and takes
+    the prior of the family the catalog's ``borrow`` map names."""
+    own = fitted_catalog().get("stacks", {}).get(stack, {}).get(family)
+    if own is not None:
+        return dict(own), "stack"
+    values, lender = _prior(family)
+    return values, "borrowed" if lender else "prior"
+
+
+def fitted_values(family: str, stack: str = UNKNOWN_STACK) -> dict[str, float]:
+    """The in-situ values for ``stack`` on ``family`` (:func:`in_situ_values`)."""
+    return in_situ_values(family, stack)[0]
+
+
+def catalog_value(key: str, family: str, stack: str = UNKNOWN_STACK) -> float | None:
+    """The catalog's value of one parameter for ``stack`` on ``family``; None if it has none."""
+    return fitted_values(family, stack).get(key)
 
 
 def borrowed_from(family: str) -> str | None:
-    """The family whose fitted values ``family`` uses, when it has none of its own."""
-    cat = fitted_catalog()
-    if family in cat["values"]:
-        return None
-    return cat.get("borrow", {}).get(family)
+    """The family whose prior ``family`` uses, when it has no training runs of its own."""
+    return _prior(family)[1]
 
 
-def band() -> tuple[float, float] | None:
-    """(low, high) relative leave-one-out errors of the catalog's fit over the whole training set
-    (None if the catalog has none). The whole set's range, not a family's own: three Hopper rows
-    from one stack would give a band narrower than a new stack on the same GPU deserves."""
-    b = fitted_catalog().get("band", {})
-    return tuple(b["all"]) if "all" in b else None
+def band(seen: bool) -> tuple[float, float] | None:
+    """(p10, p90) relative errors of the catalog's predictions: ``seen`` for a stack with training
+    runs on the GPU family (leave-one-out errors), else for an unseen one (leave-one-stack-out
+    errors); None if the catalog has none."""
+    b = fitted_catalog().get("band", {}).get("seen" if seen else "unseen")
+    return (float(b[0]), float(b[1])) if b else None

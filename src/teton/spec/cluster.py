@@ -151,11 +151,52 @@ CLUSTER_PRESETS: dict[str, dict] = {
             dict(name="su", switch="qm8700", span_gpus=160, oversubscription=1.0, hop_latency_us=0.13),
             dict(name="pod", switch="qm8700", span_gpus=1120, oversubscription=1.0, hop_latency_us=0.13),
         ]),
+    # Selene (NVIDIA, Top500 2020-21): 560 DGX A100 nodes (4,480 GPUs) as four DGX SuperPODs of
+    # 140 nodes, rail-optimised HDR 200G InfiniBand, full fat tree (the MT-NLG 530B cluster).
+    "selene": dict(
+        name="selene", host="dgx-a100", hosts=560, topology="rail-optimized",
+        description="NVIDIA Selene, 560 x DGX A100 (four SuperPODs), rail-optimised 200G HDR InfiniBand",
+        layers=[
+            dict(name="su", switch="qm8700", span_gpus=160, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="pod", switch="qm8700", span_gpus=1120, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="cluster", switch="qm8700", span_gpus=4480, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # IDRIS Jean Zay gpu_p5 (BLOOM 176B; bigscience tr11 README): 52 HPE Apollo 6500 nodes of 8 x A100
+    # 80GB, 4 x 100 Gb/s Omni-Path per node, a "fully dedicated subnet" for NCCL. Fat tree of Omni-Path
+    # edge switches (4 nodes, 16 links, 32 GPUs each) under a core: ASSUMPTION for the tiers,
+    # non-blocking; ~ 0.11 us per switch hop (Intel Omni-Path Edge Switch 100 series datasheet).
+    "jean-zay-a100": dict(
+        name="jean-zay-a100", host="apollo-6500-a100", hosts=52, topology="fat-tree",
+        description="IDRIS Jean Zay A100 partition (BLOOM): 416 x A100 80GB, 4 x 100G Omni-Path per node",
+        layers=[
+            dict(name="edge", switch="opa-edge", span_gpus=32, oversubscription=1.0, hop_latency_us=0.11),
+            dict(name="core", switch="opa-core", span_gpus=416, oversubscription=1.0, hop_latency_us=0.11),
+        ]),
     # NVIDIA DGX SuperPOD (H100) reference architecture: 4 scalable units of 32 DGX H100
     # (1,024 GPUs), rail-optimised NDR 400G, full fat tree.
     "dgx-h100-superpod": dict(
         name="dgx-h100-superpod", host="dgx-h100", hosts=128, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD, 128 x DGX H100, rail-optimised 400G NDR InfiniBand",
+        layers=[
+            dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # The same scalable units joined by a third (core) tier of QM9700 switches: 1,024 DGX H100 (8,192
+    # GPUs), full bisection, as NVIDIA's larger H100 clusters (Eos: 576 nodes) are built; the
+    # Megatron-LM weak-scaling runs used up to 6,144 H100s.
+    "dgx-h100-superpod-8k": dict(
+        name="dgx-h100-superpod-8k", host="dgx-h100", hosts=1024, topology="rail-optimized",
+        description="DGX H100 scalable units under a core tier: 8,192 x H100, rail-optimised 400G NDR InfiniBand",
+        layers=[
+            dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="core", switch="qm9700", span_gpus=8192, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # NVIDIA DGX SuperPOD (B200) reference architecture: scalable units of 32 DGX B200 (256 GPUs),
+    # rail-optimised 400G NDR compute fabric (8 x ConnectX-7 per node), full fat tree; 4 SUs.
+    "dgx-b200-superpod": dict(
+        name="dgx-b200-superpod", host="dgx-b200", hosts=128, topology="rail-optimized",
+        description="NVIDIA DGX SuperPOD, 128 x DGX B200, rail-optimised 400G NDR InfiniBand",
         layers=[
             dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
             dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),

@@ -14,6 +14,7 @@ from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import no_bool
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
+from teton.spec.software import SoftwareSpec
 
 # Micro-batches per DP rank per step: the pipeline schedule keeps every one (Llama 3 405B runs 16;
 # memory and time grow with them: 20M sequences a step on 128 DP ranks took 2 GB and 13 s).
@@ -107,6 +108,8 @@ class JobSpec(BaseModel):
     grad_reduce: Literal["per_step", "per_microbatch"] | None = None
     placement: Literal["topology-aware", "linear", "random", "fragmented"] = "topology-aware"
     parallel_order: tuple[str, ...] = ("tp", "cp", "pp", "dp")  # innermost first (Llama 3)
+    # the software stack (the spec's top-level software: section, put here by load_spec)
+    software: SoftwareSpec = SoftwareSpec()
 
     _ints_not_bools = field_validator(*_INT_FIELDS, mode="before")(no_bool)
 
@@ -175,7 +178,7 @@ def job_defaults(job: JobSpec) -> tuple[str, ...]:
     given = set(job.model_fields_set)
     if given & set(BATCH_FIELDS):
         given |= set(BATCH_FIELDS)
-    return tuple(f"job.{name}" for name in JobSpec.model_fields if name not in given)
+    return tuple(f"job.{name}" for name in JobSpec.model_fields if name not in given and name != "software")
 
 
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
@@ -197,14 +200,7 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         raise SpecError("job.tp", job.tp, f"must divide model.kv_heads ({model.n_kv_heads})")
     if model.ffn_hidden % job.tp:
         raise SpecError("job.tp", job.tp, f"must divide model.ffn_hidden ({model.ffn_hidden})")
-    gpu = cluster.gpu_spec
-    if job.precision != "bf16" and job.precision not in gpu.peak_tflops:
-        raise SpecError("job.precision", job.precision,
-                        f"{gpu.name} has no {job.precision} tensor cores; use bf16 or a GPU that has "
-                        f"({', '.join(n for n, g in GPUS.items() if job.precision in g.peak_tflops)})")
-    if job.attention_kernel == "fa3" and cluster_efficiency(gpu, cluster.efficiency).attn_fa3_fwd is None:
-        raise SpecError("job.attention_kernel", job.attention_kernel,
-                        f"FlashAttention-3 needs a Hopper GPU, and {gpu.name} has no fa3 efficiency; use fa2")
+    _check_kernels(job, cluster)
     if job.tp > cluster.gpus_per_host and job.tp % cluster.gpus_per_host:
         raise SpecError("job.tp", job.tp, f"must divide or be a multiple of GPUs per host ({cluster.gpus_per_host})")
     chunks = job.pp * job.virtual_stages
@@ -255,3 +251,21 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
                         f"the interleaved schedule needs micro-batches per DP rank ({job.micro_batches}) "
                         f"divisible by pp ({job.pp}), or job.pp_round (Llama 3's N) dividing them")
     return job
+
+
+def _check_kernels(job: JobSpec, cluster: ClusterSpec) -> None:
+    """The GPU has what the job's precision, fp8 recipe and attention kernel need."""
+    gpu = cluster.gpu_spec
+    if job.precision != "bf16" and job.precision not in gpu.peak_tflops:
+        raise SpecError("job.precision", job.precision,
+                        f"{gpu.name} has no {job.precision} tensor cores; use bf16 or a GPU that has "
+                        f"({', '.join(n for n, g in GPUS.items() if job.precision in g.peak_tflops)})")
+    if job.precision == "fp8":
+        from teton.hardware.kernels import fp8_recipe_unsupported
+
+        why = fp8_recipe_unsupported(job.software.fp8_recipe, gpu)
+        if why:
+            raise SpecError("software.fp8_recipe", job.software.fp8_recipe, why)
+    if job.attention_kernel == "fa3" and cluster_efficiency(gpu, cluster.efficiency).attn_fa3_fwd is None:
+        raise SpecError("job.attention_kernel", job.attention_kernel,
+                        f"FlashAttention-3 needs a Hopper GPU, and {gpu.name} has no fa3 efficiency; use fa2")

@@ -7,10 +7,8 @@ allowed, with the file's line number where one is known.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -24,114 +22,15 @@ from teton.spec.locate import field_line
 from teton.spec.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
 from teton.spec.network import NetworkSpec
 from teton.spec.plan import PlanSpec
+from teton.spec.read import MAX_DEPTH, check_tree, read_file  # noqa: F401 - re-exported
 from teton.spec.reliability import parse_reliability
 from teton.spec.schema import Spec
+from teton.spec.software import SOFTWARE_PRESETS, SoftwareSpec
 from teton.spec.storage import parse_checkpoint_policy, storage_system
 
-SPEC_SECTIONS = {"cluster", "model", "job", "network", "storage", "reliability", "plan", "seed", "notes", "run"}
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: str, line: int):
-        super().__init__(key)
-        self.key, self.line = key, line
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's SafeLoader, refusing a key given twice in one mapping (which it would let the
-    second silently win), and reading exponent notation without a dot (``16e6``) as a number, as
-    YAML 1.2 and ``--set`` do (YAML 1.1 leaves it a string)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: set = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if key in seen:
-                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"),
-                                       list("-+0123456789"))
-
-
-def read_file(path: str | Path) -> dict[str, Any]:
-    """Parse a YAML / TOML / JSON file into a mapping, with line numbers on syntax errors."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise SpecError("spec", str(path), f"cannot read file ({err.strerror})") from None
-    except UnicodeDecodeError:
-        raise SpecError("spec", str(path), "not a UTF-8 text file (YAML, TOML or JSON)") from None
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".toml":
-            data = tomllib.loads(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except _DuplicateKey as err:
-        raise SpecError(err.key, "given twice", "each key once per mapping (YAML keys are unique; "
-                        "the second would silently win)", where=f"{path}:{err.line}") from None
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        line = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise SpecError("yaml", (err.problem or "syntax error"), "malformed YAML", where=line) from None
-    except yaml.YAMLError as err:  # the reader's: a control character, a bad encoding
-        raise SpecError("yaml", str(err).splitlines()[0], "malformed YAML", where=str(path)) from None
-    except RecursionError:
-        raise SpecError("spec", str(path), f"nested too deeply (at most {MAX_DEPTH} levels)") from None
-    except json.JSONDecodeError as err:
-        raise SpecError("json", err.msg, "malformed JSON", where=f"{path}:{err.lineno}") from None
-    except tomllib.TOMLDecodeError as err:
-        raise SpecError("toml", str(err), "malformed TOML", where=str(path)) from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SpecError("spec", type(data).__name__, "the top level must be a mapping", where=str(path))
-    check_tree(data, "spec", str(path), where=str(path))
-    return data
-
-
-MAX_DEPTH = 32  # levels of nesting in a spec: its deepest real key (cluster.layers.0.span_gpus) has 4
-
-
-def check_tree(data: Any, field: str, value: Any, where: str | None = None) -> None:
-    """A SpecError when ``data`` nests deeper than :data:`MAX_DEPTH`, contains itself (YAML
-    aliases can do both, and share nodes), or has a key that is not a string (YAML reads ``0:``,
-    ``1.5:``, ``true:``, ``null:`` as a number, a boolean, null): the code that reads a spec
-    recurses, and passes mappings on as keyword arguments. Each distinct mapping or list is
-    visited once. An error names ``field`` and ``value`` (a key's error: the key, at ``where``)."""
-    if not isinstance(data, (dict, list)):
-        return
-    height: dict[int, int] = {}
-    open_: set[int] = set()  # the nodes whose subtree is being measured: the current one's ancestors
-    stack: list[tuple[Any, bool, tuple]] = [(data, False, ())]
-    while stack:
-        node, done, at = stack.pop()
-        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
-        children = [(k, c) for k, c in items if isinstance(c, (dict, list))]
-        if done:
-            open_.discard(id(node))
-            height[id(node)] = 1 + max((height[id(c)] for _, c in children), default=0)
-            if height[id(node)] > MAX_DEPTH:
-                raise SpecError(field, value, f"nested too deeply (at most {MAX_DEPTH} levels)")
-            continue
-        if id(node) in height:
-            continue
-        if id(node) in open_:
-            raise SpecError(field, value, "contains itself (a YAML alias inside its own anchor)")
-        if isinstance(node, dict):
-            key = next((k for k in node if not isinstance(k, str)), None)
-            if key is not None or None in node:
-                raise SpecError(".".join(map(str, (*at, key))), key, "a key must be a name: quote it (YAML reads "
-                                "0, 1.5, true and null as a number, a boolean and null)", where=where)
-        open_.add(id(node))
-        stack.append((node, True, at))
-        stack.extend((c, False, (*at, k)) for k, c in children)
+SPEC_SECTIONS = {"cluster", "model", "job", "software", "network", "storage", "reliability", "plan", "seed", "notes",
+                 "run"}
+NAMED_SECTIONS = ("cluster", "model", "software")  # a preset name, a file, or a mapping with base:
 
 
 # Exponent notation YAML 1.1 leaves a string ("1e3", "16e6", "1.5E+3"): read as a number.
@@ -181,7 +80,7 @@ def set_path(data: dict[str, Any], parts: tuple[str, ...] | list[str], value: An
         if last:
             node[key] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
             break
-        if isinstance(nxt, str) and i == 0 and part in ("cluster", "model"):
+        if isinstance(nxt, str) and i == 0 and part in NAMED_SECTIONS:
             nxt = {"base": nxt}
         elif nxt is None:
             nxt = {}
@@ -196,7 +95,7 @@ def set_path(data: dict[str, Any], parts: tuple[str, ...] | list[str], value: An
 
 def _preset_field(section: str, node: dict[str, Any], key: str) -> Any:
     """``key`` of the preset a ``cluster`` / ``model`` mapping names in ``base:`` (a copy), or None."""
-    presets = {"cluster": CLUSTER_PRESETS, "model": MODEL_PRESETS}.get(section)
+    presets = {"cluster": CLUSTER_PRESETS, "model": MODEL_PRESETS, "software": SOFTWARE_PRESETS}.get(section)
     base = node.get("base")
     if presets is None or not isinstance(base, str) or base not in presets:
         return None
@@ -370,8 +269,10 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
     cluster = _build(ClusterSpec, "cluster", _resolve_named("cluster", data["cluster"], CLUSTER_PRESETS, base_dir),
                      path, where)
     model = _build(ModelSpec, "model", _resolve_named("model", data["model"], MODEL_PRESETS, base_dir), path, where)
-    job = _build(JobSpec, "job", data["job"], path, where)
-    defaults = job_defaults(job)  # before check_job fills dp in
+    software = _build(SoftwareSpec, "software",
+                      _resolve_named("software", data.get("software") or "unknown", SOFTWARE_PRESETS, base_dir),
+                      path, where)
+    job, defaults = _build_job(data["job"], software, cluster, path, where)
     network = _build(NetworkSpec, "network", {} if data.get("network") is None else data["network"], path, where)
     try:
         job = check_job(job, model, cluster)
@@ -394,6 +295,27 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
     plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
     return Spec(cluster=cluster, model=model, job=job, network=network, storage=storage, reliability=reliability,
                 plan=plan, seed=seed, notes=_notes(data.get("notes"), path), job_defaults=defaults)
+
+
+def _build_job(fields: Any, software: SoftwareSpec, cluster: ClusterSpec, path: Path | None, where
+               ) -> tuple[JobSpec, tuple[str, ...]]:
+    """(job, the job fields it did not give): the job as given, with the software stack's
+    defaults for the framework fields it leaves out (``SoftwareSpec.job_defaults``)."""
+    from teton.hardware import efficiency_for
+
+    if isinstance(fields, dict) and "software" in fields:  # a resolved job handed back (a dumped spec)
+        given = fields["software"]
+        carried = given if isinstance(given, SoftwareSpec) else _build(SoftwareSpec, "job.software", given, path, where)
+        if software.name != "unknown" and carried != software:
+            raise SpecError("job.software", carried.name, f"differs from the software: section ({software.name}); "
+                            "give the stack once, as the top-level software: section", where=where("job", ("software",)))
+        job = _build(JobSpec, "job", {**fields, "software": carried}, path, where)
+        return job, job_defaults(job)
+    job = _build(JobSpec, "job", fields, path, where)
+    defaults = job_defaults(job)  # before check_job fills dp in
+    stack = software.job_defaults(efficiency_for(cluster.gpu_spec).attn_fa3_fwd is not None)
+    fill = {k: v for k, v in stack.items() if f"job.{k}" in defaults}
+    return _build(JobSpec, "job", {**fields, **fill, "software": software}, path, where), defaults
 
 
 def _check_section(section: str, where, check):

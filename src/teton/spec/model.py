@@ -24,10 +24,13 @@ class ModelSpec(BaseModel):
     kv_heads: int | None = Field(default=None, gt=0)
     head_dim: int | None = Field(default=None, gt=0)
     vocab: int = Field(gt=0)
-    mlp: Literal["swiglu", "gelu"] = "swiglu"
+    # swiglu (gated: gate, up, down), gelu or relu2 (squared ReLU, Nemotron's: up and down only)
+    mlp: Literal["swiglu", "gelu", "relu2"] = "swiglu"
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     bias: bool = False  # biases on the linear layers (GPT-2/3 style)
-    position_embedding: Literal["rope", "learned"] = "rope"
+    # rope (rotary, applied to Q and K), learned (an absolute position table), alibi (a bias the
+    # attention kernel adds: no parameters, no separate kernel)
+    position_embedding: Literal["rope", "learned", "alibi"] = "rope"
     max_seq_len: int = Field(default=8192, gt=0)
     dropout: bool = False  # dropout layers present (their masks are saved for backward)
     tied_embeddings: bool = False
@@ -131,6 +134,38 @@ MODEL_PRESETS: dict[str, dict] = {
                       norm="layernorm", bias=True, position_embedding="learned", max_seq_len=2048,
                       dropout=True, tied_embeddings=True, published_params=175e9),
 }
+# NeMo's GPT-3 family (NVIDIA/NeMo nemo/collections/llm/gpt/model/gpt.py, GPTConfig5B / 20B; the
+# layout of Brown et al. 2020, Table 2.1): GELU, LayerNorm, biases, learned positions, tied embeddings.
+for _size, (_layers, _hidden, _heads) in {"5b": (24, 4096, 32), "20b": (44, 6144, 48)}.items():
+    MODEL_PRESETS[f"gpt3-{_size}"] = dict(MODEL_PRESETS["gpt3-175b"], layers=_layers, hidden=_hidden,
+                                           ffn_hidden=4 * _hidden, heads=_heads, published_params=None)
+# Nemotron (NVIDIA/NeMo nemo/collections/llm/gpt/model/nemotron.py: Nemotron3Config8B / 22B,
+# Nemotron4Config15B / 340B; Nemotron-4 15B and 340B technical reports, arXiv 2402.16819 and
+# 2406.11704): squared-ReLU MLP (not gated), LayerNorm, RoPE, no biases, untied embeddings, a
+# 256,000-token vocabulary.
+_NEMOTRON = dict(mlp="relu2", norm="layernorm", vocab=256000, max_seq_len=4096)
+MODEL_PRESETS["nemotron3-8b"] = dict(_NEMOTRON, layers=32, hidden=4096, ffn_hidden=16384, heads=32)
+MODEL_PRESETS["nemotron3-22b"] = dict(_NEMOTRON, layers=40, hidden=6144, ffn_hidden=24576, heads=48)
+MODEL_PRESETS["nemotron4-15b"] = dict(_NEMOTRON, layers=32, hidden=6144, ffn_hidden=24576, heads=48, kv_heads=8,
+                                      published_params=15.6e9)
+MODEL_PRESETS["nemotron4-340b"] = dict(_NEMOTRON, layers=96, hidden=18432, ffn_hidden=73728, heads=96, kv_heads=8,
+                                       published_params=340e9)
+# BLOOM (BigScience, arXiv 2211.05100, Table 3; bigscience tr11-176B-ml): 70 layers, hidden 14,336,
+# 112 heads, 4h GELU MLP, LayerNorm (and one on the embedding), biases, ALiBi positions, tied
+# embeddings, a 250,680-token vocabulary, no dropout.
+MODEL_PRESETS["bloom-176b"] = dict(layers=70, hidden=14336, ffn_hidden=57344, heads=112, vocab=250680, mlp="gelu",
+                                   norm="layernorm", bias=True, position_embedding="alibi", max_seq_len=2048,
+                                   tied_embeddings=True, published_params=176e9)
+# Megatron-Turing NLG 530B (Smith et al. 2022, arXiv 2201.11990, Sec. 2): 105 layers, hidden 20,480,
+# 128 heads, sequence 2,048, GPT-2 BPE vocabulary (50,272 padded), GPT-3-style blocks.
+MODEL_PRESETS["mt-nlg-530b"] = dict(MODEL_PRESETS["gpt3-175b"], layers=105, hidden=20480, ffn_hidden=81920,
+                                    heads=128, vocab=50272, published_params=530e9)
+# Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B config.json): every layer routed (128 experts,
+# top 8, no shared expert), expert width moe_intermediate_size, head_dim 128, GQA; vocab 151,936.
+MODEL_PRESETS["qwen3-30b-a3b"] = dict(layers=48, hidden=2048, ffn_hidden=768, heads=32, kv_heads=4, head_dim=128,
+                                      vocab=151936, experts=128, top_k=8, max_seq_len=40960, published_params=30.5e9)
+MODEL_PRESETS["qwen3-235b-a22b"] = dict(layers=94, hidden=4096, ffn_hidden=1536, heads=64, kv_heads=4, head_dim=128,
+                                        vocab=151936, experts=128, top_k=8, max_seq_len=40960, published_params=235e9)
 # Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088, Table 1) and HF config.json files:
 # 8 experts, 2 active per token; 46.7B total / 12.9B active (8x7B), 141B / 39B (8x22B).
 MODEL_PRESETS["mixtral-8x7b"] = dict(layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000,
@@ -165,7 +200,7 @@ def model_from_hf_config(path: str | Path) -> dict:
         kv_heads=cfg.get("num_key_value_heads"),
         head_dim=cfg.get("head_dim"),
         vocab=cfg["vocab_size"],
-        mlp="swiglu" if act in ("silu", "swish", "swiglu") else "gelu",
+        mlp="swiglu" if act in ("silu", "swish", "swiglu") else "relu2" if act in ("relu2", "squared_relu") else "gelu",
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         max_seq_len=cfg.get("max_position_embeddings", 8192),
         experts=cfg.get("num_local_experts", 1) or 1,

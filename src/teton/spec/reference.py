@@ -20,6 +20,7 @@ from teton.spec.model import ModelSpec
 from teton.spec.network import NetworkSpec
 from teton.spec.plan import PlanSpec
 from teton.spec.reliability import InfantMortality, ReliabilitySpec
+from teton.spec.software import SoftwareSpec
 from teton.spec.storage import CheckpointPolicy, StorageSystem
 
 SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
@@ -27,6 +28,9 @@ SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("cluster.layers[]", FabricLayer, "one fabric layer, innermost first"),
     ("model", ModelSpec, "a preset name, a Hugging Face config.json, a file, or a mapping"),
     ("job", JobSpec, "the parallel layout, batch and the memory and overlap choices"),
+    ("software", SoftwareSpec, "the software stack: a preset name (`teton presets`), or a mapping (`base:` a preset "
+                               "plus overrides); it sets the defaults of the job's framework fields and keys the "
+                               "fitted in-situ values"),
     ("network", NetworkSpec, "which cost model prices the collectives"),
     ("storage", StorageSystem, "the storage system checkpoints land on (`preset:` plus overrides); "
                                "default: the cluster's `storage`"),
@@ -58,6 +62,8 @@ GLOSSARY = {
     "job.pp_schedule": "pipeline schedule", "job.virtual_stages": "model chunks per pipeline rank (interleaved)",
     "job.zero": "ZeRO stage: 1 optimizer state, 2 + gradients, 3 + parameters sharded over DP",
     "job.grad_accum_dtype": "dtype of the accumulated gradients", "job.placement": "rank-to-GPU placement policy",
+    "job.software": "the software stack (put here from the top-level software: section)",
+    "software.description": "what the stack is, in words",
     "network.fidelity": "analytical (alpha-beta) or flow (max-min fair flows on the switch graph)",
     "network.routing": "flow model: how connections pick paths", "network.qps_per_connection": "flow model: RDMA QPs per connection",
     "storage.checkpoint.mode": "sync: GPUs wait for the upload; async: only for the device-to-host copy",

@@ -35,3 +35,8 @@ class Spec(BaseModel):
     # ``load_spec`` (``job_defaults``); a Spec built otherwise, or a search's candidate, keeps ()
     # or the loaded job's.
     job_defaults: tuple[str, ...] = ()
+
+    @property
+    def software(self):
+        """The software stack (``teton.spec.software.SoftwareSpec``), which the job carries."""
+        return self.job.software

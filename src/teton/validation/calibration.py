@@ -137,7 +137,7 @@ def fitted_cluster(result, runs) -> tuple[dict, str]:
                         "fit each cluster's runs separately")
     cluster = next(iter(clusters.values()))
     family = runs[0].family
-    lo, hi = result.band(family)
+    lo, hi = result.band("loo")
     eff = {**microbenchmark_overrides(cluster.efficiency), "profile": "burst", **{k: round(v, 6) for k, v in result.overrides(family).items()},
            "band_low": round(lo, 6), "band_high": round(hi, 6)}
     preset = CLUSTER_PRESETS.get(cluster.name)

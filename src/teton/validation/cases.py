@@ -20,7 +20,7 @@ from teton.memo import cached
 # value | lower_bound | upper_bound (a published "at least" / "up to") | check (the model was
 # derived from this figure: reported, but kept out of the mean error)
 KINDS = ("value", "lower_bound", "upper_bound", "check")
-PREDICTIONS = ("burst", "in_sample", "loo")
+PREDICTIONS = ("burst", "in_sample", "loo", "loso")
 RATIO_PREFIX = "ratio: "
 
 
@@ -34,10 +34,12 @@ class ValidationRow:
     source: str
     note: str = ""
     kind: str = "value"
-    # the three predictions of a training-set row (None for the other cases)
+    # the predictions of a training-set row (None for the other cases)
     burst: float | None = None
     in_sample: float | None = None
     loo: float | None = None
+    loso: float | None = None  # leave-one-stack-out: the stack unseen (its prior's centre)
+    stack: str = ""  # the row's software stack (training-set rows)
 
     @property
     def error(self) -> float:
@@ -65,20 +67,38 @@ class ValidationRow:
         d = asdict(self)
         d.update(error=self.error, within_tolerance=self.within)
         if self.loo is not None:
-            d.update({f"error_{w}": self.error_of(w) for w in PREDICTIONS})
+            d.update({f"error_{w}": self.error_of(w) for w in PREDICTIONS if getattr(self, w) is not None})
         return d
 
 
 @cached(4)
 def training_fit(calibration: tuple | None = None):
-    """The fit on the bundled training set (memoised: validate's cases share it)."""
+    """The fit on the bundled training sets (both), memoised: validate's cases share it."""
     from teton.validation.fit import fit_runs
-    from teton.validation.training import ratio_pairs, training_runs
 
-    runs = training_runs()
+    runs = all_training_runs()
     if calibration:
         runs = tuple(_calibrated(r, dict(calibration)) for r in runs)
-    return fit_runs(runs, pairs=tuple((a, b) for _, a, b, _ in ratio_pairs()))
+    return fit_runs(runs, pairs=tuple((a, b) for _, a, b, _ in all_ratio_pairs()), progress=_FIT_PROGRESS.get("fn"))
+
+
+def all_ratio_pairs() -> list[tuple[str, str, str, float]]:
+    """The step-time ratios both training sets check (set 1's, and set 2's precision / recipe pairs)."""
+    from teton.validation.training import ratio_pairs
+    from teton.validation.training_set2 import precision_pairs
+
+    return [*ratio_pairs(), *precision_pairs()]
+
+
+_FIT_PROGRESS: dict = {}  # the progress callback of the fit run_validation is waiting on
+
+
+def all_training_runs() -> tuple:
+    """Every run of both training sets (set 1: Llama 3 Table 4, Korthikanti Table 5; set 2)."""
+    from teton.validation.training import training_runs
+    from teton.validation.training_set2 import training_runs_2
+
+    return (*training_runs(), *training_runs_2())
 
 
 def _calibrated(run, overrides: dict):
@@ -97,7 +117,7 @@ def _calibrated(run, overrides: dict):
 
 
 def _in_metric(run, step_s: float) -> float:
-    """A predicted step time in the run's published metric."""
+    """A predicted step time in the run's published metric (a throughput scales as 1 / step)."""
     return step_s if run.metric == "step_time_s" else run.published * run.step_time_s / step_s
 
 
@@ -107,32 +127,44 @@ def _default_step_s(run) -> float:
     return simulate_step(run.spec).step_time_s
 
 
-def step_rows(names: tuple[str, ...], calibration: dict | None = None) -> list[ValidationRow]:
-    """The training-set rows of the runs whose names start with one of ``names``, with their
-    ratio rows."""
-    from teton.validation.training import ratio_pairs
-
+def step_rows(names: tuple[str, ...], calibration: dict | None = None, case_of=None) -> list[ValidationRow]:
+    """The training-set rows of the runs whose names start with one of ``names`` (``case_of(run)``:
+    the case a row is listed under; default the name's part before ':'), with their ratio rows."""
     fit = training_fit(tuple(sorted(calibration.items())) if calibration else None)
     rows, steps = [], {}
     source = {r.name: r.source for r in fit.runs}
     for i, run in enumerate(fit.runs):
-        steps[run.name] = (run.step_time_s, fit.burst_s[i], fit.in_sample_s[i], fit.loo_s[i], _default_step_s(run))
+        preds = {w: getattr(fit, f"{w}_s")[i] for w in PREDICTIONS}
+        steps[run.name] = (run.step_time_s, preds["burst"], preds["in_sample"], _default_step_s(run))
         if not run.name.startswith(names):
             continue
-        case = run.name.split(":")[0]
+        case = case_of(run) if case_of else run.name.split(":")[0]
+        metric = run.name.split(": ", 1)[1] if ": " in run.name else run.name
         rows.append(ValidationRow(
-            case, f"{run.metric} ({run.name.split(': ', 1)[1]})", run.published, _in_metric(run, steps[run.name][4]),
-            run.tolerance, run.source, run.note, burst=_in_metric(run, fit.burst_s[i]),
-            in_sample=_in_metric(run, fit.in_sample_s[i]), loo=_in_metric(run, fit.loo_s[i])))
-    for label, a, b, tol in ratio_pairs():
+            case, f"{run.metric} ({metric})", run.published, _in_metric(run, steps[run.name][3]),
+            run.tolerance, run.source, run.note, stack=fit.cells[i][0],
+            **{w: _in_metric(run, v) for w, v in preds.items()}))
+    runs = {r.name: r for r in fit.runs}
+    for label, a, b, tol in all_ratio_pairs():
         if not a.startswith(names):
             continue
-        (ma, ba, ia, _, da), (mb, bb, ib, _, db) = steps[a], steps[b]
+        (ma, ba, ia, da), (mb, bb, ib, db) = steps[a], steps[b]
         la, lb = fit.pair_loo_s[(a, b)]  # leave-pair-out: a fit that saw neither run
-        rows.append(ValidationRow(a.split(":")[0], RATIO_PREFIX + label, ma / mb, da / db, tol, source[a],
+        case = case_of(runs[a]) if case_of else a.split(":")[0]
+        rows.append(ValidationRow(case, RATIO_PREFIX + label, ma / mb, da / db, tol, source[a],
                                   "leave-one-out column: both runs held out of the fit",
                                   burst=ba / bb, in_sample=ia / ib, loo=la / lb))
     return rows
+
+
+def training_set2() -> list[ValidationRow]:
+    """Training set 2's judged rows, one case per source (``teton.validation.training_set2``)."""
+    from teton.validation.training_set2 import SOURCE_NAMES, published_rows
+
+    source_of = {r.id: r.source for r in published_rows()}
+    prefixes = tuple(r.id for r in published_rows() if r.id[0] in "abcdefh")
+    return step_rows(prefixes, case_of=lambda run: f"Training set 2, {source_of[run.name]}: "
+                     f"{SOURCE_NAMES[source_of[run.name]]}")
 
 
 def llama3_table4(calibration: dict | None = None) -> list[ValidationRow]:
@@ -174,12 +206,14 @@ CASES: dict[str, Callable[..., list[ValidationRow]]] = {
     "llama3-405b-table4": llama3_table4,
     "korthikanti-2022-table5": korthikanti_table5,
     "korthikanti-2022-figure1": korthikanti_figure1,
+    "training-set-2": training_set2,
     "meta-network-claims": meta_network_claims,
     "tectonic-llama3-storage": tectonic_llama3_storage,
     "llama3-405b-54-days": llama3_405b_54_days,
 }
 # cases whose predictions use the GPU efficiency catalog, and so accept measured overrides
 CALIBRATED_CASES = {"llama3-405b-table4", "korthikanti-2022-table5"}
+FIT_CASES = {"llama3-405b-table4", "korthikanti-2022-table5", "training-set-2"}  # the cases the fit judges
 
 
 def all_cases() -> dict[str, Callable[..., list[ValidationRow]]]:
@@ -190,13 +224,20 @@ def all_cases() -> dict[str, Callable[..., list[ValidationRow]]]:
 def run_validation(names: list[str] | None = None, progress: Callable[[str, int, int], None] | None = None,
                    calibration: dict[str, float] | None = None) -> dict:
     """All (or the named) cases: rows, mean absolute relative error per prediction, count within
-    tolerance. ``progress(case, done, total)`` is called before each case runs."""
+    tolerance; with a training-set case also the fit's per-stack summary, bands and coverage, and
+    the training-set-2 rows teton does not judge (and why). ``progress(what, done, total)``."""
     rows: list[ValidationRow] = []
     todo = [(n, fn) for n, fn in all_cases().items() if not names or n in names]
-    for i, (name, fn) in enumerate(todo):
-        if progress is not None:
-            progress(name, i, len(todo))
-        rows.extend(fn(calibration) if calibration and name in CALIBRATED_CASES else fn())
+    key = tuple(sorted(calibration.items())) if calibration else None
+    if progress is not None and any(n in FIT_CASES for n, _ in todo):
+        _FIT_PROGRESS["fn"] = lambda done, total: progress("fitting the in-situ parameters", done, total)
+    try:
+        for i, (name, fn) in enumerate(todo):
+            if progress is not None and (name not in FIT_CASES or training_fit.cache_info().currsize):
+                progress(name, i, len(todo))
+            rows.extend(fn(calibration) if calibration and name in CALIBRATED_CASES else fn())
+    finally:
+        _FIT_PROGRESS.clear()
     values = [r for r in rows if r.kind == "value"]  # bounds have no point estimate to miss
 
     def mean_abs(get, among=values) -> float:
@@ -211,9 +252,64 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
         "total": len(rows),
     }
     if fitted:
-        fit = training_fit(tuple(sorted(calibration.items())) if calibration else None)
-        out["training_set"] = {f"mean_abs_error_{w}": mean_abs(lambda r, w=w: r.error_of(w), fitted)
-                               for w in PREDICTIONS}
-        out["training_set"]["rows"] = len(fitted)
-        out["fit"] = {p.name: v for p, v in zip(fit.parameters, fit.values, strict=True)}
+        fit = training_fit(key)
+        out["training_set"] = fit_summary(fit, fitted)
+        out["stacks"] = stack_summary(fit)
+        out["fit"] = fit.parameter_rows()
+        out["notes"] = list(fit.notes)
+    if not names or "training-set-2" in names:
+        out["not_judged"] = not_judged_rows()
+    return out
+
+
+def fit_summary(fit, fitted: list[ValidationRow]) -> dict:
+    """Mean and max absolute error per prediction over the judged rows, the bands, their coverage."""
+    out = {"rows": len(fitted)}
+    for w in PREDICTIONS:
+        errs = [abs(e) for e in (r.error_of(w) for r in fitted) if e is not None and not math.isnan(e)]
+        out[f"mean_abs_error_{w}"] = sum(errs) / len(errs) if errs else 0.0
+        out[f"max_abs_error_{w}"] = max(errs) if errs else 0.0
+    for w, name in (("loo", "seen"), ("loso", "unseen")):
+        out[f"band_{name}"] = list(fit.band(w))
+        out[f"coverage_{name}"] = fit.coverage(w)
+    out["spread"] = {"sigma": fit.hyper.sigma, **{f"tau_{k}": v for k, v in fit.hyper.tau}}
+    return out
+
+
+def stack_summary(fit) -> list[dict]:
+    """One row per (stack, family): runs, fitted values, leave-one-out and leave-one-stack-out
+    mean / max absolute errors, and the share of its rows inside their nested bands."""
+    import numpy as np
+
+    from teton.validation import bands
+
+    out = []
+    loo, loso = fit.errors("loo"), fit.errors("loso")
+    configs, stacks = [r.config for r in fit.runs], [c[0] for c in fit.cells]
+    for cell in dict.fromkeys(fit.cells):
+        idx = [i for i, c in enumerate(fit.cells) if c == cell]
+        others_cfg = [i for i in range(len(fit.runs)) if configs[i] not in {configs[j] for j in idx}]
+        others_stack = [i for i in range(len(fit.runs)) if stacks[i] != cell[0]]
+        lo, hi = bands.band(loo[others_cfg], fit.weights("loo")[others_cfg])
+        ulo, uhi = bands.band(loso[others_stack], fit.weights("loso")[others_stack])
+        out.append({"stack": cell[0], "family": cell[1], "rows": len(idx),
+                    "values": fit.values(cell),
+                    "loo_mean_abs": float(np.mean(np.abs(loo[idx]))), "loo_max_abs": float(np.max(np.abs(loo[idx]))),
+                    "loso_mean_abs": float(np.mean(np.abs(loso[idx]))),
+                    "loso_max_abs": float(np.max(np.abs(loso[idx]))),
+                    "inside_seen_band": float(np.mean((loo[idx] >= lo) & (loo[idx] <= hi))),
+                    "inside_unseen_band": float(np.mean((loso[idx] >= ulo) & (loso[idx] <= uhi)))})
+    return out
+
+
+def not_judged_rows() -> list[dict]:
+    """Training set 2's rows teton does not judge, each with its status and reason."""
+    from teton.validation.training_set2 import JUDGED, published_rows, row_status
+
+    out = []
+    for r in published_rows():
+        status, reason = row_status(r)
+        if status != JUDGED:
+            out.append({"id": r.id, "source": r.source, "system": r.system, "model": r.model,
+                        "precision": r.precision, "status": status, "reason": reason})
     return out

@@ -5,8 +5,8 @@ degrees, GPU count, recompute, sequence length, model size, and the shares of th
 that GEMMs, attention, memory-bound kernels and exposed communication take in the burst
 prediction) and the in-sample log residuals r = log(t / T):
 
-* both are centred within each GPU family (a per-family parameter absorbs a family's level, so
-  only the trend inside families is evidence);
+* both are centred within each cell (software stack, GPU family): a cell's own in-situ values
+  absorb its level, so only the trend inside cells is evidence;
 * ``slope`` is the least-squares slope of r on x, ``effect`` the residual change it implies over
   the feature's range (``slope * (max x - min x)``, a relative error), ``r`` Pearson's correlation;
 * a feature shows a **trend** when |r| >= 0.7 and |effect| >= 2 %: strong and large enough to
@@ -19,7 +19,8 @@ import math
 
 import numpy as np
 
-from teton.validation.fit import FitResult, fit_runs, run_spec
+from teton.validation.fit import FitResult, fit_runs
+from teton.validation.predict import run_spec
 from teton.validation.runs import MeasuredRun
 
 TREND_R, TREND_EFFECT = 0.7, 0.02
@@ -54,7 +55,7 @@ def residual_trends(result: FitResult, features: list[dict[str, float]] | None =
     runs = result.runs
     feats = features if features is not None else [run_features(r) for r in runs]
     resid = np.log1p(result.errors("in_sample"))
-    fam = np.array([r.family for r in runs])
+    fam = np.array(["/".join(c) for c in result.cells])
     rc = resid.copy()
     for f in set(fam):
         rc[fam == f] -= rc[fam == f].mean()
@@ -67,7 +68,7 @@ def residual_trends(result: FitResult, features: list[dict[str, float]] | None =
         spread = float(x.max() - x.min())
         if float(xc @ xc) < 1e-12:
             out.append({"feature": name, "slope": 0.0, "effect": 0.0, "r": 0.0, "trend": False,
-                        "note": "constant within every family"})
+                        "note": "constant within every stack"})
             continue
         slope = float(xc @ rc / (xc @ xc))
         denom = math.sqrt(float(xc @ xc) * float(rc @ rc))
@@ -113,15 +114,17 @@ def compare_candidates(runs, sets=CANDIDATE_SETS, progress=None, pairs=()) -> li
         if progress is not None:
             progress(i, len(sets))
         res = fit_runs(runs, keys, pairs=tuple((a, b) for _, a, b, _ in pairs))
-        loo, ins = res.errors("loo"), res.errors("in_sample")
+        loo, ins, loso = res.errors("loo"), res.errors("in_sample"), res.errors("loso")
         trends = residual_trends(res, features)
         ratios = ratio_errors(res, pairs)
+        params = res.parameter_rows()
         out.append({
             "parameters": list(keys),
-            "values": {p.name: v for p, v in zip(res.parameters, res.values, strict=True)},
-            "identified": {p.name: ok for p, ok in zip(res.parameters, res.identified, strict=True)},
+            "identified": sum(p["identified"] for p in params), "values": len(params),
+            "spread": {"sigma": res.hyper.sigma, **{f"tau_{k}": v for k, v in res.hyper.tau}},
             "in_sample_mean_abs": float(np.mean(np.abs(ins))), "loo_mean_abs": float(np.mean(np.abs(loo))),
-            "loo_max_abs": float(np.max(np.abs(loo))),
+            "loo_max_abs": float(np.max(np.abs(loo))), "loso_mean_abs": float(np.mean(np.abs(loso))),
+            "loso_max_abs": float(np.max(np.abs(loso))), "coverage_unseen": res.coverage("loso"),
             "ratios_within_in_sample": sum(abs(r["error_in_sample"]) <= r["tolerance"] for r in ratios),
             "ratios_within_leave_pair_out": sum(abs(r["error_leave_pair_out"]) <= r["tolerance"] for r in ratios),
             "ratios": len(ratios),

@@ -28,7 +28,8 @@ from typing import Any
 from teton.errors import SpecError
 from teton.spec import Spec, load_spec
 
-MEASURES = ("step_time_s", "tflops_per_gpu")
+MEASURES = ("step_time_s", "tflops_per_gpu")  # what a user's runs file may give
+PUBLISHED_METRICS = (*MEASURES, "tokens_per_s_per_gpu")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,17 @@ class MeasuredRun:
     source: str = ""
     note: str = ""
     tolerance: float = 0.05  # acceptance band of the leave-one-out prediction (relative error)
+    # repeat measurements of one configuration share a group: held out together (default: the name)
+    group: str = ""
+
+    @property
+    def stack(self) -> str:
+        """The software stack whose in-situ parameters this run informs."""
+        return self.spec.job.software.name
+
+    @property
+    def config(self) -> str:
+        return self.group or self.name
 
     @property
     def family(self) -> str:

@@ -43,22 +43,16 @@ KORTHIKANTI_MEMORY_SOURCE = "Korthikanti et al. 2022, arXiv 2205.05198, Figure 1
 LLAMA3_405B_BASE = {
     "cluster": "meta-roce-24k",
     "model": "llama3-405b",
+    "software": "meta-llama3-2024",
     "job": {
         "micro_batch": 1, "precision": "bf16", "recompute": "none", "sequence_parallel": True,
         "pp_schedule": "interleaved", "virtual_stages": 8, "pp_embedding_slots": True, "zero": 2,
         "grad_accum_dtype": "fp32", "placement": "topology-aware",
-        # PyTorch FSDP accumulating in FP32 (Sec. 3.3.2): autograd's bf16 weight gradient is added
-        # into the FP32 buffer by a separate kernel each micro-batch (no fused GEMM epilogue)
-        "grad_accum_fusion": False,
     },
 }
 
 KORTHIKANTI_CLUSTER = "dgx-a100-superpod"
-KORTHIKANTI_JOB = {
-    "dp": 1, "seq_len": 2048, "precision": "bf16", "flash_attention": False, "zero": 0,
-    "grad_accum_dtype": "fp32", "grad_accum_fusion": True, "kernel_fusion": "fused", "tp_overlap": "bwd",
-    "pp_scatter_gather": True, "pp_p2p": "blocking", "placement": "topology-aware",
-}
+KORTHIKANTI_JOB = {"dp": 1, "seq_len": 2048, "precision": "bf16", "zero": 0, "placement": "topology-aware"}
 # (column, recompute, sequence parallelism)
 KORTHIKANTI_MODES = (("full_recompute_s", "full", False), ("sp_selective_s", "selective", True))
 
@@ -103,7 +97,7 @@ def korthikanti_spec(row: dict, recompute: str, sequence_parallel: bool) -> dict
     job = dict(KORTHIKANTI_JOB, gpus=int(row["gpus"]), tp=int(row["tp"]), pp=pp, micro_batch=int(row["micro_batch"]),
                global_batch=int(row["global_batch"]), recompute=recompute, sequence_parallel=sequence_parallel,
                pp_schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v)
-    return {"cluster": KORTHIKANTI_CLUSTER, "model": korthikanti_model(row), "job": job}
+    return {"cluster": KORTHIKANTI_CLUSTER, "model": korthikanti_model(row), "software": "megatron-lm-2022", "job": job}
 
 
 def korthikanti_case_name(row: dict, recompute: str) -> str:

@@ -32,9 +32,10 @@ element) are left out of both columns alike.
 * bias, dropout and residual, ``x + dropout(y + b)``: ``add`` 2+2, the mask's ``bernoulli_``
   and scaling ``div_`` 4+4, ``mul`` 4+2, ``add`` 4+2 = 24; backward (the masked gradient's
   ``mul`` 6, the residual fork's ``add`` 6) 12.
-* cross-entropy on fp32 logits: ``to(fp32)`` 2+4, ``log_softmax`` 4+4, ``nll_loss`` 4 = 18, as
-  teton's fused figure (Megatron's vocab-parallel cross-entropy is itself several passes);
-  backward (``to(bf16)``, ``nll_loss_backward``, ``log_softmax_backward``) 26.
+
+The cross-entropy is not an elementwise op of this table: the stack picks its kernel
+(``software.cross_entropy``: eager, Megatron's vocab-parallel or TE's fused one), whatever
+``job.kernel_fusion`` says (``workload.head``, figures in ``hardware.kernels.CROSS_ENTROPY``).
 """
 
 from __future__ import annotations
@@ -48,14 +49,15 @@ BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
     "rope": {"fused": (4.0, 4.0), "eager": (20.0, 20.0)},
     "swiglu": {"fused": (6.0, 10.0), "eager": (10.0, 18.0)},
     "gelu": {"fused": (4.0, 6.0), "eager": (4.0, 6.0)},
+    # squared ReLU (Nemotron): fused, one kernel as GELU; eager ``relu(x).square()``: relu 2+2,
+    # square 2+2 = 8; backward: square's (grad, input -> grad) 2+2+2, relu's threshold_backward 2+2+2 = 12
+    "relu2": {"fused": (4.0, 6.0), "eager": (8.0, 12.0)},
     # the residual add; backward: the gradient summed where the residual forks (read 2, write 1)
     "residual": {"fused": (6.0, 6.0), "eager": (6.0, 6.0)},
     # GPT-style: the row-parallel output's bias, dropout (a 1-byte mask) and the residual add.
     # Fused (Megatron's bias_dropout_add_fused): read y and the residual, write out and the mask
     # = 7; backward: the masked gradient (read 2 + 1, write 2) and the residual fork's add (6).
     "bias_dropout_add": {"fused": (7.0, 11.0), "eager": (24.0, 12.0)},
-    # per logit of this rank's vocab shard
-    "cross_entropy": {"fused": (18.0, 8.0), "eager": (18.0, 26.0)},
 }
 
 

@@ -4,8 +4,10 @@ A :class:`ComputeOp` is a kernel: its FLOPs, the HBM bytes it moves and, for a G
 attention GEMM, its shape ``m x n x k`` (what the compute model's efficiency curves read). A
 :class:`Collective` is a communication over one parallel axis: nccl-tests' array size ``S`` and,
 when it runs alongside a GEMM or attention op of the same pass, which one and how
-(``engine.overlap`` prices that). A :class:`Block` is the ordered forward and backward items of a
-transformer layer, the embedding or the output head (``workload.ops``).
+(``engine.overlap`` prices that). A :class:`HostCopy` is a copy between HBM and host memory on a
+copy stream of its own (CPU activation offload). A :class:`Block` is the ordered forward and
+backward items of a transformer layer, the embedding or the output head (``workload.ops``,
+``workload.head``), and whether a CUDA graph replays them (``Block.graphed``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class ComputeOp:
     # GEMM accumulating into the gradient buffer in its epilogue, Megatron's
     # gradient_accumulation_fusion); 0: a fresh output (beta = 0)
     accumulate_bytes: int = 0
+    # kernels this op stands for (an eager loss is several passes): the CPU launches each
+    kernels: int = 1
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,18 @@ class Collective:
     ring_steps: int = 0  # > 0: a ring of this many exchange steps under that op's blocks (ring attention)
 
 
-Item = ComputeOp | Collective
+@dataclass(frozen=True)
+class HostCopy:
+    """A copy of ``bytes`` between HBM and host memory over the GPU's PCIe link, issued on a
+    separate stream and overlapped with the compute of the pass it sits in (CPU activation
+    offload: ``workload.layer_kinds``; ``engine.block_timer`` charges what that compute does not hide)."""
+
+    name: str
+    direction: Literal["d2h", "h2d"]
+    bytes: float
+
+
+Item = ComputeOp | Collective | HostCopy
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,13 @@ class Block:
     name: str
     fwd: tuple[Item, ...]
     bwd: tuple[Item, ...]
+    # captured in a CUDA graph (``software.cuda_graphs``): replayed without a CPU launch per kernel
+    graphed: bool = False
+
+
+def memory_op(name: str, nbytes: float, backward: bool = False, kernels: int = 1) -> ComputeOp:
+    """A memory-bound kernel (or ``kernels`` of them) moving ``nbytes`` through HBM."""
+    return ComputeOp(name, "memory", 0.0, float(nbytes), backward=backward, kernels=kernels)
 
 
 def gemm_ops(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True) -> tuple[ComputeOp, ...]:
@@ -89,5 +111,7 @@ def as_recompute(item: Item) -> Item:
     forward runs the forward kernel, at the forward kernel's efficiency)."""
     if isinstance(item, ComputeOp):
         return ComputeOp(f"recompute.{item.name}", item.kind, item.flops, item.bytes, item.m, item.n, item.k,
-                         item.fp8, item.backward)
+                         item.fp8, item.backward, kernels=item.kernels)
+    if isinstance(item, HostCopy):  # pragma: no cover - host copies are added after recompute
+        raise TypeError(f"{item.name}: a host copy is not recomputed")
     return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes)

@@ -24,6 +24,19 @@ saves (``workload.recompute.sac_op_saved_bytes``), plus what one layer's recompu
 ``selective_layer`` (torchtitan's per-layer AC) mixes the two per chunk: its checkpointed layers
 (every N-th a rank builds, ``workload.recompute.checkpointed_layers``) keep their input, the others
 everything, plus one layer's recompute on ranks that checkpoint any.
+
+CPU activation offload (``software.cpu_offload_layers``; ``workload.layer_kinds`` says which
+layers): an offloaded layer's saved tensors (:func:`layer_saved_bytes`) leave HBM once copied to
+host memory, for every micro-batch a rank holds. Transformer Engine's double-buffered offload
+handler keeps at most one offloaded layer's tensors in HBM at a time (the one whose copy is in
+flight in forward, or the one reloaded ahead of its backward): one layer's worth on ranks that
+offload any.
+
+The output head's loss holds the cross-entropy kernel's peak bytes per logit
+(``workload.head.head_peak_bytes``: eager keeps its fp32 log-softmax besides the bf16 logits and
+their fp32 copy, 10 B; Megatron's vocab-parallel kernel its fp32 softmax in place of the copy,
+6 B; TE's fused kernel only the bf16 gradient written over the logits, 2 B) as a working buffer
+of the last pipeline rank.
 """
 
 from __future__ import annotations
@@ -36,15 +49,20 @@ from teton.memo import cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
-from teton.workload.elementwise import eager_saved_bytes
+from teton.workload.activations import checkpoint_bytes, layer_activation_bytes, layer_saved_bytes
+from teton.workload.head import head_peak_bytes
 from teton.workload.items import ACT_BYTES, FP32
+from teton.workload.layer_kinds import layer_kind_counts
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
-from teton.workload.recompute import checkpointed_layers, sac_op_recomputed_bytes, sac_op_saved_bytes
+from teton.workload.recompute import sac_op_recomputed_bytes
 
 # CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
 # "CUDA semantics" notes: context 300-500 MB; cuBLAS workspace 32 MiB per stream; NCCL_BUFFSIZE
 # 4 MiB x channels x peers).
 RUNTIME_BYTES = 2**30
+
+__all__ = ["MemoryBreakdown", "activation_bytes_per_rank", "checkpoint_bytes", "layer_activation_bytes",
+           "layer_saved_bytes", "memory_per_gpu", "params_per_rank"]
 
 
 @dataclass(frozen=True)
@@ -68,61 +86,31 @@ class MemoryBreakdown:
         return max(d, key=d.get)
 
 
-def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
-    """Bytes one layer saves for backward for one micro-batch on one GPU: without recompute (also
-    a selective_layer layer that is not checkpointed), without the scores (selective, full),
-    or what torchtitan's per-op policy saves (selective_op). Full recompute's checkpoints are
-    :func:`checkpoint_bytes`."""
-    if job.recompute == "selective_op":
-        return sac_op_saved_bytes(model, job)
-    lay = job.layout
-    t, c, b, s = lay.tp, lay.cp, lay.micro_batch, lay.seq_len
-    a = ACT_BYTES
-    h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
-    tok = lay.tokens
-    tok_e = tok / t if lay.sequence_parallel else tok  # unrounded, as workload.recompute's byte counts
-    drop = 1 if model.dropout else 0
-    hidden_saved = (
-        a * tok_e * h  # attention-norm input
-        + a * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
-        + a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
-        + a * tok * q / t  # attention output = output-projection input
-        + drop * tok_e * h  # dropout mask after the output projection
-        + a * tok_e * h  # MLP-norm input
-        + a * tok_e * h  # MLP-up GEMM input
-        + drop * tok_e * h  # dropout mask after the MLP
-    )
-    if model.mlp == "swiglu":
-        mlp_saved = 2 * a * tok * f / t  # gate and up projections (fused SwiGLU recomputes the product)
-    else:
-        mlp_saved = 2 * a * tok * f / t  # GELU input and GELU output (= down-projection input)
-    if model.experts > 1:
-        # each token's top_k expert copies keep their MLP activations; router probabilities;
-        # the dispatched expert inputs (the combine's inputs are the down projections' outputs)
-        mlp_saved *= model.top_k
-        hidden_saved += FP32 * tok_e * model.experts + a * tok * model.top_k * h / t
-    if c > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
-        hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)
-    stats = FP32 * tok_e * 2 + FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
-    scores = 0.0
-    if not job.flash_attention and job.recompute in ("none", "selective_layer"):
-        # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout
-        scores = (a + drop * (1 + a)) * b * (model.heads / t) * (s / c) * s
-    eager = (eager_saved_bytes(model, tok, tok_e, t, model.top_k if model.experts > 1 else 1)
-             if job.kernel_fusion == "eager" else 0.0)
-    return hidden_saved + mlp_saved + stats + scores + eager
+def _chunk_layer_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """((p, v) bytes one micro-batch of each chunk keeps in HBM, (p, v) checkpointed layers, (p,)
+    bytes of the largest offloaded layer on each rank): the layer kinds' saved bytes, offloaded
+    layers' left out."""
+    per_layer = layer_saved_bytes(model, job)
+    ckpt_bytes = checkpoint_bytes(model, job)
+    per_chunk = np.zeros(split.layers.shape)
+    ckpt = np.zeros(split.layers.shape)
+    buffer = np.zeros(split.p)
+    for kind, n in layer_kind_counts(job, split).items():
+        saved = ckpt_bytes if kind.checkpointed else per_layer
+        if kind.checkpointed:
+            ckpt = ckpt + n
+        if kind.offloaded:
+            buffer = np.maximum(buffer, np.where(n.sum(axis=1) > 0, saved, 0.0))
+        else:
+            per_chunk = per_chunk + n * saved
+    return per_chunk, ckpt, buffer
 
 
 def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """Peak activation bytes of each pipeline rank, in-flight micro-batches included."""
     p, v, m = split.p, split.v, job.micro_batches
-    per_layer = layer_activation_bytes(model, job)
-    if job.recompute == "full":
-        per_layer = checkpoint_bytes(model, job)
-    per_chunk = split.layers * per_layer  # (p, v) bytes of one micro-batch of each chunk
-    if job.recompute == "selective_layer":  # checkpointed layers keep their input, the others all
-        ckpt = checkpointed_layers(split.layers, job.recompute_interval)
-        per_chunk = (split.layers - ckpt) * per_layer + ckpt * checkpoint_bytes(model, job)
+    per_layer = layer_saved_bytes(model, job)
+    per_chunk, ckpt, offload_buffer = _chunk_layer_bytes(model, job, split)  # (p, v) one micro-batch of each chunk
     ranks = np.arange(p)
     if v == 1:
         held = np.minimum(p - ranks, m)
@@ -147,13 +135,7 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
     elif job.recompute == "selective_op":  # what one layer's recompute brings back for its backward
         plain = layer_activation_bytes(model, job.model_copy(update={"recompute": "none"}))
         out += np.where(split.layers_on_rank() > 0, sac_op_recomputed_bytes(model, job, plain), 0.0)
-    return out
-
-
-def checkpoint_bytes(model: ModelSpec, job: JobSpec) -> float:
-    """Bytes a fully checkpointed layer keeps per micro-batch: its input hidden state (SP-sharded)."""
-    return ACT_BYTES * job.micro_batch * job.seq_len / job.cp * model.hidden / (
-        job.tp if job.sequence_parallel and job.tp > 1 else 1)
+    return out + offload_buffer
 
 
 def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
@@ -182,7 +164,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     optim = (shard if job.zero >= 1 else params) * ADAM_STATE_BYTES
     acts = activation_bytes_per_rank(model, job, split)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
-    # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), logits (last).
+    # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
     tok = job.micro_batch * job.seq_len // job.cp
     local_experts = model.experts // job.ep if model.experts > 1 else 1  # a MoE layer gathers all its experts
     layer_params = (model.attention_params() + local_experts * model.mlp_params()) / job.tp
@@ -191,7 +173,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
         working += layer_params * grad_bytes
     if job.zero >= 3:
         working += 2 * layer_params * ACT_BYTES
-    working[-1] += (ACT_BYTES + 2 * FP32) * tok * model.vocab / job.tp
+    working[-1] += head_peak_bytes(model, job)
     total = weights + grads + optim + acts + working
     r = int(np.argmax(total))
     return MemoryBreakdown(float(weights[r]), float(grads[r]), float(optim[r]), float(acts[r]), float(working[r])), r

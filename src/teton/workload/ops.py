@@ -14,7 +14,9 @@ backward pass, as the GPU executes them under tensor (TP), sequence (SP), contex
   without SP (:func:`_tp_gather`, :func:`_tp_scatter`), CP (:func:`_cp_comm`), MoE routing and
   the EP all-to-alls (:func:`_moe_routing`), the memory-bound ops (:func:`_layer_elementwise`),
   TP collectives run alongside GEMMs (:func:`_tp_overlap`) and activation recompute
-  (:func:`_recompute_items`).
+  (:func:`_recompute_items`); the fp8 recipe's casts, fp8 attention and norm + cast fusion in
+  ``workload.fp8``; the output head and its cross-entropy kernel in ``workload.head``; CUDA-graph
+  capture as ``Block.graphed`` (``software.cuda_graphs``: layers or the whole step).
 """
 
 from __future__ import annotations
@@ -23,51 +25,32 @@ from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes
-from teton.workload.items import ACT_BYTES, FP32, Block, Collective, ComputeOp, Item, as_recompute, gemm_ops
+from teton.workload.fp8 import (
+    FP8_CAST_TRANSPOSE_BYTES,
+    attention_casts,
+    fp8_attention,
+    fp8_casts,
+    fused_norm_extra_bytes,
+    layer_casts,
+)
+from teton.workload.gradients import accum_bytes, grad_accumulate
+from teton.workload.head import head_block
+from teton.workload.items import (
+    ACT_BYTES,
+    FP32,
+    Block,
+    Collective,
+    ComputeOp,
+    Item,
+    as_recompute,
+    gemm_ops,
+    memory_op,
+)
 from teton.workload.recompute import sac_op_recompute
 
-
-def _accum_bytes(job: JobSpec) -> int:
-    """Gradient-buffer bytes per element a fused weight-gradient GEMM reads and writes; 0 if unfused."""
-    if not job.grad_accum_fusion:
-        return 0
-    return FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
-
-
-FP8_CAST_TRANSPOSE_BYTES = 4  # read bf16 (2), write fp8 (1) and its transpose (1)
-
-
-def fp8_casts(job: JobSpec, gemm: tuple[ComputeOp, ...]) -> tuple[list[ComputeOp], list[ComputeOp]]:
-    """(forward, backward) fp8 casts around one fp8 GEMM, for ``job.precision == "fp8"``.
-
-    Transformer Engine's fp8 recipe (TE docs, "FP8 primer"; Micikevicius et al. 2022, "FP8
-    Formats for Deep Learning") feeds every fp8 GEMM fp8 operands: a fused cast-transpose kernel
-    reads the bf16 input once and writes it in fp8 and transposed in fp8 (the transpose is the
-    weight-gradient GEMM's operand), 4 bytes per element; in backward the same for the output
-    gradient (m x n). Weights are cast once per step and cached across micro-batches (not
-    charged). Returns empty lists for bf16 jobs and non-fp8 GEMMs.
-    """
-    fwd = gemm[0]
-    if job.precision != "fp8" or not fwd.fp8:
-        return [], []
-    rows = fwd.flops / (2.0 * fwd.n * fwd.k)  # all the GEMM's rows (MoE: every expert's tokens)
-    return ([_mem(f"{fwd.name}.fp8_cast", FP8_CAST_TRANSPOSE_BYTES * rows * fwd.k)],
-            [_mem(f"{fwd.name}.grad_fp8_cast", FP8_CAST_TRANSPOSE_BYTES * rows * fwd.n, backward=True)])
-
-
-def grad_accumulate(job: JobSpec, params: float) -> list[ComputeOp]:
-    """The unfused gradient accumulation of ``params`` parameters after one micro-batch's backward.
-
-    PyTorch autograd (and FSDP2's ``unsharded_accumulated_grad`` with an fp32 ``reduce_dtype``)
-    adds each new bf16 gradient into the accumulation buffer with an elementwise kernel: read
-    the bf16 gradient, read and write the buffer (2 + 2 x 4 bytes per parameter for fp32). With
-    ``job.grad_accum_fusion`` the weight-gradient GEMM does this in its epilogue (Megatron's
-    ``gradient_accumulation_fusion``) and no separate kernel runs.
-    """
-    if job.grad_accum_fusion:
-        return []
-    acc = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
-    return [_mem("grad_accumulate", (ACT_BYTES + 2 * acc) * params, backward=True)]
+# re-exported: callers import these from here
+__all__ = ["ACT_BYTES", "FP32", "FP8_CAST_TRANSPOSE_BYTES", "Block", "embedding_block", "fp8_casts", "grad_accumulate",
+           "head_block", "layer_block", "layer_params_per_gpu", "pipeline_p2p_bytes", "pipeline_p2p_gather_bytes"]
 
 
 def layer_params_per_gpu(model: ModelSpec, job: JobSpec) -> float:
@@ -79,8 +62,7 @@ def layer_params_per_gpu(model: ModelSpec, job: JobSpec) -> float:
     return (model.attention_params() + model.mlp_params()) / t + 2 * model.norm_params()
 
 
-def _mem(name: str, nbytes: float, backward: bool = False) -> ComputeOp:
-    return ComputeOp(name, "memory", 0.0, float(nbytes), backward=backward)
+_mem = memory_op
 
 
 def _layer_gemms(model: ModelSpec, lay: Layout, acc: int) -> tuple[tuple[ComputeOp, ...], ...]:
@@ -105,7 +87,8 @@ def _layer_gemms(model: ModelSpec, lay: Layout, acc: int) -> tuple[tuple[Compute
     return qkv, out, up, down
 
 
-def _attention_core(model: ModelSpec, lay: Layout, flash_attention: bool) -> tuple[ComputeOp, ComputeOp, float, float]:
+def _attention_core(model: ModelSpec, lay: Layout, flash_attention: bool,
+                    fp8: bool = False) -> tuple[ComputeOp, ComputeOp, float, float]:
     """(forward, backward, score bytes, dropout bytes) of the layer's attention core.
 
     Flash attention, causal: the kernel skips the masked blocks, ``4 * tokens_q * keys_avg *
@@ -117,14 +100,16 @@ def _attention_core(model: ModelSpec, lay: Layout, flash_attention: bool) -> tup
     forward). It materialises the scores (write QK^T, softmax read+write, PV read, bf16) and runs
     torch's dropout on the probabilities after the fused softmax: read P, write the dropped P and
     a 1-byte mask; backward reads the gradient and the mask and writes the masked gradient.
+    ``fp8``: the flash kernels run in fp8 (``workload.fp8.fp8_attention``).
     """
     t, s, tok, a = lay.tp, lay.seq_len, lay.tokens, ACT_BYTES
     q = model.q_width
     qkvo_bytes = a * tok * (2 * q + 2 * model.kv_width) / t
     if flash_attention:
         attn_flops = 4.0 * tok * (s / 2) * (q // t)
-        return (ComputeOp("attention", "attention", attn_flops, qkvo_bytes),
-                ComputeOp("attention.bwd", "attention", 2.5 * attn_flops, 2 * qkvo_bytes, backward=True), 0.0, 0.0)
+        return (ComputeOp("attention", "attention", attn_flops, qkvo_bytes, fp8=fp8),
+                ComputeOp("attention.bwd", "attention", 2.5 * attn_flops, 2 * qkvo_bytes, fp8=fp8, backward=True),
+                0.0, 0.0)
     # m: query rows of all local heads, n: keys, k: head dim (Q K^T; P V is the same with n and k swapped)
     attn_flops = 4.0 * tok * s * (q // t)
     bmm = dict(m=tok * lay.local(model.heads), n=s, k=model.d_head)
@@ -212,10 +197,11 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     order the GPU runs them (the sub-blocks' models at their functions)."""
     lay = job.layout
     t = lay.tp
-    acc = _accum_bytes(job)
+    acc = accum_bytes(job)
     act_in = model.hidden * lay.tokens * ACT_BYTES  # one full hidden-state tensor of this CP rank
     qkv, out, up, down = _layer_gemms(model, lay, acc)
-    attn_fwd, attn_bwd, score_bytes, dropout_bytes = _attention_core(model, lay, job.flash_attention)
+    attn_fwd, attn_bwd, score_bytes, dropout_bytes = _attention_core(model, lay, job.flash_attention,
+                                                                     fp8_attention(job))
     # K and V of the whole sequence, this TP rank's heads
     kv_bytes = ACT_BYTES * lay.micro_batch * lay.seq_len * 2 * model.kv_width / t
     cp_fwd, cp_bwd, cp_regather = _cp_comm(job, lay, kv_bytes)
@@ -236,12 +222,16 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     def rs(name: str) -> list[Item]:
         return _tp_scatter(lay, name, act_in)
 
-    cast = [fp8_casts(job, g) for g in (qkv, out, up, down)]
+    cast = layer_casts(model, job, (qkv, out, up, down))
+    attn_cast = attention_casts(model, lay, job)
+    # a norm that writes its GEMM's fp8 operand (fused_norm_linear): what it writes beyond bf16
+    norm_fp8 = fused_norm_extra_bytes(job, lay.elementwise_tokens * model.hidden)
     fwd: list[Item] = [
-        _mem("attn_norm", norm_b), *ag("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_b),
-        *copy("repeat_kv"), *cp_fwd, attn_fwd, _mem("attn_scores", score_bytes), _mem("attn_dropout", dropout_bytes),
-        *cast[1][0], out[0], *rs("tp.rs_attn"), _mem("attn_residual", resid_b),
-        _mem("mlp_norm", norm_b), *ag("tp.ag_mlp"), *moe_fwd, *cast[2][0], up[0], _mem("mlp_act", act_b),
+        _mem("attn_norm", norm_b + norm_fp8), *ag("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_b),
+        *copy("repeat_kv"), *cp_fwd, *attn_cast[0], attn_fwd, _mem("attn_scores", score_bytes),
+        _mem("attn_dropout", dropout_bytes), *cast[1][0], out[0], *rs("tp.rs_attn"), _mem("attn_residual", resid_b),
+        _mem("mlp_norm", norm_b + (norm_fp8 if model.experts <= 1 else 0.0)), *ag("tp.ag_mlp"), *moe_fwd,
+        *cast[2][0], up[0], _mem("mlp_act", act_b),
         *cast[3][0], down[0], *moe_combine, *rs("tp.rs_mlp"), _mem("mlp_residual", resid_b),
     ]
     bwd: list[Item] = [
@@ -252,7 +242,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         _mem("attn_residual.bwd", resid_bwd_b, True), *ag("tp.ag_attn_grad"),
         *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True),
         _mem("attn_dropout.bwd", dropout_bytes, True), _mem("attn_scores.bwd", 2 * score_bytes, True), *cp_regather,
-        attn_bwd, *copy("repeat_kv", True), *cp_bwd,
+        *attn_cast[1], attn_bwd, *copy("repeat_kv", True), *cp_bwd,
         _mem("rope.bwd", rope_bwd_b, True), *ag("tp.ag_qkv_input"), *cast[0][1],
         qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
         *rs("tp.rs_qkv_grad"), _mem("attn_norm.bwd", norm_bwd_b, True),
@@ -262,7 +252,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         fwd, bwd = _tp_overlap(fwd, bwd, job.tp_overlap if lay.sequence_parallel else "bwd", t)
     attn_replay = (attn_fwd, _mem("attn_scores", score_bytes), _mem("attn_dropout", dropout_bytes))
     bwd = [*_recompute_items(fwd, attn_replay, model, job, acc), *bwd]
-    return Block("layer", tuple(i for i in fwd if not _empty(i)), tuple(i for i in bwd if not _empty(i)))
+    return Block("layer", tuple(i for i in fwd if not _empty(i)), tuple(i for i in bwd if not _empty(i)),
+                 graphed=job.software.cuda_graphs != "none")
 
 
 def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, job: JobSpec,
@@ -347,7 +338,8 @@ def _empty(item: Item) -> bool:
 
 
 def embedding_block(model: ModelSpec, job: JobSpec) -> Block:
-    """Vocab-parallel input embedding: lookup, then a TP reduce-scatter (SP) or all-reduce."""
+    """Vocab-parallel input embedding: lookup, then a TP reduce-scatter (SP) or all-reduce; eager
+    unless the whole step is a CUDA graph (``software.cuda_graphs: full``)."""
     lay = job.layout
     t, sp, tok = lay.tp, lay.sequence_parallel, lay.tokens
     act_in = ACT_BYTES * tok * model.hidden
@@ -358,37 +350,8 @@ def embedding_block(model: ModelSpec, job: JobSpec) -> Block:
     grad = _mem("embedding.grad_scatter_add", 2 * act_in + FP32 * tok * model.hidden, True)
     bwd_comm: list[Item] = [Collective("tp.embedding_grad", "all_gather", "tp", act_in)] if sp else []
     accumulate = grad_accumulate(job, model.vocab * model.hidden / t)
-    return Block("embedding", (lookup, *comm), (*bwd_comm, grad, *accumulate))
-
-
-def head_block(model: ModelSpec, job: JobSpec) -> Block:
-    """Final norm, vocab-parallel output projection and cross-entropy (logits in fp32)."""
-    lay = job.layout
-    t, sp, tok, tok_e = lay.tp, lay.sequence_parallel, lay.tokens, lay.elementwise_tokens
-    h, v = model.hidden, model.vocab
-    act_in = ACT_BYTES * tok * h
-    # ceil: the last shard is padded. The output layer stays bf16 under fp8 recipes (Megatron's
-    # output_layer is a plain ColumnParallelLinear, outside Transformer Engine's fp8 autocast).
-    logits = gemm_ops("lm_head", tok, lay.local_vocab(v), h, _accum_bytes(job), fp8=False)
-    # cross-entropy over this rank's vocab shard: cast to fp32, max, exp-sum, loss, gradient
-    ce_bytes, ce_bwd_bytes = elementwise_bytes("cross_entropy", job.kernel_fusion, tok * v / t)
-    norm_bytes, norm_bwd_bytes = elementwise_bytes(model.norm, job.kernel_fusion, tok_e * h)
-    small = FP32 * tok
-    tp = t > 1
-    fwd: list[Item] = [
-        _mem("final_norm", norm_bytes),
-        *([Collective("tp.ag_head", "all_gather", "tp", act_in)] if sp else []),
-        logits[0], _mem("cross_entropy", ce_bytes),
-        *([Collective("tp.ce_max", "all_reduce", "tp", small), Collective("tp.ce_sum", "all_reduce", "tp", small)]
-          if tp else []),
-    ]
-    bwd: list[Item] = [
-        _mem("cross_entropy.bwd", ce_bwd_bytes, True), logits[1], logits[2],
-        *([Collective("tp.rs_head_grad", "reduce_scatter" if sp else "all_reduce", "tp", act_in)] if tp else []),
-        _mem("final_norm.bwd", norm_bwd_bytes, True),
-        *grad_accumulate(job, v * h / t + model.norm_params()),
-    ]
-    return Block("head", tuple(fwd), tuple(bwd))
+    return Block("embedding", (lookup, *comm), (*bwd_comm, grad, *accumulate),
+                 graphed=job.software.cuda_graphs == "full")
 
 
 def pipeline_p2p_bytes(model: ModelSpec, job: JobSpec) -> float:

@@ -8,13 +8,17 @@ Everything here is independent of where ranks sit: the engine prices it on a pla
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from teton.memo import ValueMemo, cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
+from teton.workload.activations import layer_saved_bytes
+from teton.workload.fp8 import bf16_block
+from teton.workload.items import HostCopy
+from teton.workload.layer_kinds import LayerKind, layer_kind_counts
 from teton.workload.ops import (
     ACT_BYTES,
     FP32,
@@ -27,7 +31,6 @@ from teton.workload.ops import (
     pipeline_p2p_gather_bytes,
 )
 from teton.workload.pipeline import PipelineSplit, split_layers
-from teton.workload.recompute import checkpointed_layers
 
 
 @dataclass(frozen=True)
@@ -46,18 +49,16 @@ class StepWork:
     chunk_expert_params: np.ndarray | None = None
     # TP all-gather on the receiving stage that rebuilds a scattered p2p message (0: none)
     p2p_gather_bytes: float = 0.0
-    # job.recompute = selective_layer: the block of the layers torchtitan's per-layer AC
-    # checkpoints (recompute = full's) and how many of each chunk's layers those are, (p, v);
-    # the other ``split.layers - checkpointed_layers`` run ``layer``. None for the other modes.
-    checkpointed_layer: Block | None = None
-    checkpointed_layers: np.ndarray | None = None
+    # (kind, its block, (p, v) layers of each chunk of that kind), plain kind first
+    # (``workload.layer_kinds``: fp8 jobs' bf16 layers, selective_layer's checkpointed layers,
+    # CPU-offloaded layers); empty: every layer runs ``layer``
+    kinds: tuple[tuple[LayerKind, Block, np.ndarray], ...] = ()
 
     def layer_mix(self) -> list[tuple[Block, np.ndarray]]:
         """(block, (p, v) layers of each chunk that run it): one per kind of layer."""
-        if self.checkpointed_layers is None:
+        if not self.kinds:
             return [(self.layer, self.split.layers)]
-        return [(self.layer, self.split.layers - self.checkpointed_layers),
-                (self.checkpointed_layer, self.checkpointed_layers)]
+        return [(block, n) for _, block, n in self.kinds]
 
     @property
     def expert_params(self) -> np.ndarray:
@@ -111,15 +112,47 @@ _NOT_IN_BLOCKS = frozenset({
     "overlap_param_gather", "grad_reduce", "placement", "parallel_order", "recompute_interval",
 })
 _BLOCKS = ValueMemo(1024)  # by the block fields
+_KIND_BLOCKS = ValueMemo(1024)  # by the block fields and the layer kind
+
+
+def _block_key(model: ModelSpec, job: JobSpec) -> tuple:
+    return model, tuple(v for k, v in job.__dict__.items() if k not in _NOT_IN_BLOCKS)  # fields in order
 
 
 def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
     """(layer, embedding, head) blocks of ``job``, shared by every job with the same block fields."""
-    key = (model, tuple(v for k, v in job.__dict__.items() if k not in _NOT_IN_BLOCKS))  # fields in order
+    key = _block_key(model, job)
     hit = _BLOCKS.get(key)
     if hit is None:
         hit = _BLOCKS.put(key, (layer_block(model, job), embedding_block(model, job), head_block(model, job)))
     return hit
+
+
+def kind_block(model: ModelSpec, job: JobSpec, kind: LayerKind) -> Block:
+    """The layer block of ``kind`` (``workload.layer_kinds``), shared like :func:`blocks`:
+
+    * checkpointed: recompute = full's layer (shared with full's layouts, and its priced times);
+    * bf16: the layer of the job in bf16, every GEMM and attention kernel at the bf16 peak;
+    * offloaded: the layer with a copy of its saved activations (``workload.activations
+      .layer_saved_bytes``) to host memory at the end of its forward and back at the start of
+      its backward (:class:`~teton.workload.items.HostCopy`). Each copy runs on a stream of its
+      own while the GPU computes: Megatron / TE overlap a layer's offload with the next layer's
+      forward and its reload with the backward of the layer after it (in backward order); with
+      layers alike that is one layer's compute, so the copy sits in the layer's own pass and the
+      engine charges what that pass's compute does not hide."""
+    key = (_block_key(model, job), kind)
+    hit = _KIND_BLOCKS.get(key)
+    if hit is not None:
+        return hit
+    base = job.model_copy(update={"recompute": "full"}) if kind.checkpointed else job
+    block = blocks(model, base.model_copy(update={"precision": "bf16"}) if kind.bf16 else base)[0]
+    if kind.bf16:
+        block = bf16_block(block)
+    if kind.offloaded:
+        saved = layer_saved_bytes(model, base)
+        block = replace(block, fwd=(*block.fwd, HostCopy("offload.d2h", "d2h", saved)),
+                        bwd=(HostCopy("offload.h2d", "h2d", saved), *block.bwd))
+    return _KIND_BLOCKS.put(key, block)
 
 
 def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
@@ -136,16 +169,6 @@ def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
         chunk_params=chunk_params(model, job, split),
         grad_reduce_bytes_per_param=FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES,
         chunk_expert_params=chunk_expert_params(model, job, split),
-        **_checkpointed(model, job, split),
+        kinds=tuple((kind, layer if kind == LayerKind() else kind_block(model, job, kind), n)
+                    for kind, n in layer_kind_counts(job, split).items()),
     )
-
-
-def _checkpointed(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> dict:
-    """selective_layer's checkpointed block and per-chunk counts (empty for the other modes)."""
-    if job.recompute != "selective_layer":
-        return {}
-    counts = checkpointed_layers(split.layers, job.recompute_interval)
-    counts.flags.writeable = False
-    # recompute = full's layer, shared with full's layouts (and its priced times with them)
-    return {"checkpointed_layer": blocks(model, job.model_copy(update={"recompute": "full"}))[0],
-            "checkpointed_layers": counts}

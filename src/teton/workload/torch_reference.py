@@ -206,13 +206,13 @@ def _attention_class(torch, kw: dict, RowParallelLinear):
 
 def _mlp_class(torch, kw: dict, RowParallelLinear):
     """The MLP on one TP rank: column-parallel up (and gate, SwiGLU), row-parallel down; SwiGLU
-    ``w2(silu(w1 x) * w3 x)`` or GELU (tanh)."""
+    ``w2(silu(w1 x) * w3 x)``, GELU (tanh) or squared ReLU ``w2(relu(w1 x)^2)``."""
     nn, F = torch.nn, torch.nn.functional
 
     class MLP(nn.Module):
         def __init__(self, m: ModelSpec, tp: int):
             super().__init__()
-            self.swiglu = m.mlp == "swiglu"
+            self.swiglu, self.relu2 = m.mlp == "swiglu", m.mlp == "relu2"
             f = m.ffn_hidden // tp
             self.w1 = nn.Linear(m.hidden, f, bias=m.bias, **kw)  # column-parallel (gate for SwiGLU)
             if self.swiglu:
@@ -222,6 +222,8 @@ def _mlp_class(torch, kw: dict, RowParallelLinear):
         def forward(self, x):
             if self.swiglu:
                 return self.w2(F.silu(self.w1(x)) * self.w3(x))
+            if self.relu2:
+                return self.w2(F.relu(self.w1(x)).square())
             return self.w2(F.gelu(self.w1(x), approximate="tanh"))
 
     return MLP

@@ -1,0 +1,137 @@
+"""The software stack's kernels: what each variant moves through HBM, and what the CPU pays to issue one.
+
+The constants here belong to kernels a training stack chooses between (``job.software``): the
+cross-entropy implementations, the fp8 scaling recipes' quantisation kernels, the CPU time to
+launch a kernel from eager PyTorch, and the host copies of CPU activation offload. Byte counts
+are read off the kernels' code (each entry names the code path); the launch time is measured
+from the real PyTorch profiler traces in ``tests/data/traces`` (a test re-measures it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from teton.hardware.gpus import GPU
+from teton.hardware.hosts import Host
+from teton.hardware.storage import PCIE_D2H_EFFICIENCY
+
+# --- kernel launches ------------------------------------------------------------------------------
+# CPU time to issue one kernel from eager PyTorch: the 25th percentile of the intervals between
+# consecutive kernel launches (cudaLaunchKernel / cudaLaunchKernelExC) on the thread that launches
+# the most, in the two Kineto traces of tests/data/traces (Holistic Trace Analysis test data, A100):
+# 11.0 us (a100-16rank-rank0, the main thread) and 14.7 us (a100-2rank-nccl, the autograd thread);
+# cudaLaunchKernel itself takes 4-10 us of that, the rest is the dispatcher and Python between
+# ops. The lower quartile is the pace of back-to-back launches (the median includes Python work
+# between ops). The value is the two traces' mid-point; tests/workload/test_stack_mechanisms.py
+# re-measures both and checks it lies between them.
+EAGER_LAUNCH_S = 13e-6
+
+
+# --- cross-entropy ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CrossEntropyKernel:
+    """One cross-entropy implementation over this TP rank's vocab shard of the logits, per logit."""
+
+    fwd_bytes: float  # HBM bytes per logit, forward
+    bwd_bytes: float  # HBM bytes per logit, backward
+    # bytes per logit held at the head's peak: what the loss saves for backward plus the tensors
+    # alive with it (the bf16 logits while the loss runs, an fp32 copy)
+    peak_bytes: float
+    fwd_kernels: int  # full passes over the logits (one launch each)
+    bwd_kernels: int
+
+
+CROSS_ENTROPY: dict[str, CrossEntropyKernel] = {
+    # PyTorch eager, F.cross_entropy(logits.float(), labels) (HF transformers, torchtitan), counted
+    # by teton's byte-counting dispatch mode on the reference code: to(fp32) 2+4, log_softmax 4+4,
+    # nll_loss 4 = 18; backward nll_loss_backward, log_softmax_backward, to(bf16) = 26. Peak: the
+    # bf16 logits 2 + their fp32 copy 4 + the saved fp32 log-softmax 4 = 10.
+    "eager": CrossEntropyKernel(18.0, 26.0, 10.0, 3, 3),
+    # Megatron-Core's _VocabParallelCrossEntropy (megatron/core/tensor_parallel/cross_entropy.py)
+    # on logits.float(): the cast r2 w4, max r4, in-place subtract r4 w4, in-place exp r4 w4, sum
+    # r4, in-place divide r4 w4 = 38; it saves the fp32 softmax (the cast's buffer, overwritten in
+    # place). Backward: in-place multiply by grad_output r4 w4, the cast's backward to bf16 r4 w2
+    # = 14. Peak: the bf16 logits 2 + the fp32 softmax 4 = 6. (The gather of each token's
+    # predicted logit and the one-hot update touch one element per token: not counted.)
+    "vocab_parallel": CrossEntropyKernel(38.0, 14.0, 6.0, 6, 2),
+    # Transformer Engine's Triton parallel_cross_entropy (transformer_engine/pytorch/triton/
+    # cross_entropy.py, the Liger-kernel design) on the bf16 logits: pass 1 the online max and
+    # sum-exp, read 2; pass 2 the loss and the gradient written in place of the logits, read 2
+    # write 2 = 6. Backward scales the stored gradient by grad_output, read 2 write 2 = 4. It
+    # saves only that bf16 gradient: peak 2.
+    "fused": CrossEntropyKernel(6.0, 4.0, 2.0, 2, 1),
+}
+
+
+# --- fp8 recipes ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fp8Recipe:
+    """The quantisation kernels of one fp8 recipe, per element of a GEMM operand cast to fp8.
+
+    Source for all of them: Transformer Engine's documentation, "Using FP8 with Transformer
+    Engine" (recipes ``DelayedScaling``, ``Float8CurrentScaling``, ``Float8BlockScaling``,
+    ``MXFP8BlockScaling``) and its cast kernels (``transformer_engine/common/cast``,
+    ``transpose/cast_transpose*``).
+    """
+
+    amax_bytes: float  # a separate read pass for the tensor's amax before it is cast (0: none)
+    read_bytes: float  # the quantise kernel reads the bf16 tensor
+    write_bytes: float  # and writes the fp8 tensor, its transposed (columnwise) copy and scales
+    # the norm before a GEMM can write that GEMM's fp8 operand itself (TE LayerNormLinear /
+    # LayerNormMLP with the recipe): the scale must be known before the norm runs
+    norm_fusable: bool
+    # per-tensor scale from this step's amax: a sequence-sharded tensor's amax is all-reduced over TP
+    amax_all_reduce: bool
+
+    @property
+    def cast_bytes(self) -> float:
+        """HBM bytes per element of the quantise kernel (without the amax pass)."""
+        return self.read_bytes + self.write_bytes
+
+
+FP8_RECIPES: dict[str, Fp8Recipe] = {
+    # DelayedScaling: the scale comes from an amax history, and the fused cast-transpose kernel
+    # records this tensor's amax as it casts: read bf16 2, write fp8 1 + transposed fp8 1 = 4.
+    "delayed": Fp8Recipe(0.0, 2.0, 2.0, True, False),
+    # Float8CurrentScaling: the tensor's own amax sets its scale, so it is known only after a
+    # full read (2), then the cast-transpose (4): 6. With sequence parallelism each rank holds
+    # a shard of the tensor and the amax is all-reduced over the TP group before the cast (TE
+    # Linear's current-scaling quantizers set with_amax_reduction for the SP-sharded input of a
+    # column-parallel and the output gradient of a row-parallel layer).
+    "current": Fp8Recipe(2.0, 2.0, 2.0, False, True),
+    # Float8BlockScaling (Hopper; DeepSeek-V3's recipe): 1x128 activation / 128x128 weight blocks,
+    # each with an fp32 scale; one kernel quantises rowwise and columnwise: read 2, write 1 + 1
+    # plus a 4-byte scale per 128 elements for each copy (4/128 x 2).
+    "blockwise": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 4 / 128, True, False),
+    # MXFP8BlockScaling (Blackwell): 32-element blocks with 1-byte E8M0 scales, rowwise and
+    # columnwise: read 2, write 1 + 1 plus 1/32 x 2.
+    "mxfp8": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 1 / 32, True, False),
+}
+
+
+def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
+    """Why ``gpu`` cannot run the fp8 ``recipe`` (a one-line reason), or None when it can.
+
+    NVFP4 (TE's ``NVFP4BlockScaling``) runs its GEMMs on fp4 tensor cores, which no GPU of the
+    catalog lists (``GPU.peak_tflops`` has no ``fp4``); MXFP8 needs Blackwell's block-scaled
+    tensor cores (TE docs: MXFP8 is supported on Blackwell and later; TE's
+    ``check_mxfp8_support`` asks for compute capability 10.0), here a GPU whose catalog
+    family is ``blackwell``. The GPU's fp8 tensor cores themselves are checked with
+    ``job.precision``.
+    """
+    from teton.hardware.efficiency import family_of
+
+    if recipe == "nvfp4" and "fp4" not in gpu.peak_tflops:
+        return f"needs fp4 tensor cores, which {gpu.name} does not list; use delayed, current, blockwise or mxfp8"
+    if recipe == "mxfp8" and family_of(gpu) != "blackwell":
+        return f"MXFP8 block scaling needs Blackwell tensor cores ({gpu.name} is not); use delayed, current or blockwise"
+    return None
+
+
+# --- CPU activation offload ----------------------------------------------------------------------------
+def host_copy_bytes_s(host: Host) -> float:
+    """Rate of one GPU's copies to or from host memory while every GPU of the host copies: its
+    x16 PCIe link (``hardware.hosts``) at the pinned-memory cudaMemcpy efficiency
+    (``hardware.storage.PCIE_D2H_EFFICIENCY``, nvbandwidth's device-to-host figure; host-to-device
+    taken to be the same: ASSUMPTION, PCIe is symmetric), shared by the GPUs behind one switch."""
+    return host.pcie_x16_bytes_s * PCIE_D2H_EFFICIENCY / host.gpus_per_pcie_link

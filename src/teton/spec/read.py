@@ -1,0 +1,118 @@
+"""Read a spec file (YAML, TOML or JSON) into a checked mapping: duplicate keys refused, exponent
+notation read as numbers, nesting, self-reference and non-string keys refused, every failure a
+one-line :class:`SpecError` with the file's line number where one is known."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from teton.errors import SpecError
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing a key given twice in one mapping (which it would let the
+    second silently win), and reading exponent notation without a dot (``16e6``) as a number, as
+    YAML 1.2 and ``--set`` do (YAML 1.1 leaves it a string)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"),
+                                       list("-+0123456789"))
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML / TOML / JSON file into a mapping, with line numbers on syntax errors."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise SpecError("spec", str(path), f"cannot read file ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise SpecError("spec", str(path), "not a UTF-8 text file (YAML, TOML or JSON)") from None
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data = tomllib.loads(text)
+        elif suffix == ".json":
+            data = json.loads(text)
+        else:
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as err:
+        raise SpecError(err.key, "given twice", "each key once per mapping (YAML keys are unique; "
+                        "the second would silently win)", where=f"{path}:{err.line}") from None
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        line = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise SpecError("yaml", (err.problem or "syntax error"), "malformed YAML", where=line) from None
+    except yaml.YAMLError as err:  # the reader's: a control character, a bad encoding
+        raise SpecError("yaml", str(err).splitlines()[0], "malformed YAML", where=str(path)) from None
+    except RecursionError:
+        raise SpecError("spec", str(path), f"nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except json.JSONDecodeError as err:
+        raise SpecError("json", err.msg, "malformed JSON", where=f"{path}:{err.lineno}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise SpecError("toml", str(err), "malformed TOML", where=str(path)) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError("spec", type(data).__name__, "the top level must be a mapping", where=str(path))
+    check_tree(data, "spec", str(path), where=str(path))
+    return data
+
+
+MAX_DEPTH = 32  # levels of nesting in a spec: its deepest real key (cluster.layers.0.span_gpus) has 4
+
+
+def check_tree(data: Any, field: str, value: Any, where: str | None = None) -> None:
+    """A SpecError when ``data`` nests deeper than :data:`MAX_DEPTH`, contains itself (YAML
+    aliases can do both, and share nodes), or has a key that is not a string (YAML reads ``0:``,
+    ``1.5:``, ``true:``, ``null:`` as a number, a boolean, null): the code that reads a spec
+    recurses, and passes mappings on as keyword arguments. Each distinct mapping or list is
+    visited once. An error names ``field`` and ``value`` (a key's error: the key, at ``where``)."""
+    if not isinstance(data, (dict, list)):
+        return
+    height: dict[int, int] = {}
+    open_: set[int] = set()  # the nodes whose subtree is being measured: the current one's ancestors
+    stack: list[tuple[Any, bool, tuple]] = [(data, False, ())]
+    while stack:
+        node, done, at = stack.pop()
+        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        children = [(k, c) for k, c in items if isinstance(c, (dict, list))]
+        if done:
+            open_.discard(id(node))
+            height[id(node)] = 1 + max((height[id(c)] for _, c in children), default=0)
+            if height[id(node)] > MAX_DEPTH:
+                raise SpecError(field, value, f"nested too deeply (at most {MAX_DEPTH} levels)")
+            continue
+        if id(node) in height:
+            continue
+        if id(node) in open_:
+            raise SpecError(field, value, "contains itself (a YAML alias inside its own anchor)")
+        if isinstance(node, dict):
+            key = next((k for k in node if not isinstance(k, str)), None)
+            if key is not None or None in node:
+                raise SpecError(".".join(map(str, (*at, key))), key, "a key must be a name: quote it (YAML reads "
+                                "0, 1.5, true and null as a number, a boolean and null)", where=where)
+        open_.add(id(node))
+        stack.append((node, True, at))
+        stack.extend((c, False, (*at, k)) for k, c in children)

@@ -1,0 +1,176 @@
+"""The software stack a job runs on: framework, version, and the choices in it that change time.
+
+Two jobs with the same layout on the same GPUs differ by tens of percent between stacks: one
+fuses its norms into the GEMMs' fp8 casts and hides its TP collectives under the GEMMs, another
+runs PyTorch's ops one by one. A spec names its stack in the top-level ``software:`` section: a
+preset (``teton presets``), or a mapping with ``base: <preset>`` and overrides. Two kinds of field:
+
+* **job defaults**: framework choices the job section already has (elementwise fusion, attention
+  kernel, TP overlap, CP exchange, pipeline p2p, gradient accumulation, DP overlap). The stack
+  sets their defaults; a field the job gives wins (:meth:`SoftwareSpec.job_defaults`).
+* **mechanisms** the job section does not have: the cross-entropy kernel, norm + fp8-cast fusion,
+  the fp8 recipe and which GEMMs / attention it covers, CUDA graphs, CPU activation offload and
+  the dtype gradients are reduced in. ``teton.workload`` and ``teton.engine`` read them from
+  ``job.software``.
+
+The stack's ``name`` also keys the in-situ parameters (``teton.hardware.in_situ``): a stack
+``teton fit`` saw in training uses its own values, any other (``unknown``, a custom name) the
+across-stack prior, with a wider band.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from teton.spec.fields import no_bool
+
+FP8_RECIPES = ("delayed", "current", "blockwise", "mxfp8", "nvfp4")
+
+
+class SoftwareSpec(BaseModel):
+    """A training software stack (``software:``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # the stack's name: a preset's, or your own; it keys the fitted in-situ values (unknown: the prior)
+    name: str = "unknown"
+    framework: str = "unknown"  # e.g. nemo, megatron-bridge, megatron-lm, megatron-deepspeed, pytorch
+    version: str = ""
+    # --- job defaults (a job field of the same meaning wins) ------------------------------------
+    # elementwise kernels fused (Megatron / TE / torch.compile) or run op by op (reference PyTorch)
+    elementwise: Literal["fused", "eager"] = "fused"
+    # attention kernel: unfused (s x s scores in HBM, Megatron 2021-22), FlashAttention-2, -3, or
+    # cuDNN's fused attention (TE's FusedAttention; priced at FlashAttention-3's figures on Hopper,
+    # FlashAttention-2's elsewhere)
+    attention: Literal["unfused", "fa2", "fa3", "cudnn"] = "fa2"
+    tp_comm_overlap: Literal["none", "bwd", "full"] = "none"  # job.tp_overlap
+    cp_comm: Literal["all_gather", "ring"] = "all_gather"  # job.cp_algo
+    pp_p2p: Literal["async", "blocking"] = "async"  # job.pp_p2p
+    pp_scatter_gather: bool = False  # job.pp_scatter_gather
+    grad_accum_fusion: bool = True  # job.grad_accum_fusion
+    overlap_dp_comm: bool = True  # job.overlap_dp_comm
+    overlap_param_gather: bool = True  # job.overlap_param_gather
+    # dtype gradients are accumulated and reduced over DP in (job.grad_accum_dtype): Megatron-Core's
+    # DDP keeps main_grad in fp32 only with grad_reduce_in_fp32
+    grad_accum_dtype: Literal["fp32", "bf16"] = "fp32"
+    # --- mechanisms -----------------------------------------------------------------------------
+    # cross-entropy over the vocab-parallel logits: eager (logits.float() + F.cross_entropy),
+    # vocab_parallel (Megatron's in-place fp32 passes), fused (one kernel, gradient in the forward)
+    cross_entropy: Literal["eager", "vocab_parallel", "fused"] = "vocab_parallel"
+    # the norm before QKV and MLP-up writes the GEMM's fp8 operand itself (TE LayerNormLinear /
+    # LayerNormMLP): no separate cast kernel for those two GEMMs' inputs
+    fused_norm_linear: bool = False
+    # fp8 scaling recipe (job.precision fp8): delayed (amax history), current (per-tensor, this
+    # step's amax), blockwise (1x128 / 128x128 blocks), mxfp8 (32-element blocks, Blackwell),
+    # nvfp4 (fp4 with 16-element blocks, Blackwell)
+    fp8_recipe: Literal["delayed", "current", "blockwise", "mxfp8", "nvfp4"] = "delayed"
+    fp8_attention: bool = False  # dot-product attention in fp8 too (cuDNN fp8 attention)
+    # transformer layers at each end of the model kept in bf16 under an fp8 recipe
+    fp8_bf16_layers: int = Field(default=0, ge=0)
+    # CUDA graphs: none (every kernel launched by the CPU), layers (each layer's forward and
+    # backward captured), full (the whole iteration)
+    cuda_graphs: Literal["none", "layers", "full"] = "none"
+    # transformer layers per pipeline chunk whose saved activations go to host memory in forward
+    # and come back for backward (Megatron's cpu_offloading_num_layers)
+    cpu_offload_layers: int = Field(default=0, ge=0)
+    description: str = ""
+
+    _ints_not_bools = field_validator("fp8_bf16_layers", "cpu_offload_layers", mode="before")(no_bool)
+
+    def job_defaults(self, has_fa3: bool) -> dict:
+        """The job fields this stack sets the defaults of (``has_fa3``: the GPU has FlashAttention-3
+        figures, so cuDNN's fused attention is priced at them)."""
+        kernel = {"fa3": "fa3", "cudnn": "fa3" if has_fa3 else "fa2"}.get(self.attention, "fa2")
+        return {"kernel_fusion": self.elementwise, "flash_attention": self.attention != "unfused",
+                "attention_kernel": kernel if has_fa3 or kernel == "fa2" else "fa2",
+                "tp_overlap": self.tp_comm_overlap, "cp_algo": self.cp_comm, "pp_p2p": self.pp_p2p,
+                "pp_scatter_gather": self.pp_scatter_gather, "grad_accum_fusion": self.grad_accum_fusion,
+                "overlap_dp_comm": self.overlap_dp_comm, "overlap_param_gather": self.overlap_param_gather,
+                "grad_accum_dtype": self.grad_accum_dtype}
+
+
+# Job fields a stack sets the default of (their meaning is the stack field's; see job_defaults).
+STACK_JOB_FIELDS = ("kernel_fusion", "flash_attention", "attention_kernel", "tp_overlap", "cp_algo", "pp_p2p",
+                    "pp_scatter_gather", "grad_accum_fusion", "overlap_dp_comm", "overlap_param_gather", "grad_accum_dtype")
+
+
+def _megatron_core(**fields) -> dict:
+    """What Megatron-Core with Transformer Engine runs by default in NVIDIA's performance recipes
+    (Megatron-LM ``--transformer-impl transformer_engine``; NeMo / Megatron-Bridge perf scripts):
+    TE's LayerNormLinear / LayerNormMLP (norm fused with the fp8 cast), fused RoPE and SwiGLU,
+    cuDNN fused attention, TP communication overlap with userbuffers (``--tp-comm-overlap``), TE's
+    p2p (ring) context parallelism (``cp_comm_type: p2p``), the weight-gradient GEMMs accumulating
+    into fp32 ``main_grad`` (``gradient_accumulation_fusion``), overlapped p2p, and the distributed
+    optimizer with bucketed, overlapped gradient reduce-scatter and parameter all-gather
+    (``--overlap-grad-reduce --overlap-param-gather``)."""
+    return {**dict(elementwise="fused", attention="cudnn", tp_comm_overlap="full", cp_comm="ring", pp_p2p="async",
+                   grad_accum_fusion=True, overlap_dp_comm=True, overlap_param_gather=True, fused_norm_linear=True),
+            **fields}
+
+
+SOFTWARE_PRESETS: dict[str, dict] = {
+    "unknown": dict(description="a stack teton has no runs of: the job section's defaults and the across-stack "
+                                "prior of the in-situ values"),
+    # Llama 3 herd paper (arXiv 2407.21783, Sec. 3.3.2-3.3.4): Meta's PyTorch stack of 2024 on H100,
+    # FSDP with gradients accumulated and reduce-scattered in fp32 by separate kernels (autograd's bf16
+    # weight gradient added into the fp32 buffer: grad_accum_fusion off), all-gather context
+    # parallelism, TP without communication overlap. Cross-entropy: ASSUMPTION, PyTorch's on fp32
+    # logits (as torchtitan, Meta's open training stack, computes it).
+    "meta-llama3-2024": dict(framework="pytorch", version="Llama 3 (2024)", grad_accum_fusion=False,
+                             cross_entropy="eager",
+                             description="Meta's Llama 3 training stack (PyTorch FSDP + TP/CP/PP), H100"),
+    # Korthikanti et al. 2022 (arXiv 2205.05198) on Megatron-LM of 2022: Megatron's fused softmax
+    # keeps the s x s scores (no flash attention); LinearWithGradAccumulationAndAsyncCommunication
+    # overlaps the backward TP collectives (tp_overlap bwd); scatter_gather_tensors_in_pipeline;
+    # p2p_communication waits for every exchange and synchronises (blocking); fused wgrad
+    # accumulation into fp32 main_grad.
+    "megatron-lm-2022": dict(framework="megatron-lm", version="2022 (v3.0)", attention="unfused", tp_comm_overlap="bwd",
+                             pp_p2p="blocking", pp_scatter_gather=True, grad_accum_fusion=True,
+                             description="Megatron-LM of 2022 (Korthikanti et al.), A100"),
+    # Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed; bigscience's fork for BLOOM, PyTorch 1.11):
+    # Megatron-LM of 2021 under DeepSpeed's pipeline engine: fused softmax without flash attention,
+    # blocking p2p, scatter-gather p2p, no async TP; DeepSpeed's bf16 optimizer / fp16 loss scaler
+    # accumulates fp32 gradients with separate kernels (grad_accum_fusion off) and all-reduces them.
+    "megatron-deepspeed": dict(framework="megatron-deepspeed", version="2021-22", attention="unfused",
+                               pp_p2p="blocking", pp_scatter_gather=True, grad_accum_fusion=False,
+                               description="Megatron-DeepSpeed (MT-NLG 2021, BLOOM 2022), A100"),
+    # Megatron-LM README @ f2e5db40 (core_r0.8.0): "--overlap-grad-reduce --overlap-param-gather,
+    # --tp-comm-overlap"; bf16 gradients accumulated and reduced in fp32 (Megatron's default for
+    # bf16, accumulate_allreduce_grads_in_fp32); vocab-parallel cross-entropy (no loss fusion in 0.8).
+    "megatron-core-0.8": _megatron_core(framework="megatron-lm", version="core_r0.8.0",
+                                        description="Megatron-LM / Megatron-Core r0.8.0 with TE (mid 2024), H100"),
+    # NeMo 24.03 / 24.07 (NeMo 1.x on Megatron-Core 0.6 / 0.8, TE): the perf configs' Apex
+    # distributed Adam (overlap_grad_sync, overlap_param_sync, grad_sync_dtype: bf16, gradients in
+    # the parameters' dtype); fp8 recipe:
+    # TE's delayed scaling (DelayedScaling, NeMo's fp8_amax_history_len 1024), the default then.
+    "nemo-24.03": _megatron_core(framework="nemo", version="24.03.01", grad_accum_dtype="bf16",
+                                 description="NeMo 24.03 (Megatron-Core 0.6, TE), H100"),
+    "nemo-24.07": _megatron_core(framework="nemo", version="24.07", grad_accum_dtype="bf16",
+                                 description="NeMo 24.07 (Megatron-Core 0.8, TE), H100"),
+    # NeMo 2.0 (25.02-25.07, Megatron-Core 0.11-0.13): perf scripts keep and reduce gradients in
+    # bf16 (grad_reduce_in_fp32 False: Megatron-Core's DDP main_grad in bf16) and GPTConfig fuses the cross-entropy (cross_entropy_loss_fusion);
+    # 25.02 scales fp8 with delayed scaling, 25.04 and 25.07 with per-tensor current scaling (the
+    # performance summary pages say so).
+    "nemo-25.02": _megatron_core(framework="nemo", version="25.02", grad_accum_dtype="bf16", cross_entropy="fused",
+                                 description="NeMo 25.02 (NeMo 2.0, Megatron-Core 0.11, TE)"),
+    "nemo-25.04": _megatron_core(framework="nemo", version="25.04", grad_accum_dtype="bf16", cross_entropy="fused",
+                                 fp8_recipe="current", description="NeMo 25.04 (NeMo 2.0, Megatron-Core 0.12, TE)"),
+    "nemo-25.07": _megatron_core(framework="nemo", version="25.07", grad_accum_dtype="bf16", cross_entropy="fused",
+                                 fp8_recipe="current", description="NeMo 25.07 (NeMo 2.0, Megatron-Core 0.13, TE)"),
+    # Megatron-LM examples/llama (README @ bd32927e, mid 2025): "follows NeMo Framework's performance
+    # scripts" (fp8 hybrid; delayed scaling: ASSUMPTION, Megatron-LM's --fp8-recipe default).
+    "megatron-lm-2025": _megatron_core(framework="megatron-lm", version="examples/llama (2025)",
+                                       grad_accum_dtype="bf16", cross_entropy="fused",
+                                       description="Megatron-LM's Llama example of 2025 (Megatron-Core + TE), H100"),
+}
+# Megatron-Bridge (NeMo containers 25.09 -> 26.08): recipes in scripts/performance: gradients in
+# bf16 (grad_reduce_in_fp32 False), TE's fused cross-entropy (cross_entropy_fusion_impl "te"); fp8 "FP8" = per-tensor current
+# scaling (Megatron-Bridge performance summary nomenclature).
+for _release in ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08"):
+    SOFTWARE_PRESETS[f"megatron-bridge-{_release}"] = _megatron_core(
+        framework="megatron-bridge", version=_release, grad_accum_dtype="bf16", cross_entropy="fused",
+        fp8_recipe="current", description=f"Megatron-Bridge in the NeMo {_release} container")
+for _name, _fields in SOFTWARE_PRESETS.items():
+    _fields.setdefault("name", _name)

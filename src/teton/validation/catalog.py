@@ -1,0 +1,90 @@
+"""The in-situ catalog (``teton/hardware/in_situ_fitted.json``) as a fit writes and reads it.
+
+``teton fit --write-catalog`` fits the bundled training sets and writes, per (stack, GPU family),
+the fitted values; per family the prior's centre (what an unseen stack gets); the spreads; the
+seen / unseen bands (p10-p90 of leave-one-out and leave-one-stack-out errors) and their nested
+coverage. A test re-fits and compares (:func:`compare_with_catalog`), so no value is typed in.
+A user's ``teton fit RUNS`` is held to the catalog's prior (:func:`catalog_prior`).
+"""
+
+from __future__ import annotations
+
+from teton.hardware.in_situ import PARAMETERS, fitted_catalog
+from teton.validation.hierarchy import Hyper, group_of
+from teton.validation.surrogate import to_z
+
+TRAINING_SETS = "bundled (teton.validation.training + training_set2)"
+CATALOG_TOLERANCE = 1e-3  # a fitted value this close (relative) to the catalog's is "the same"
+
+
+def catalog_entry(result, training_set: str = TRAINING_SETS) -> dict:
+    """The ``in_situ_fitted.json`` content of a bundled fit (``result``: a FitResult with LOSO)."""
+    stacks: dict[str, dict] = {}
+    for cell in dict.fromkeys(result.cells):
+        stacks.setdefault(cell[0], {})[cell[1]] = {k: round(v, 6) for k, v in result.values(cell).items()}
+    families = sorted({c[1] for c in result.cells})
+    prior = {f: {k: round(v, 6) for k, v in result.solution.centre(f).items()} for f in families}
+    borrow = {f: lender for f, lender in fitted_catalog().get("borrow", {}).items() if f not in families}
+    return {
+        "format": 2, "training_set": training_set, "parameters": list(result.keys),
+        "stacks": dict(sorted(stacks.items())), "prior": prior,
+        "spread": {"sigma": round(result.hyper.sigma, 6), "tau": {k: round(v, 6) for k, v in result.hyper.tau}},
+        "band": {"seen": [round(x, 6) for x in result.band("loo")], "unseen": [round(x, 6) for x in result.band("loso")]},
+        "coverage": {"seen": round(result.coverage("loo"), 4), "unseen": round(result.coverage("loso"), 4)},
+        "borrow": borrow, "written_by": "teton fit --write-catalog",
+    }
+
+
+def write_catalog_file(result, training_set: str = TRAINING_SETS) -> str:
+    """Write :func:`catalog_entry` over the package's catalog file; returns the path written."""
+    import json
+    from importlib import resources
+    from pathlib import Path
+
+    from teton.atomic import write_text
+    from teton.hardware.in_situ import FITTED_FILE
+
+    target = Path(str(resources.files("teton.hardware").joinpath(FITTED_FILE)))
+    write_text(target, json.dumps(catalog_entry(result, training_set), indent=2) + "\n")
+    return str(target)
+
+
+def compare_with_catalog(result) -> list[dict]:
+    """Each fitted value (per cell, and each prior centre) beside the catalog's, and whether they
+    agree within ``CATALOG_TOLERANCE``."""
+    cat = fitted_catalog()
+    out = []
+    for cell in dict.fromkeys(result.cells):
+        held = cat.get("stacks", {}).get(cell[0], {}).get(cell[1], {})
+        for k, v in result.values(cell).items():
+            out.append(_row(f"{k}[{cell[0]}/{cell[1]}]", v, held.get(k)))
+    for f in sorted({c[1] for c in result.cells}):
+        held = cat.get("prior", {}).get(f, {})
+        for k, v in result.solution.centre(f).items():
+            out.append(_row(f"{k}[prior/{f}]", v, held.get(k)))
+    return out
+
+
+def _row(name: str, fitted: float, catalog: float | None) -> dict:
+    same = catalog is not None and abs(catalog - fitted) <= CATALOG_TOLERANCE * max(1.0, abs(fitted))
+    return {"name": name, "fitted": fitted, "catalog": catalog, "same": same}
+
+
+def catalog_prior(keys: tuple[str, ...], families) -> object | None:
+    """The catalog's across-stack prior for a user's fit of ``keys`` on ``families``
+    (``teton.validation.fit.Prior``), or None when the catalog has no spread for every key."""
+    from teton.hardware.in_situ import borrowed_from
+    from teton.validation.fit import Prior
+
+    cat = fitted_catalog()
+    spread = cat.get("spread", {})
+    tau = spread.get("tau", {})
+    if "sigma" not in spread or any(k not in tau for k in keys):
+        return None
+    centres = {}
+    for f in families:
+        values = cat.get("prior", {}).get(f) or cat.get("prior", {}).get(borrowed_from(f) or "", {})
+        for k in keys:
+            v = values.get(k, PARAMETERS[k].burst)
+            centres[(group_of(f, k), k)] = to_z(k, v)
+    return Prior(centres, Hyper(float(spread["sigma"]), tuple((k, float(tau[k])) for k in keys)))

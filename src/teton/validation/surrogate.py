@@ -1,0 +1,148 @@
+"""A smooth stand-in for each run's simulated step time as a function of its in-situ values.
+
+A fit evaluates every run's prediction hundreds of times (the full fit, one refit per held-out
+configuration and per held-out stack, the few-shot study); a simulation takes milliseconds, so the
+fits run on a surrogate instead, and every prediction teton *reports* is an exact simulation at the
+fitted values (``teton.validation.predict``).
+
+Model. In-situ parameter k enters as ``z_k = log(theta_k)`` (a fraction of the burst figure) or
+``theta_k`` itself (a duration, whose burst value is 0), scaled to ``u_k in [-1, 1]`` over its
+physical bounds. For each run, ``log t(theta)`` is simulated on a grid of ``GRID`` points per
+parameter and fitted by least squares with a polynomial of total degree ``DEGREE`` in ``u``; the
+step is a sum of terms in ``1 / theta`` with a few ``max`` kinks (overlap), which such a polynomial
+follows to a fraction of a percent. :func:`surrogate_error` reports the largest miss on the grid.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from teton.hardware.in_situ import PARAMETERS
+
+GRID = {1: 9, 2: 7, 3: 5}  # grid points per parameter, by the number of parameters
+DEGREE = {1: 6, 2: 4, 3: 3}
+
+
+def transformed(key: str) -> bool:
+    """True for a fraction of burst (fitted in log space), False for a duration (linear)."""
+    return PARAMETERS[key].burst > 0
+
+
+def to_z(key: str, theta: float) -> float:
+    return math.log(theta) if transformed(key) else float(theta)
+
+
+def from_z(key: str, z: float) -> float:
+    return math.exp(z) if transformed(key) else float(z)
+
+
+def z_bounds(key: str) -> tuple[float, float]:
+    lo, hi = PARAMETERS[key].bounds
+    return to_z(key, lo), to_z(key, hi)
+
+
+def _unit(keys: tuple[str, ...], z: np.ndarray) -> np.ndarray:
+    """z (..., K) scaled to [-1, 1] over each parameter's bounds."""
+    lo = np.array([z_bounds(k)[0] for k in keys])
+    hi = np.array([z_bounds(k)[1] for k in keys])
+    return 2.0 * (np.asarray(z) - lo) / (hi - lo) - 1.0
+
+
+def _exponents(k: int) -> list[tuple[int, ...]]:
+    return [e for e in itertools.product(range(DEGREE[k] + 1), repeat=k) if sum(e) <= DEGREE[k]]
+
+
+def features(keys: tuple[str, ...], z: np.ndarray) -> np.ndarray:
+    """(..., F) monomials of the scaled parameters up to the total degree."""
+    u = _unit(keys, z)
+    return np.stack([np.prod(u ** np.array(e), axis=-1) for e in _exponents(len(keys))], axis=-1)
+
+
+def feature_gradient(keys: tuple[str, ...], z: np.ndarray) -> np.ndarray:
+    """(..., F, K) derivative of :func:`features` with respect to z."""
+    u = _unit(keys, z)
+    scale = np.array([2.0 / (z_bounds(k)[1] - z_bounds(k)[0]) for k in keys])
+    out = []
+    for e in _exponents(len(keys)):
+        e = np.array(e)
+        cols = []
+        for j in range(len(keys)):
+            if e[j] == 0:
+                cols.append(np.zeros(u.shape[:-1]))
+                continue
+            d = e.copy()
+            d[j] -= 1
+            cols.append(e[j] * np.prod(u ** d, axis=-1) * scale[j])
+        out.append(np.stack(cols, axis=-1))
+    return np.stack(out, axis=-2)
+
+
+def grid(keys: tuple[str, ...]) -> np.ndarray:
+    """(G^K, K) grid points in z over the parameters' bounds."""
+    axes = [np.linspace(*z_bounds(k), GRID[len(keys)]) for k in keys]
+    return np.array(list(itertools.product(*axes)))
+
+
+def fit_coefficients(keys: tuple[str, ...], points: np.ndarray, log_step: np.ndarray) -> tuple[np.ndarray, float]:
+    """(polynomial coefficients, largest absolute miss on the grid in log units) of one run."""
+    phi = features(keys, points)
+    coef, *_ = np.linalg.lstsq(phi, log_step, rcond=None)
+    return coef, float(np.max(np.abs(phi @ coef - log_step)))
+
+
+def simulate_grid(run, keys: tuple[str, ...], points: np.ndarray) -> np.ndarray:
+    """log step time of ``run`` at every grid point (exact simulations)."""
+    from teton.engine.step import simulate_step
+    from teton.validation.predict import run_spec
+
+    return np.array([math.log(simulate_step(run_spec(run, {k: from_z(k, z) for k, z in zip(keys, pt, strict=True)}))
+                              .step_time_s) for pt in points])
+
+
+class Surrogates:
+    """Per-run polynomial surrogates of ``log t(z)`` for one parameter set."""
+
+    def __init__(self, keys: tuple[str, ...], coefficients: np.ndarray, misses: np.ndarray):
+        self.keys, self.coefficients, self.misses = keys, coefficients, misses
+
+    def log_step(self, z: np.ndarray) -> np.ndarray:
+        """(n,) log step times of every run at its own parameters ``z`` (n, K)."""
+        return np.einsum("nf,nf->n", features(self.keys, z), self.coefficients)
+
+    def gradient(self, z: np.ndarray) -> np.ndarray:
+        """(n, K) derivative of each run's log step time with respect to its own z."""
+        return np.einsum("nfk,nf->nk", feature_gradient(self.keys, z), self.coefficients)
+
+    def subset(self, index) -> Surrogates:
+        return Surrogates(self.keys, self.coefficients[index], self.misses[index])
+
+
+_GRID_TASK: dict = {}
+
+
+def _grid_task(i: int) -> np.ndarray:
+    t = _GRID_TASK
+    return simulate_grid(t["runs"][i], t["keys"], t["points"])
+
+
+def build_surrogates(runs, keys: tuple[str, ...], progress=None) -> Surrogates:
+    """The runs' surrogates, their grids simulated on two processes where the platform forks (each
+    run's grid is independent and deterministic: the results are a serial run's)."""
+    from teton.validation.parallel import map_forked
+
+    points = grid(keys)
+    _GRID_TASK.update(runs=runs, keys=keys, points=points)
+    try:
+        grids = map_forked(_grid_task, range(len(runs)), progress)
+    finally:
+        _GRID_TASK.clear()
+    fits = [fit_coefficients(keys, points, g) for g in grids]
+    return Surrogates(keys, np.array([c for c, _ in fits]), np.array([m for _, m in fits]))
+
+
+def surrogate_error(s: Surrogates) -> float:
+    """The largest relative miss of any run's surrogate on its grid."""
+    return float(np.expm1(np.max(s.misses))) if len(s.misses) else 0.0

@@ -1,0 +1,329 @@
+"""Training set 2: about 350 published pre-training rows from NVIDIA's performance tables, Megatron-LM's
+READMEs, BLOOM and MT-NLG (``teton/data/training-set-2.csv``, with each row's source, commit and FLOP
+convention), each turned into a spec and a measured step time.
+
+Sources (the CSV's ``source``): **A** NeMo 24.07 performance summary (H100 fp8, three revisions of
+one table: repeat measurements of the same configurations); **B** NeMo's long-sequence (context
+parallel) tables, H100 (24.03) and B200 (25.04); **C** the NeMo Framework user guide's summaries
+25.02-25.07 (B200, GB200, one H100 row); **D** Megatron-Bridge's performance summary and archive
+(containers 25.09-26.08; its H100 rows are not part of this set); **E** Megatron-LM's H100 weak-
+scaling table (core_r0.8.0); **F** Megatron-LM's Llama fp8 table; **H** BLOOM 176B (Jean Zay) and
+MT-NLG 530B (Selene) on A100.
+
+Every row is loaded; :func:`row_status` says whether teton judges it, and why not:
+
+* ``inconsistent`` (as flagged in the data, with the published inconsistency): B's B200 table,
+  whose degrees multiply to a quarter of its GPU counts; Mixtral 8x22B's swapped batch columns; rows
+  whose own batch arithmetic does not add up;
+* ``no_layout`` / ``no_measurement``: a throughput without its parallel layout, or a truncated cell;
+* ``needs_hardware``: GB200 / GB300 NVL72 racks and B300 (#21's hardware);
+* ``needs_model``: architectures the model spec cannot describe yet (MLA, shared experts, dense
+  prefixes, sliding-window attention, Mamba layers: #25);
+* ``incomplete_layout``: a pipelined row whose virtual stages and micro-batch are not published.
+
+A judged row becomes a spec: the system's cluster preset, the model, the layout as published (DP
+from the GPU count; interleaved with ``VP > 1``; Megatron-FSDP, ZeRO-3, where ``FSDP > 0``, else the
+distributed optimizer, ZeRO-1; sequence parallelism with TP), the software stack of its release with
+the row's fp8 recipe, and activation recompute where the source does not state it: none if the job
+fits in memory, else the least that does (selective, then full). Its measured step time is
+``GBS x seq / (tokens/s/GPU x GPUs)``; rows with only TFLOP/s are converted with their source's FLOP
+convention (``teton.validation.flop_conventions``), rows with an iteration time (BLOOM, MT-NLG) use it.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from importlib import resources
+
+from teton.memo import cached
+
+DATA_FILE = "training-set-2.csv"
+SOURCE_NAMES = {
+    "A": "NeMo 24.07 performance summary", "B": "NeMo long-sequence performance",
+    "C": "NeMo Framework performance summary", "D": "Megatron-Bridge performance summary",
+    "E": "Megatron-LM weak scaling (core_r0.8.0)", "F": "Megatron-LM Llama fp8 table",
+    "H": "BLOOM 176B / MT-NLG 530B on A100",
+}
+JUDGED = "judged"
+# system -> cluster preset (DGX H100 above 1,024 GPUs: the 8K variant); None: hardware teton lacks
+SYSTEMS = {"DGX-H100": "dgx-h100-superpod", "DGX-B200": "dgx-b200-superpod", "DGX-A100": "selene",
+           "Jean-Zay-A100-80GB": "jean-zay-a100"}
+NEEDS_HARDWARE = {
+    "DGX-GB200": "GB200 NVL72: a 72-GPU NVLink domain with Grace CPU memory over NVLink-C2C (#21)",
+    "DGX-GB300": "GB300 NVL72: Blackwell Ultra GPUs in a 72-GPU NVLink domain (#21)",
+    "DGX-B300": "B300 (Blackwell Ultra) is not in the GPU catalog (#21)",
+}
+# the source's model name (its leading word) -> teton model (a preset, or a mapping)
+MODELS: dict[str, str | dict] = {
+    "GPT3-5B": {"base": "gpt3-5b", "vocab": 51200}, "GPT3-20B": {"base": "gpt3-20b", "vocab": 51200},
+    "GPT3-175B": {"base": "gpt3-175b", "vocab": 51200},  # NeMo's perf runs: vocabulary 51,200
+    "LLAMA2-7B": "llama2-7b", "LLAMA2-13B": "llama2-13b", "LLAMA2-70B": "llama2-70b",
+    "LLAMA3-8B": "llama3-8b", "LLAMA3_8B": "llama3-8b", "LLAMA3-70B": "llama3-70b", "LLAMA3_70B": "llama3-70b",
+    "LLAMA3-405B": "llama3.1-405b", "LLAMA3.1-405B": "llama3.1-405b", "LLAMA3.1_405B": "llama3.1-405b",
+    "Nemotron-8B": "nemotron3-8b", "Nemotron-22B": "nemotron3-22b", "Nemotron-15B": "nemotron4-15b",
+    "Nemotron-340B": "nemotron4-340b", "Mixtral-8x7B": "mixtral-8x7b", "Mixtral-8x22B": "mixtral-8x22b",
+    "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
+    "BLOOM-176B": "bloom-176b", "MT-NLG-530B": "mt-nlg-530b",
+}
+NEEDS_MODEL = {
+    "DeepSeekV3": "multi-head latent attention, a shared expert, 3 dense layers and multi-token prediction (#25)",
+    "DeepSeekV4": "an architecture without a public config in this set (#25)",
+    "Kimi_K2": "DeepSeek-V3's architecture: MLA, a shared expert, a dense first layer (#25)",
+    "GPT": "alternating sliding-window attention with attention sinks (GPT-OSS; #25)",
+    "Nemotron_3_Nano": "hybrid Mamba-2 / attention layers with MoE (#25)",
+    "Nemotron_3_Super": "hybrid Mamba-2 / attention layers with MoE (#25)",
+    "Nemotron_3_Ultra": "hybrid Mamba-2 / attention layers with MoE (#25)",
+    "Nemotron_3_5_Lightning": "hybrid Mamba-2 / attention layers with MoE (#25)",
+    "LLAMA4-Scout-LLM": "MoE in alternating layers with a shared expert (#25)",
+    "LLAMA4-Maverick-LLM": "MoE in alternating layers with a shared expert (#25)",
+}
+def _is_moe(preset: str) -> bool:
+    from teton.spec.model import MODEL_PRESETS
+
+    return MODEL_PRESETS.get(preset, {}).get("experts", 1) > 1
+
+
+def stack_of(row: PublishedRow) -> str:
+    """The software stack preset of a row's release."""
+    if row.source == "A":
+        return "nemo-24.07"
+    if row.source == "B":
+        return "nemo-24.03" if row.release.startswith("24.03") else "nemo-25.04"
+    if row.source == "C":
+        return f"nemo-{row.release}"
+    if row.source == "D":
+        return f"megatron-bridge-{row.release}"
+    return {"E": "megatron-core-0.8", "F": "megatron-lm-2025", "H": "megatron-deepspeed"}[row.source]
+
+
+# published precision -> (job.precision, software.fp8_recipe or None: the stack's default)
+PRECISIONS = {"FP8": ("fp8", None), "FP8 (hybrid)": ("fp8", None), "FP8-CS": ("fp8", "current"),
+              "FP8-CS (presumed)": ("fp8", "current"), "MXFP8": ("fp8", "mxfp8"), "FP8-MX": ("fp8", "mxfp8"),
+              "unstated (likely MXFP8)": ("fp8", "mxfp8"), "NVFP4": ("fp8", "nvfp4"), "BF16": ("bf16", None),
+              "mixed (fp16/bf16, unstated)": ("bf16", None)}
+INT_FIELDS = ("gpus", "gbs", "mbs", "seq_len", "fsdp", "tp", "pp", "cp", "vp", "ep", "ga")
+FLOAT_FIELDS = ("tokens_per_s_per_gpu", "tflops_per_gpu", "step_time_s")
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One row of ``training-set-2.csv`` as published (None where the source gives nothing)."""
+
+    id: str
+    source: str
+    release: str
+    where: str
+    system: str
+    model: str
+    variant: str
+    precision: str
+    flop_convention: str
+    flag: str
+    flag_reason: str
+    gpus: int | None = None
+    gbs: int | None = None
+    mbs: int | None = None
+    seq_len: int | None = None
+    fsdp: int | None = None
+    tp: int | None = None
+    pp: int | None = None
+    cp: int | None = None
+    vp: int | None = None
+    ep: int | None = None
+    ga: int | None = None
+    tokens_per_s_per_gpu: float | None = None
+    tflops_per_gpu: float | None = None
+    step_time_s: float | None = None
+
+    @property
+    def base_model(self) -> str:
+        """The model name without its parenthesised qualifier (``DeepSeekV3 (tokendrop)``)."""
+        return self.model.split(" (")[0].split(" ")[0]
+
+    @property
+    def config_key(self) -> tuple:
+        """What makes two rows the same configuration (repeat measurements of one job)."""
+        return (self.release.split("r")[0], self.system, self.model, self.precision, self.gpus, self.gbs, self.mbs,
+                self.seq_len, self.fsdp, self.tp, self.pp, self.cp, self.vp, self.ep)
+
+
+def _number(text: str, kind):
+    text = (text or "").strip()
+    return kind(float(text)) if text else None
+
+
+@cached(1)
+def published_rows() -> tuple[PublishedRow, ...]:
+    """Every row of the bundled CSV."""
+    text = resources.files("teton.data").joinpath(DATA_FILE).read_text()
+    out = []
+    for r in csv.DictReader(text.splitlines()):
+        nums = {k: _number(r[k], int) for k in INT_FIELDS} | {k: _number(r[k], float) for k in FLOAT_FIELDS}
+        out.append(PublishedRow(**{k: r[k] for k in ("id", "source", "release", "where", "system", "model", "variant",
+                                                     "precision", "flop_convention", "flag", "flag_reason")}, **nums))
+    return tuple(out)
+
+
+def row_status(row: PublishedRow) -> tuple[str, str]:
+    """(status, reason): ``judged``, or why teton does not judge the row (module docstring)."""
+    if row.flag:
+        return row.flag, row.flag_reason
+    if row.system in NEEDS_HARDWARE:
+        return "needs_hardware", NEEDS_HARDWARE[row.system]
+    if row.base_model in NEEDS_MODEL or row.model.split(" ")[0] in NEEDS_MODEL:
+        return "needs_model", NEEDS_MODEL.get(row.base_model) or NEEDS_MODEL[row.model.split(" ")[0]]
+    preset = MODELS.get(row.base_model)
+    if isinstance(preset, str) and _is_moe(preset):
+        return "needs_model", ("MoE: grouped expert GEMMs, token permutation and the dropless all-to-all "
+                               "dispatcher are #25's mechanisms")
+    if row.precision == "NVFP4":
+        return "needs_hardware", "NVFP4 (fp4 tensor cores) is not in the precision catalog (#21)"
+    if row.source == "E" and (row.pp or 1) > 1:
+        return "incomplete_layout", ("pipelined, but its virtual stages and micro-batch size are not published "
+                                     "(the bubble depends on both)")
+    return JUDGED, ""
+
+
+def _model(row: PublishedRow) -> str | dict:
+    """The row's model: a preset, or (E) the Megatron GPT its architecture column gives: vocabulary
+    131,072, 4h GELU MLP, MHA (Megatron-LM's GPT defaults: LayerNorm, biases, learned positions,
+    dropout, tied embeddings)."""
+    if row.source == "E":
+        h, a, layers = (int(part[1:]) for part in row.variant.split("-"))
+        return dict(name=row.model.lower(), layers=layers, hidden=h, ffn_hidden=4 * h, heads=a, vocab=131072,
+                    mlp="gelu", norm="layernorm", bias=True, position_embedding="learned", max_seq_len=4096,
+                    dropout=True, tied_embeddings=True)
+    return MODELS[row.base_model]
+
+
+def _cluster(row: PublishedRow) -> str:
+    name = SYSTEMS[row.system]
+    return "dgx-h100-superpod-8k" if name == "dgx-h100-superpod" and (row.gpus or 0) > 1024 else name
+
+
+def _micro_batch(row: PublishedRow) -> int:
+    """The published micro-batch; unstated: the whole per-DP batch for Megatron-LM's pipeline-free
+    weak-scaling points (E: 4 sequences, no gradient accumulation), else 1."""
+    if row.mbs:
+        return row.mbs
+    if row.source == "E" and (row.pp or 1) == 1:
+        return row.gbs * (row.tp or 1) * (row.cp or 1) // row.gpus
+    return 1
+
+
+def row_spec(row: PublishedRow, recompute: str = "none") -> dict:
+    """The spec mapping of a judged row, with ``recompute`` (the source states it only for H)."""
+    precision, recipe = PRECISIONS[row.precision]
+    stack = stack_of(row)
+    tp, pp, cp, vp = row.tp or 1, row.pp or 1, row.cp or 1, row.vp or 1
+    job = dict(gpus=row.gpus, tp=tp, pp=pp, cp=cp, ep=row.ep or 1, seq_len=row.seq_len, micro_batch=_micro_batch(row),
+               global_batch=row.gbs, precision=precision, sequence_parallel=tp > 1, recompute=recompute,
+               zero=3 if (row.fsdp or 0) > 0 else 1, pp_schedule="interleaved" if vp > 1 else "1f1b",
+               virtual_stages=vp)
+    if row.source == "H":  # both checkpoint every layer's activations (full recompute); no SP in 2021-22
+        job.update(recompute="full", sequence_parallel=False)
+        if row.model.startswith("BLOOM"):  # --pp-partition-method 'type:transformer|embedding'
+            job["pp_embedding_slots"] = True
+    software = stack if recipe is None else {"base": stack, "fp8_recipe": recipe}
+    return {"cluster": _cluster(row), "model": _model(row), "software": software, "job": job}
+
+
+RECOMPUTE_LADDER = ("none", "full")  # selective recomputes nothing under flash attention
+# teton's memory model holds Korthikanti et al.'s Figure 1 terms within 5 %: a job within that of its
+# GPUs' memory is taken to fit
+MEMORY_TOLERANCE = 0.05
+
+
+def unstated_recompute(row: PublishedRow) -> tuple[str, str]:
+    """(recompute, note) of a row whose source does not state it: the least recompute with which the
+    job fits in its GPUs' memory, within the memory model's tolerance (none, else full)."""
+    from teton.spec import load_spec
+    from teton.workload.memory import memory_per_gpu
+
+    if row.source == "H":
+        return "full", ""
+    for mode in RECOMPUTE_LADDER:
+        spec = load_spec(row_spec(row, mode))
+        if memory_per_gpu(spec.model, spec.job)[0].total <= (1 + MEMORY_TOLERANCE) * spec.cluster.gpu_spec.hbm_bytes:
+            break
+    note = "" if mode == "none" else f"recompute unstated: {mode} (the least that fits in memory)"
+    return mode, note
+
+
+def measured_step_s(row: PublishedRow, spec) -> float:
+    """The row's measured step time: its iteration time, or ``GBS x seq / (tokens/s/GPU x GPUs)``,
+    tokens/s from TFLOP/s with the source's FLOP convention where only that is published."""
+    if row.step_time_s:
+        return row.step_time_s
+    from teton.validation.flop_conventions import flops_per_token
+
+    tokens = row.tokens_per_s_per_gpu or row.tflops_per_gpu * 1e12 / flops_per_token(
+        row.flop_convention, spec.model, row.seq_len)
+    return row.gbs * row.seq_len / (tokens * row.gpus)
+
+
+def _metric(row: PublishedRow) -> tuple[str, float]:
+    if row.step_time_s:
+        return "step_time_s", row.step_time_s
+    if row.tokens_per_s_per_gpu:
+        return "tokens_per_s_per_gpu", row.tokens_per_s_per_gpu
+    return "tflops_per_gpu", row.tflops_per_gpu
+
+
+def row_note(row: PublishedRow, recompute_note: str) -> str:
+    """What the spec assumes beyond the row as published."""
+    notes = [row.variant] if row.variant and row.source not in "EH" else []
+    if recompute_note:
+        notes.append(recompute_note)
+    if row.mbs is None and row.source != "H":
+        notes.append(f"micro-batch unstated: {_micro_batch(row)}")
+    if row.source == "H" and row.model.startswith("MT-NLG"):
+        notes.append("micro-batch unstated: 1; fp16 as bf16 (the same A100 peak)")
+    if not row.tokens_per_s_per_gpu and not row.step_time_s:
+        notes.append(f"tokens/s from TFLOP/s ({row.flop_convention} FLOP count)")
+    return "; ".join(notes)
+
+
+@cached(1)
+def training_runs_2() -> tuple:
+    """The judged rows as measured runs (name: the row id; group: its configuration, so that repeat
+    measurements of one job are held out together)."""
+    from teton.spec import load_spec
+    from teton.validation.runs import MeasuredRun
+
+    runs = []
+    for row in published_rows():
+        if row_status(row)[0] != JUDGED:
+            continue
+        recompute, rnote = unstated_recompute(row)
+        spec = load_spec(row_spec(row, recompute))
+        metric, value = _metric(row)
+        runs.append(MeasuredRun(row.id, spec, metric, value, measured_step_s(row, spec),
+                                source=f"{SOURCE_NAMES[row.source]} ({row.where})", note=row_note(row, rnote),
+                                tolerance=0.12, group="|".join(map(str, row.config_key))))
+    return tuple(runs)
+
+
+RATIO_TOLERANCE = 0.04  # fp8 / bf16 (and fp8 recipe) ratios of one layout: within 4 %
+
+
+def precision_pairs() -> list[tuple[str, str, str, float]]:
+    """(label, numerator run, denominator run, tolerance): the judged rows that measured one layout
+    in two precisions or fp8 recipes (the parenthesised values of a table), as step-time ratios."""
+    runs = training_runs_2()
+    by_layout: dict[tuple, list] = {}
+    for r in runs:
+        row = next(x for x in published_rows() if x.id == r.name)
+        key = (row.release, row.system, row.base_model, row.gpus, row.gbs, row.mbs, row.seq_len, row.tp, row.pp,
+               row.cp, row.vp, row.ep, row.fsdp)
+        by_layout.setdefault(key, []).append((r, row.precision))
+    out = []
+    for key, members in by_layout.items():
+        labels = {p for _, p in members}
+        if len(labels) < 2:
+            continue
+        (a, pa), (b, pb) = sorted(members, key=lambda m: m[1])[-1], sorted(members, key=lambda m: m[1])[0]
+        out.append((f"{key[2]} on {key[3]} {key[1]} ({key[0]}): {pa} / {pb} step time", a.name, b.name,
+                    RATIO_TOLERANCE))
+    return out

@@ -1,0 +1,71 @@
+"""The activations one transformer layer keeps for its backward, per micro-batch on one GPU.
+
+The model and its sources are ``workload.memory``'s (Korthikanti et al. 2022, op by op, with the
+recompute modes of docs/recompute.md); this module holds the per-layer counts that the step's
+work (CPU offload's copies, ``workload.step_work``) and the memory model both read.
+"""
+
+from __future__ import annotations
+
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
+from teton.workload.elementwise import eager_saved_bytes
+from teton.workload.items import ACT_BYTES, FP32
+from teton.workload.recompute import sac_op_saved_bytes
+
+
+def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes one layer saves for backward for one micro-batch on one GPU: without recompute (also
+    a selective_layer layer that is not checkpointed), without the scores (selective, full),
+    or what torchtitan's per-op policy saves (selective_op). Full recompute's checkpoints are
+    :func:`checkpoint_bytes`."""
+    if job.recompute == "selective_op":
+        return sac_op_saved_bytes(model, job)
+    lay = job.layout
+    t, c, b, s = lay.tp, lay.cp, lay.micro_batch, lay.seq_len
+    a = ACT_BYTES
+    h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
+    tok = lay.tokens
+    tok_e = tok / t if lay.sequence_parallel else tok  # unrounded, as workload.recompute's byte counts
+    drop = 1 if model.dropout else 0
+    hidden_saved = (
+        a * tok_e * h  # attention-norm input
+        + a * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
+        + a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
+        + a * tok * q / t  # attention output = output-projection input
+        + drop * tok_e * h  # dropout mask after the output projection
+        + a * tok_e * h  # MLP-norm input
+        + a * tok_e * h  # MLP-up GEMM input
+        + drop * tok_e * h  # dropout mask after the MLP
+    )
+    if model.mlp == "swiglu":
+        mlp_saved = 2 * a * tok * f / t  # gate and up projections (fused SwiGLU recomputes the product)
+    else:
+        mlp_saved = 2 * a * tok * f / t  # GELU input and GELU output (= down-projection input)
+    if model.experts > 1:
+        # each token's top_k expert copies keep their MLP activations; router probabilities;
+        # the dispatched expert inputs (the combine's inputs are the down projections' outputs)
+        mlp_saved *= model.top_k
+        hidden_saved += FP32 * tok_e * model.experts + a * tok * model.top_k * h / t
+    if c > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
+        hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)
+    stats = FP32 * tok_e * 2 + FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
+    scores = 0.0
+    if not job.flash_attention and job.recompute in ("none", "selective_layer"):
+        # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout
+        scores = (a + drop * (1 + a)) * b * (model.heads / t) * (s / c) * s
+    eager = (eager_saved_bytes(model, tok, tok_e, t, model.top_k if model.experts > 1 else 1)
+             if job.kernel_fusion == "eager" else 0.0)
+    return hidden_saved + mlp_saved + stats + scores + eager
+
+
+def layer_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes one layer of ``job`` keeps for its backward per micro-batch: its checkpoint under full
+    recompute (:func:`checkpoint_bytes`), else :func:`layer_activation_bytes`."""
+    return checkpoint_bytes(model, job) if job.recompute == "full" else layer_activation_bytes(model, job)
+
+
+def checkpoint_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes a fully checkpointed layer keeps per micro-batch: its input hidden state (SP-sharded)."""
+    return ACT_BYTES * job.micro_batch * job.seq_len / job.cp * model.hidden / (
+        job.tp if job.sequence_parallel and job.tp > 1 else 1)

@@ -1,0 +1,156 @@
+"""fp8 training's own kernels: the recipe's casts around each fp8 GEMM, fp8 attention, bf16 layers.
+
+Transformer Engine (TE docs, "Using FP8 with Transformer Engine"; Micikevicius et al. 2022, "FP8
+Formats for Deep Learning") feeds every fp8 GEMM fp8 operands. What that costs depends on the
+scaling recipe (``software.fp8_recipe``; bytes per element in ``hardware.kernels.FP8_RECIPES``):
+
+* ``delayed``: the scale comes from an amax history; one cast-transpose kernel reads the bf16
+  tensor and writes it in fp8 and transposed in fp8 (the weight-gradient GEMM's operand),
+  recording the amax as it goes: 4 B per element.
+* ``current``: the tensor's own amax must be known before it is cast: an amax pass (2 B) and
+  the cast-transpose (4 B); under sequence parallelism the amax of a sequence-sharded tensor is
+  all-reduced over TP first (a 4-byte all-reduce, latency-bound and exposed): the input of QKV
+  and MLP-up in forward, the output gradient of attention-out and MLP-down in backward (TE
+  Linear's current-scaling quantizers with ``with_amax_reduction`` for a column-parallel
+  layer's SP input and a row-parallel layer's SP output gradient). ASSUMPTION: a MoE layer's
+  grouped expert GEMMs see dispatched tokens and reduce no amax.
+* ``blockwise`` and ``mxfp8``: one kernel quantises rowwise and columnwise with per-block
+  scales (read 2, write 1 + 1 + scales).
+* ``nvfp4``: fp4 GEMMs, which no GPU of the catalog has (:func:`fp8_recipe_error`).
+
+In backward the output gradient (m x n) of each fp8 GEMM is cast the same way. Weights are
+cast once per step and cached across micro-batches (not charged). GEMMs outside TE's fp8
+autocast stay bf16: the output layer and the MoE router.
+
+With ``software.fused_norm_linear`` (TE ``LayerNormLinear`` / ``LayerNormMLP``) the norm before
+QKV and before a dense MLP's up projection writes the GEMM's fp8 operand itself under delayed,
+blockwise and mxfp8 scaling: those two forward input casts run no kernel of their own, and the
+norm writes fp8 + transposed fp8 (+ scales) where it wrote the bf16 output, a net
+:func:`fused_norm_extra_bytes` (0 for delayed). Under current scaling the amax pass still needs
+the bf16 output: no saving. Without fp8 the flag changes nothing.
+
+``software.fp8_attention`` (cuDNN's fp8 fused attention, TE's ``NVTE_FP8_DPA``): the attention
+kernels run at the fp8 dense peak times the same attention efficiency fractions as bf16
+(ASSUMPTION: no public fp8 attention benchmark is in the repository), after a cast of Q, K and
+V (4 B per element, a cast-transpose as the GEMMs') and in backward of the output gradient dO.
+
+``software.fp8_bf16_layers``: the first and last N transformer layers keep the bf16 block
+(:func:`bf16_block`; Megatron's ``--first-last-layers-bf16``); ``workload.layer_kinds`` places them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from teton.errors import SpecError
+from teton.hardware.gpus import GPU
+from teton.hardware.kernels import FP8_RECIPES, Fp8Recipe, fp8_recipe_unsupported
+from teton.spec.job import JobSpec
+from teton.spec.layout import Layout
+from teton.spec.model import ModelSpec
+from teton.workload.items import ACT_BYTES, Block, Collective, ComputeOp, Item, memory_op
+
+FP8_CAST_TRANSPOSE_BYTES = FP8_RECIPES["delayed"].cast_bytes  # read bf16 (2), write fp8 (1) and its transpose (1)
+AMAX_BYTES = 4  # one fp32 amax per tensor, all-reduced over TP under current scaling
+
+
+def fp8_recipe_error(job: JobSpec, gpu: GPU) -> str | None:
+    """Why ``gpu`` cannot run ``job``'s fp8 recipe (``software.fp8_recipe``), or None.
+
+    For the job checks: a job with ``precision: fp8`` and ``fp8_recipe: nvfp4`` (fp4 tensor
+    cores, which no GPU of the catalog lists), or ``mxfp8`` on a GPU without Blackwell's
+    block-scaled tensor cores (``hardware.kernels.fp8_recipe_unsupported``). bf16 jobs ignore
+    the recipe."""
+    if job.precision != "fp8":
+        return None
+    return fp8_recipe_unsupported(job.software.fp8_recipe, gpu)
+
+
+def recipe_of(job: JobSpec) -> Fp8Recipe:
+    """The job's fp8 recipe; nvfp4 is refused (it would need fp4 GEMMs)."""
+    name = job.software.fp8_recipe
+    if name not in FP8_RECIPES:
+        raise SpecError("software.fp8_recipe", name, "needs fp4 tensor cores, which no GPU of teton's catalog "
+                        f"lists; use {', '.join(FP8_RECIPES)}")
+    return FP8_RECIPES[name]
+
+
+def norm_writes_fp8(job: JobSpec) -> bool:
+    """Whether the norms before QKV and MLP-up write their GEMMs' fp8 operands (``fused_norm_linear``
+    under a recipe whose scale is known before the norm runs)."""
+    return job.precision == "fp8" and job.software.fused_norm_linear and recipe_of(job).norm_fusable
+
+
+def fused_norm_extra_bytes(job: JobSpec, elements: float) -> float:
+    """Bytes a norm that writes its GEMM's fp8 operand moves beyond its bf16 form over ``elements``:
+    fp8 + transposed fp8 + scales written instead of the bf16 output (0 for delayed scaling)."""
+    if not norm_writes_fp8(job):
+        return 0.0
+    return (recipe_of(job).write_bytes - ACT_BYTES) * elements
+
+
+def _quantise(job: JobSpec, name: str, elements: float, backward: bool, reduce_amax: bool) -> list[Item]:
+    """The recipe's kernels that cast ``elements`` bf16 values to fp8: amax pass, TP amax
+    all-reduce (current scaling of a sequence-sharded tensor), quantise."""
+    r = recipe_of(job)
+    out: list[Item] = []
+    if r.amax_bytes:
+        out.append(memory_op(f"{name}_amax", r.amax_bytes * elements, backward))
+    if r.amax_all_reduce and reduce_amax and job.layout.sequence_parallel:
+        out.append(Collective(f"tp.{name}_amax", "all_reduce", "tp", AMAX_BYTES))
+    out.append(memory_op(name, r.cast_bytes * elements, backward))
+    return out
+
+
+def fp8_casts(job: JobSpec, gemm: tuple[ComputeOp, ...], fused_input: bool = False, sharded_input: bool = False,
+              sharded_grad: bool = False) -> tuple[list[Item], list[Item]]:
+    """(forward, backward) fp8 casts around one fp8 GEMM, for ``job.precision == "fp8"`` (module
+    docstring): the input (m x k) in forward, unless the norm before it writes it
+    (``fused_input`` and :func:`norm_writes_fp8`), and the output gradient (m x n) in backward.
+    ``sharded_input`` / ``sharded_grad``: that tensor is sequence-sharded under SP (its amax is
+    all-reduced over TP under current scaling). Empty lists for bf16 jobs and non-fp8 GEMMs."""
+    fwd = gemm[0]
+    if job.precision != "fp8" or not fwd.fp8:
+        return [], []
+    rows = fwd.flops / (2.0 * fwd.n * fwd.k)  # all the GEMM's rows (MoE: every expert's tokens)
+    f = [] if fused_input and norm_writes_fp8(job) else _quantise(job, f"{fwd.name}.fp8_cast", rows * fwd.k,
+                                                                   False, sharded_input)
+    return f, _quantise(job, f"{fwd.name}.grad_fp8_cast", rows * fwd.n, True, sharded_grad)
+
+
+def layer_casts(model: ModelSpec, job: JobSpec,
+                gemms: tuple[tuple[ComputeOp, ...], ...]) -> list[tuple[list[Item], list[Item]]]:
+    """:func:`fp8_casts` of a layer's (QKV, attention-out, MLP-up, MLP-down) GEMM triples: QKV's and
+    a dense MLP-up's inputs come from a norm (``fused_norm_linear``) and are sequence-sharded
+    under SP, as are attention-out's and a dense MLP-down's output gradients."""
+    qkv, out, up, down = gemms
+    dense = model.experts <= 1
+    return [fp8_casts(job, qkv, fused_input=True, sharded_input=True),
+            fp8_casts(job, out, sharded_grad=True),
+            fp8_casts(job, up, fused_input=dense, sharded_input=dense),
+            fp8_casts(job, down, sharded_grad=dense)]
+
+
+def fp8_attention(job: JobSpec) -> bool:
+    """Whether the flash-attention kernels run in fp8 (``software.fp8_attention`` in an fp8 job)."""
+    return job.precision == "fp8" and job.software.fp8_attention and job.flash_attention
+
+
+def attention_casts(model: ModelSpec, lay: Layout, job: JobSpec) -> tuple[list[Item], list[Item]]:
+    """(forward, backward) casts of fp8 attention: Q, K and V of this rank's heads before the
+    kernel, the output gradient dO before its backward, 4 B per element; none without fp8 attention."""
+    if not fp8_attention(job):
+        return [], []
+    q, kv = model.q_width / lay.tp, model.kv_width / lay.tp
+    return ([memory_op("attention.fp8_cast", FP8_CAST_TRANSPOSE_BYTES * lay.tokens * (q + 2 * kv))],
+            [memory_op("attention.grad_fp8_cast", FP8_CAST_TRANSPOSE_BYTES * lay.tokens * q, True)])
+
+
+def bf16_block(block: Block) -> Block:
+    """``block`` (built for a bf16 job: no casts) with every GEMM and attention kernel at the bf16
+    peak, for the layers an fp8 job keeps in bf16 (``software.fp8_bf16_layers``)."""
+
+    def strip(items: tuple[Item, ...]) -> tuple[Item, ...]:
+        return tuple(replace(i, fp8=False) if isinstance(i, ComputeOp) and i.fp8 else i for i in items)
+
+    return replace(block, fwd=strip(block.fwd), bwd=strip(block.bwd))

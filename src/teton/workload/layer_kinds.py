@@ -1,0 +1,87 @@
+"""Which kind of transformer layer each layer of each pipeline chunk is.
+
+Most layers of a job run the same block; three settings make some of them differ, each by the
+layer's position:
+
+* ``software.fp8_bf16_layers = N`` (fp8 jobs): the first N and the last N layers of the model
+  run in bf16 (Megatron-LM's ``--first-last-layers-bf16`` with ``--num-layers-at-start-in-bf16``
+  / ``--num-layers-at-end-in-bf16``; Megatron-Core's ``TransformerBlock`` builds those layers
+  outside fp8 autocast). Layer ``i`` of the model sits on virtual stage ``c * p + r`` as
+  ``workload.pipeline.split_layers`` cuts them: the first ones on pipeline rank 0's first
+  chunk (and on into rank 1's when that chunk holds fewer than N), the last ones on the last
+  rank's last chunk.
+* ``job.recompute = selective_layer``: torchtitan's per-layer AC checkpoints every N-th layer a
+  rank builds, counted over its chunks in order (``workload.recompute.checkpointed_layers``).
+* ``software.cpu_offload_layers = N``: the first N layers of each chunk send their saved
+  activations to host memory (Megatron-Core's ``cpu_offloading_num_layers``, applied per model
+  chunk through Transformer Engine's ``get_cpu_offload_context(num_layers, model_layers)``, whose
+  double-buffered handler offloads the first ``num_layers`` groups). ASSUMPTION: at most all but
+  the chunk's last layer, whose backward starts as soon as its forward ends (Megatron requires
+  ``cpu_offloading_num_layers`` below the layer count).
+
+:func:`layer_kind_counts` gives every kind the job's settings allow (zeros included, the plain
+kind first) and how many layers of each chunk are of it; ``workload.step_work`` builds each
+kind's block and ``workload.memory`` each kind's saved bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+
+from teton.spec.job import JobSpec
+from teton.workload.pipeline import PipelineSplit
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """What sets a layer apart from the plain layer of its job."""
+
+    bf16: bool = False  # kept in bf16 in an fp8 job (software.fp8_bf16_layers)
+    checkpointed: bool = False  # fully checkpointed by selective_layer's per-layer AC
+    offloaded: bool = False  # saved activations in host memory (software.cpu_offload_layers)
+
+    @property
+    def label(self) -> str:
+        """``layer`` for the plain kind, else ``<what>[_<what>]_layer`` (``checkpointed_layer``,
+        ``bf16_layer``, ``bf16_offloaded_layer``, ...)."""
+        parts = [n for n, on in (("bf16", self.bf16), ("checkpointed", self.checkpointed),
+                                 ("offloaded", self.offloaded)) if on]
+        return "_".join([*parts, "layer"])
+
+
+def bf16_layers(job: JobSpec) -> int:
+    """Layers at each end of the model an fp8 job keeps in bf16 (0 for a bf16 job)."""
+    return job.software.fp8_bf16_layers if job.precision == "fp8" else 0
+
+
+def layer_kind_counts(job: JobSpec, split: PipelineSplit) -> dict[LayerKind, np.ndarray]:
+    """(p, v) layers of each chunk per kind (module docstring), for every kind ``job`` allows."""
+    p, v, layers = split.p, split.v, split.layers
+    total = int(layers.sum())
+    n_bf16, n_off = bf16_layers(job), job.software.cpu_offload_layers
+    interval = job.recompute_interval if job.recompute == "selective_layer" else 0
+    options = [(False, True) if on else (False,) for on in (n_bf16 > 0, interval > 0, n_off > 0)]
+    counts = {LayerKind(*flags): np.zeros((p, v), dtype=np.int64) for flags in product(*options)}
+    first = np.zeros((p, v), dtype=np.int64)  # model index of each chunk's first layer
+    offset = 0
+    for c in range(v):
+        for r in range(p):
+            first[r, c] = offset
+            offset += int(layers[r, c])
+    for r in range(p):
+        built = 0  # layers this rank has built so far (torchtitan's per-process counter)
+        for c in range(v):
+            n = int(layers[r, c])
+            offloaded = min(n_off, max(n - 1, 0))
+            for j in range(n):
+                built += 1
+                i = int(first[r, c]) + j
+                kind = LayerKind(bf16=i < n_bf16 or i >= total - n_bf16,
+                                 checkpointed=interval > 0 and built % interval == 0, offloaded=j < offloaded)
+                counts[kind][r, c] += 1
+    for a in counts.values():
+        a.flags.writeable = False
+    return counts

@@ -1,0 +1,105 @@
+"""Training set 2: every published row is loaded, judged or listed with its reason; specs, stacks
+and measured step times follow the sources' columns and FLOP conventions."""
+
+import csv
+from collections import Counter
+from importlib import resources
+
+import pytest
+
+from teton.spec import load_spec
+from teton.validation.flop_conventions import flops_per_token
+from teton.validation.training_set2 import (
+    JUDGED,
+    published_rows,
+    row_spec,
+    row_status,
+    stack_of,
+    training_runs_2,
+)
+
+
+def test_every_row_of_the_file_is_loaded_and_none_is_dropped():
+    text = resources.files("teton.data").joinpath("training-set-2.csv").read_text()
+    ids = [r["id"] for r in csv.DictReader(text.splitlines())]
+    rows = published_rows()
+    assert [r.id for r in rows] == ids and len(set(ids)) == len(ids) > 340
+    status = Counter(row_status(r)[0] for r in rows)
+    assert status[JUDGED] >= 70 and status["needs_hardware"] > 200
+    judged_ids = {r.name for r in training_runs_2()}
+    assert judged_ids == {r.id for r in rows if row_status(r)[0] == JUDGED}
+
+
+def test_rows_teton_lacks_hardware_for_wait_for_it_and_say_so():
+    for r in published_rows():
+        status, reason = row_status(r)
+        if r.system in ("DGX-GB200", "DGX-GB300", "DGX-B300") and not r.flag:
+            assert status == "needs_hardware" and "#21" in reason, r.id
+        if status != JUDGED:
+            assert reason, r.id
+
+
+def test_published_inconsistencies_are_flagged_with_their_reason():
+    b200_long = [r for r in published_rows() if r.source == "B" and r.system == "DGX-B200" and r.tp]
+    assert b200_long and all(row_status(r)[0] == "inconsistent" for r in b200_long)
+    for r in b200_long:
+        product = r.tp * (r.pp or 1) * (r.cp or 1) * int(r.flag_reason.split("dp=")[1].rstrip(")"))
+        assert product * 4 == r.gpus and "1/4" in r.flag_reason
+    mixtral = [r for r in published_rows() if r.model == "Mixtral-8x22B"]
+    assert mixtral and all(row_status(r)[0] == "inconsistent" and "swap" in r.flag_reason for r in mixtral)
+
+
+def test_flop_conventions_turn_tflops_into_the_published_tokens_per_second():
+    """Where a row publishes both, TFLOP/s / the source's FLOPs per token = its tokens/s: the
+    conventions (causal halving or not, the model's shapes) are the sources' own."""
+    checked = 0
+    for r in published_rows():
+        if row_status(r)[0] != JUDGED or not (r.tokens_per_s_per_gpu and r.tflops_per_gpu):
+            continue
+        model = load_spec(row_spec(r)).model
+        tokens = r.tflops_per_gpu * 1e12 / flops_per_token(r.flop_convention, model, r.seq_len)
+        assert tokens == pytest.approx(r.tokens_per_s_per_gpu, rel=0.015), r.id
+        checked += 1
+    assert checked > 40
+
+
+def test_judged_rows_run_the_stack_and_recipe_of_their_release():
+    runs = {r.name: r for r in training_runs_2()}
+    rows = {r.id: r for r in published_rows()}
+    for name, run in runs.items():
+        row = rows[name]
+        assert run.stack == stack_of(row)
+        job = run.spec.job
+        assert (job.gpus, job.tp, job.pp, job.cp) == (row.gpus, row.tp or 1, row.pp or 1, row.cp or 1)
+        assert job.global_batch == row.gbs and job.seq_len == row.seq_len
+        if row.precision in ("MXFP8", "FP8-MX"):
+            assert job.software.fp8_recipe == "mxfp8"
+        if row.precision.startswith("FP8-CS"):
+            assert job.software.fp8_recipe == "current"
+        assert job.precision == ("bf16" if row.precision.startswith(("BF16", "mixed")) else "fp8")
+    assert {r.stack for r in runs.values()} >= {"nemo-24.07", "nemo-24.03", "megatron-core-0.8", "megatron-deepspeed"}
+
+
+def test_measured_step_time_is_the_batch_over_the_published_throughput():
+    row = next(r for r in published_rows() if r.id == "a-24.07-h100-llama3-70b-64")
+    run = next(r for r in training_runs_2() if r.name == row.id)
+    assert run.step_time_s == pytest.approx(row.gbs * row.seq_len / (row.tokens_per_s_per_gpu * row.gpus))
+    bloom = next(r for r in training_runs_2() if r.name.endswith("it85376"))
+    assert bloom.step_time_s == pytest.approx(104.70) and bloom.spec.job.recompute == "full"
+
+
+def test_repeat_measurements_of_one_configuration_share_a_group():
+    groups = Counter(r.config for r in training_runs_2() if r.name.startswith("a-24.07"))
+    assert set(groups.values()) == {3}  # three revisions of the 24.07 table, one configuration each
+
+
+def test_validate_lists_the_rows_it_does_not_judge(cli):
+    import json
+
+    code, out, err = cli("validate", "--case", "training-set-2", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    listed = {r["id"]: r for r in d["not_judged"]}
+    assert len(listed) + d["training_set"]["rows"] == len(published_rows())
+    assert all(r["reason"] for r in listed.values())
+    assert {r["status"] for r in listed.values()} >= {"needs_hardware", "inconsistent", "needs_model", "no_layout"}

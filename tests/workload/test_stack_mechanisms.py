@@ -1,0 +1,301 @@
+"""The software stack's mechanisms (``job.software``): cross-entropy kernels, fp8 recipes and the
+GEMMs / layers / attention they cover, norm + fp8-cast fusion, kernel launches vs CUDA graphs, and
+CPU activation offload. Each test checks what a user relies on the stack field to change."""
+
+import gzip
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import teton
+from teton.engine.block_timer import BlockTimer
+from teton.engine.compute import ComputeModel
+from teton.engine.prepare import default_placement, make_cost_model
+from teton.errors import SpecError
+from teton.hardware.gpus import GPUS
+from teton.hardware.kernels import CROSS_ENTROPY, EAGER_LAUNCH_S, FP8_RECIPES
+from teton.spec import load_spec
+from teton.workload.fp8 import fp8_recipe_error
+from teton.workload.head import head_block
+from teton.workload.items import Collective, ComputeOp, HostCopy
+from teton.workload.memory import layer_activation_bytes, memory_per_gpu
+from teton.workload.ops import layer_block
+from teton.workload.step_work import step_work
+
+TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
+TINY = {"name": "tiny", "layers": 4, "hidden": 512, "ffn_hidden": 2048, "heads": 8, "vocab": 32000}
+
+
+def _spec(job=None, software=None, model="llama3-8b", sets=()):
+    job = {"gpus": 8, "tp": 8, "seq_len": 8192, "global_batch": 1, **(job or {})}
+    return load_spec({"cluster": "meta-roce-24k", "model": model, "job": job,
+                      "software": {"base": "unknown", **(software or {})}}, list(sets))
+
+
+def _bytes(items, pred):
+    return sum(i.bytes for i in items if isinstance(i, ComputeOp) and pred(i.name))
+
+
+def _named(items, name):
+    return next(i for i in items if i.name == name)
+
+
+# --- cross-entropy ------------------------------------------------------------------------------
+
+def test_cross_entropy_variants_move_their_bytes_per_logit():
+    logits = {}
+    heads = {}
+    for variant in CROSS_ENTROPY:
+        spec = _spec(software={"cross_entropy": variant})
+        heads[variant] = head_block(spec.model, spec.job)
+        logits[variant] = 8192 * spec.model.vocab / 8
+    per = {v: (_named(h.fwd, "cross_entropy").bytes / logits[v], _named(h.bwd, "cross_entropy.bwd").bytes / logits[v])
+           for v, h in heads.items()}
+    assert per == {"eager": (18, 26), "vocab_parallel": (38, 14), "fused": (6, 4)}
+    # Megatron's vocab-parallel kernel moves 32 + 10 bytes per logit more than TE's fused one
+    vp, fused = heads["vocab_parallel"], heads["fused"]
+    extra = _bytes((*vp.fwd, *vp.bwd), lambda n: True) - _bytes((*fused.fwd, *fused.bwd), lambda n: True)
+    assert extra == pytest.approx((38 - 6 + 14 - 4) * logits["fused"])
+
+
+def test_cross_entropy_tp_collectives_follow_the_variant():
+    def tp_collectives(variant, tp=8):
+        spec = _spec({"gpus": tp, "tp": tp}, {"cross_entropy": variant})
+        return [(c.name, c.op) for c in head_block(spec.model, spec.job).fwd
+                if isinstance(c, Collective) and c.name.startswith("tp.ce")]
+
+    assert [op for _, op in tp_collectives("vocab_parallel")] == ["all_reduce"] * 3  # max, predicted logit, sum-exp
+    assert [op for _, op in tp_collectives("eager")] == ["all_reduce"] * 2
+    assert [op for _, op in tp_collectives("fused")] == ["all_gather"]  # each rank's (max, sum-exp, logit)
+    assert tp_collectives("vocab_parallel", tp=1) == []
+
+
+def test_kernel_fusion_no_longer_picks_the_cross_entropy():
+    eager_job = _spec({"kernel_fusion": "eager"}, {"cross_entropy": "fused"})
+    fused_job = _spec({"kernel_fusion": "fused"}, {"cross_entropy": "fused"})
+    a, b = (_named(head_block(s.model, s.job).fwd, "cross_entropy").bytes for s in (eager_job, fused_job))
+    assert a == b
+
+
+def test_the_loss_holds_its_kernels_peak_bytes_per_logit():
+    """One rank, so the fullest GPU holds the head: eager keeps 10 B per logit (bf16 logits, fp32
+    copy, fp32 log-softmax), vocab_parallel 6 (the fp32 softmax in place of the copy), fused 2."""
+    working = {v: memory_per_gpu(s.model, s.job)[0].working
+               for v in CROSS_ENTROPY for s in [_spec(software={"cross_entropy": v})]}
+    logits = 8192 * 128256 / 8
+    assert working["eager"] - working["fused"] == pytest.approx(8 * logits)
+    assert working["vocab_parallel"] - working["fused"] == pytest.approx(4 * logits)
+
+
+# --- fp8 recipes --------------------------------------------------------------------------------
+
+def _casts(spec):
+    blk = layer_block(spec.model, spec.job)
+    return blk, _bytes((*blk.fwd, *blk.bwd), lambda n: "fp8_cast" in n)
+
+
+def test_current_scaling_costs_more_than_delayed_and_reduces_amax_over_tp_only_under_sp():
+    fp8 = {"precision": "fp8"}
+    _, delayed = _casts(_spec(fp8, {"fp8_recipe": "delayed"}))
+    blk, current = _casts(_spec(fp8, {"fp8_recipe": "current"}))
+    assert current == pytest.approx(6 / 4 * delayed)  # an amax pass (2 B) before each cast-transpose (4 B)
+    amax = [c for c in (*blk.fwd, *blk.bwd) if isinstance(c, Collective) and "amax" in c.name]
+    # the SP-sharded QKV / MLP-up inputs forward, attention-out / MLP-down output gradients backward
+    assert sorted(c.name for c in amax) == ["tp.attn_out.grad_fp8_cast_amax", "tp.mlp_down.grad_fp8_cast_amax",
+                                            "tp.mlp_up.fp8_cast_amax", "tp.qkv.fp8_cast_amax"]
+    assert all(c.op == "all_reduce" and c.axis == "tp" and c.bytes == 4 for c in amax)
+    no_sp, _ = _casts(_spec({**fp8, "sequence_parallel": False}, {"fp8_recipe": "current"}))
+    assert not [c for c in no_sp.fwd + no_sp.bwd if isinstance(c, Collective) and "amax" in c.name]
+    dl, _ = _casts(_spec(fp8, {"fp8_recipe": "delayed"}))
+    assert not [c for c in dl.fwd + dl.bwd if isinstance(c, Collective) and "amax" in c.name]
+    slow, fast = (teton.simulate(_spec(fp8, {"fp8_recipe": r})).step_time_s for r in ("current", "delayed"))
+    assert slow > fast
+
+
+def test_block_scaled_recipes_add_their_scales_to_the_cast():
+    b200 = ("cluster=dgx-b200-superpod",)  # MXFP8 needs Blackwell's block-scaled tensor cores
+    _, delayed = _casts(_spec({"precision": "fp8"}, {"fp8_recipe": "delayed"}, sets=b200))
+    for recipe in ("blockwise", "mxfp8"):
+        _, cast = _casts(_spec({"precision": "fp8"}, {"fp8_recipe": recipe}, sets=b200))
+        assert cast == pytest.approx(delayed * FP8_RECIPES[recipe].cast_bytes / 4)
+    with pytest.raises(SpecError, match="software.fp8_recipe"):
+        _spec({"precision": "fp8"}, {"fp8_recipe": "mxfp8"})
+    assert FP8_RECIPES["blockwise"].cast_bytes == 4 + 8 / 128 and FP8_RECIPES["mxfp8"].cast_bytes == 4 + 2 / 32
+
+
+def test_fused_norm_linear_removes_the_two_input_casts_under_delayed_but_not_under_current():
+    def fwd_casts(recipe, fused, precision="fp8"):
+        spec = _spec({"precision": precision}, {"fp8_recipe": recipe, "fused_norm_linear": fused})
+        blk = layer_block(spec.model, spec.job)
+        return {i.name for i in blk.fwd if "fp8_cast" in i.name}, _named(blk.fwd, "attn_norm").bytes
+
+    (plain, norm), (fused, fused_norm) = fwd_casts("delayed", False), fwd_casts("delayed", True)
+    assert plain - fused == {"qkv.fp8_cast", "mlp_up.fp8_cast"} and fused == {"attn_out.fp8_cast", "mlp_down.fp8_cast"}
+    assert fused_norm == norm  # writes fp8 + fp8 transposed (2 B) instead of bf16 (2 B)
+    blockwise, blockwise_norm = fwd_casts("blockwise", True)
+    assert blockwise == fused and blockwise_norm == pytest.approx(norm + 8 / 128 * 8192 / 8 * 4096)  # + scales
+    assert fwd_casts("current", True)[0] == fwd_casts("current", False)[0]  # the amax pass needs the bf16 output
+    bf16 = _spec({}, {"fused_norm_linear": True})
+    assert layer_block(bf16.model, bf16.job) == layer_block(_spec().model, _spec().job)
+
+
+def test_bf16_layers_sit_on_the_first_and_last_chunks_and_slow_the_step():
+    job = {"gpus": 64, "tp": 8, "pp": 4, "dp": 2, "global_batch": 16, "precision": "fp8",
+           "pp_schedule": "interleaved", "virtual_stages": 2}
+    spec = _spec(job, {"fp8_bf16_layers": 3})
+    work = step_work(spec.model, spec.job)
+    kinds = {k.label: (block, n) for k, block, n in work.kinds}
+    bf16_block, bf16 = kinds["bf16_layer"]
+    assert work.split.layers[0, 0] == 4 and bf16[0, 0] == 3 and bf16[-1, -1] == 3 and bf16.sum() == 6
+    assert (kinds["layer"][1] + bf16 == work.split.layers).all()
+    assert not any(isinstance(i, ComputeOp) and (i.fp8 or "fp8_cast" in i.name) for i in bf16_block.fwd + bf16_block.bwd)
+    # more bf16 layers than the first chunk holds spill onto the next virtual stage (rank 1, chunk 0)
+    spill = step_work(*(lambda s: (s.model, s.job))(_spec(job, {"fp8_bf16_layers": 6})))
+    n = {k.label: c for k, _, c in spill.kinds}["bf16_layer"]
+    assert n[0, 0] == 4 and n[1, 0] == 2 and n[-1, -1] == 4 and n[-2, -1] == 2
+    steps = [teton.simulate(_spec(job, {"fp8_bf16_layers": k})).step_time_s for k in (0, 3)]
+    assert steps[1] > steps[0]
+    assert teton.simulate(_spec({**job, "precision": "bf16"}, {"fp8_bf16_layers": 3})).step_time_s == \
+        teton.simulate(_spec({**job, "precision": "bf16"})).step_time_s
+
+
+def test_bf16_layers_combine_with_selective_layer_checkpointing():
+    job = {"gpus": 16, "tp": 8, "pp": 2, "dp": 1, "global_batch": 4, "precision": "fp8",
+           "recompute": "selective_layer", "recompute_interval": 2}
+    spec = _spec(job, {"fp8_bf16_layers": 1})
+    work = step_work(spec.model, spec.job)
+    n = {k.label: c for k, _, c in work.kinds}
+    assert set(n) == {"layer", "checkpointed_layer", "bf16_layer", "bf16_checkpointed_layer"}
+    assert sum(n.values()).tolist() == work.split.layers.tolist()
+    # layer 0 is rank 0's first (not checkpointed); the model's last is rank 1's 16th (checkpointed)
+    assert n["bf16_layer"].tolist() == [[1], [0]] and n["bf16_checkpointed_layer"].tolist() == [[0], [1]]
+    assert (n["checkpointed_layer"] + n["bf16_checkpointed_layer"]).tolist() == [[8], [8]]
+
+
+def test_fp8_attention_runs_the_kernels_at_the_fp8_peak_after_casting_qkv_and_do():
+    plain, fp8_attn = _spec({"precision": "fp8"}), _spec({"precision": "fp8"}, {"fp8_attention": True})
+    blk = layer_block(fp8_attn.model, fp8_attn.job)
+    assert _named(blk.fwd, "attention").fp8 and _named(blk.bwd, "attention.bwd").fp8
+    q, kv = 4096 // 8, 1024 // 8
+    assert _named(blk.fwd, "attention.fp8_cast").bytes == 4 * 8192 * (q + 2 * kv)
+    assert _named(blk.bwd, "attention.grad_fp8_cast").bytes == 4 * 8192 * q
+    gpu = GPUS["h100-sxm"]
+    fp8, bf16 = ComputeModel.for_gpu(gpu, "fp8"), ComputeModel.for_gpu(gpu, "bf16")
+    op = _named(blk.fwd, "attention")
+    ratio = gpu.peak_flops("fp8") / gpu.peak_flops("bf16")  # 1978.9 vs 989.4 TFLOPS dense
+    assert fp8.attention_s(op) == pytest.approx(bf16.attention_s(op) / ratio)
+    assert teton.simulate(fp8_attn).step_time_s < teton.simulate(plain).step_time_s
+
+
+def test_nvfp4_and_mxfp8_on_hopper_are_refused_naming_the_recipe():
+    h100, b200 = GPUS["h100-sxm"], GPUS["b200"]
+    job = _spec({"precision": "fp8"}).job
+    nv = job.model_copy(update={"software": job.software.model_copy(update={"fp8_recipe": "nvfp4"})})
+    mx = job.model_copy(update={"software": job.software.model_copy(update={"fp8_recipe": "mxfp8"})})
+    assert "fp4 tensor cores" in fp8_recipe_error(nv, h100)
+    assert "fp4" in fp8_recipe_error(nv, b200)  # the catalog lists no fp4 peak, B200's included
+    assert "Blackwell" in fp8_recipe_error(mx, h100) and fp8_recipe_error(mx, b200) is None
+    assert fp8_recipe_error(job, h100) is None
+    assert fp8_recipe_error(nv.model_copy(update={"precision": "bf16"}), h100) is None  # bf16 ignores the recipe
+    spec = _spec({"precision": "fp8"})
+    with pytest.raises(SpecError, match="software.fp8_recipe"):
+        layer_block(spec.model, nv)
+
+
+# --- kernel launches ----------------------------------------------------------------------------
+
+def _launch_quartile_us(trace: Path) -> float:
+    """25th percentile of the intervals between consecutive kernel launches on the thread that
+    launches the most (cudaLaunchKernel and cudaLaunchKernelExC, Kineto's cuda_runtime events)."""
+    with gzip.open(trace, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    by_thread = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "cuda_runtime" and e.get("name") in ("cudaLaunchKernel", "cudaLaunchKernelExC"):
+            by_thread[(e["pid"], e["tid"])].append(float(e["ts"]))
+    starts = np.sort(max(by_thread.values(), key=len))
+    return float(np.percentile(np.diff(starts), 25))
+
+
+def test_launch_time_lies_between_the_two_traces_measurements():
+    measured = sorted(_launch_quartile_us(p) for p in sorted(TRACES.glob("*.kineto.json.gz")))
+    assert len(measured) == 2
+    assert measured[0] == pytest.approx(11.0, abs=0.5) and measured[1] == pytest.approx(14.7, abs=0.5)
+    assert measured[0] <= EAGER_LAUNCH_S * 1e6 <= measured[1]
+
+
+def test_a_tiny_eager_model_is_launch_bound_and_cuda_graphs_remove_it():
+    tiny = {"gpus": 1, "tp": 1, "seq_len": 512, "global_batch": 1}
+    runs = {g: teton.simulate(_spec(tiny, {"cuda_graphs": g}, TINY)) for g in ("none", "layers", "full")}
+    eager = runs["none"].breakdown["launch_overhead"]
+    assert eager > 0.2 * runs["none"].breakdown["compute"]
+    assert 0 < runs["layers"].breakdown["launch_overhead"] < eager  # the embedding and head stay eager
+    assert runs["full"].breakdown["launch_overhead"] == 0
+    assert runs["full"].step_time_s == pytest.approx(runs["none"].step_time_s - eager)
+    big = teton.simulate(_spec({"global_batch": 4}))
+    assert big.breakdown["launch_overhead"] == 0 and big.breakdown["compute"] > 0
+
+
+def test_an_eager_pass_takes_its_launches_when_they_outlast_the_gpu():
+    spec = _spec({"gpus": 1, "tp": 1, "seq_len": 512}, model=TINY)
+    c = spec.cluster
+    timer = BlockTimer(ComputeModel.for_gpu(c.gpu_spec, "bf16", 512, c.efficiency), make_cost_model(spec),
+                       default_placement(spec), c)
+    blk = layer_block(spec.model, spec.job)
+    fwd = timer.items_s(blk.fwd, graphed=False)
+    assert fwd["launch"] == pytest.approx(len(blk.fwd) * EAGER_LAUNCH_S - fwd["compute"])
+    assert timer.items_s(blk.fwd, graphed=True)["launch"] == 0
+
+
+# --- CPU activation offload ---------------------------------------------------------------------
+
+def _offload(job, layers):
+    return _spec({"gpus": 1, "tp": 1, "seq_len": 8192, "global_batch": 2, **job}, {"cpu_offload_layers": layers})
+
+
+def test_cpu_offload_takes_the_offloaded_layers_activations_out_of_hbm():
+    base, off = _offload({}, 0), _offload({}, 8)
+    per_layer = layer_activation_bytes(base.model, base.job)
+    a0, a8 = (memory_per_gpu(s.model, s.job)[0].activations for s in (base, off))
+    # 8 of 32 layers leave, one layer's worth stays (the double buffer)
+    assert a0 - a8 == pytest.approx(7 * per_layer)
+    blk = {k.label: b for k, b, _ in step_work(off.model, off.job).kinds}["offloaded_layer"]
+    d2h, h2d = _named(blk.fwd, "offload.d2h"), _named(blk.bwd, "offload.h2d")
+    assert isinstance(d2h, HostCopy) and d2h.bytes == h2d.bytes == per_layer
+
+
+def test_cpu_offload_is_exposed_only_when_the_copy_outlasts_the_layer():
+    # llama3-8b at 8K tokens: ~1.6 GB of activations per layer over a shared PCIe Gen5 link
+    # (~28 GB/s) outlasts the layer's ~5 ms forward; a fully checkpointed layer's 64 MB does not
+    slow, plain = (teton.simulate(s) for s in (_offload({}, 8), _offload({}, 0)))
+    assert slow.breakdown["cpu_offload"] > 0
+    assert slow.step_time_s == pytest.approx(plain.step_time_s + slow.breakdown["cpu_offload"])
+    spec = _offload({"recompute": "full"}, 8)
+    hidden = teton.simulate(spec)
+    assert hidden.breakdown["cpu_offload"] == 0
+    assert hidden.step_time_s == pytest.approx(teton.simulate(_offload({"recompute": "full"}, 0)).step_time_s)
+    assert hidden.memory_breakdown["activations"] < teton.simulate(
+        _offload({"recompute": "full"}, 0)).memory_breakdown["activations"]
+    # the exposed time is max(0, copy - compute) per offloaded layer and pass
+    c = spec.cluster
+    timer = BlockTimer(ComputeModel.for_gpu(c.gpu_spec, "bf16", 8192, c.efficiency), make_cost_model(spec),
+                       default_placement(spec), c)
+    blk = {k.label: b for k, b, _ in step_work(*(lambda s: (s.model, s.job))(_offload({}, 8))).kinds}["offloaded_layer"]
+    copy, compute = timer.host_copy_s(blk.fwd), timer.compute_s(blk.fwd)
+    assert timer.items_s(blk.fwd)["offload"] == pytest.approx(copy - compute) and copy > compute
+
+
+def test_op_rows_carry_the_launch_and_offload_time_the_step_charges():
+    from teton.engine.op_table import block_totals, op_rows
+
+    for spec, cat, key in ((_spec({"gpus": 1, "tp": 1, "seq_len": 512}, model=TINY), "launch", "launch_overhead"),
+                           (_offload({}, 8), "offload", "cpu_offload")):
+        totals = block_totals(op_rows(spec))
+        r = teton.simulate(spec)
+        counts = {k.label: int(n.sum()) for k, _, n in step_work(spec.model, spec.job).kinds}
+        per_mb = sum(counts.get(b.split(".")[0], 1) * cats.get(cat, 0.0) for b, cats in totals.items())
+        assert r.breakdown[key] > 0
+        assert r.breakdown[key] == pytest.approx(r.micro_batches * per_mb, rel=1e-9)
