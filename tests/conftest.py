@@ -48,7 +48,8 @@ os.environ.setdefault("COLUMNS", "200")
 
 
 def pytest_configure(config):
-    """CI sets TETON_REQUIRE_TORCH=1: there the torch tests must run, not skip.
+    """CI sets TETON_REQUIRE_TORCH=1 and TETON_REQUIRE_RAY=1: there the torch and Ray tests must
+    run, not skip.
 
     A shell starts a background job (``.ci/run &``, nohup) with Ctrl-C ignored, and every process it
     starts inherits that: the Ctrl-C tests' subprocesses would never see their SIGINT. The tests run
@@ -63,3 +64,8 @@ def pytest_configure(config):
         except ImportError:
             raise pytest.UsageError("TETON_REQUIRE_TORCH=1 but PyTorch is not installed: "
                                     "pip install -e '.[torch]'") from None
+    if os.environ.get("TETON_REQUIRE_RAY") == "1":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise pytest.UsageError("TETON_REQUIRE_RAY=1 but Ray is not installed: pip install -e '.[ray]'") from None

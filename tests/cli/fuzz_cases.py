@@ -129,10 +129,12 @@ def presets() -> dict[str, tuple[str, ...]]:
     from teton.hardware import GPUS, HOSTS, NICS
     from teton.spec.cluster import CLUSTER_PRESETS
     from teton.spec.model import MODEL_PRESETS
+    from teton.spec.software import SOFTWARE_PRESETS
     from teton.spec.storage import STORAGE_PRESETS
 
     return {"cluster": tuple(CLUSTER_PRESETS), "model": tuple(MODEL_PRESETS), "gpu": tuple(GPUS),
-            "host": tuple(HOSTS), "nic": tuple(NICS), "storage": tuple(sorted(STORAGE_PRESETS))}
+            "host": tuple(HOSTS), "nic": tuple(NICS), "storage": tuple(sorted(STORAGE_PRESETS)),
+            "software": tuple(SOFTWARE_PRESETS)}
 
 
 INTS = st.one_of(st.integers(-2, 64), st.sampled_from((0, -1, 128, 1024, 4096, 16384, 2**31, 2**63, -(2**63))))
@@ -169,13 +171,15 @@ def schema_paths() -> tuple[str, ...]:
     from teton.spec.model import ModelSpec
     from teton.spec.network import NetworkSpec
     from teton.spec.reliability import ReliabilitySpec
+    from teton.spec.software import SoftwareSpec
     from teton.spec.storage import CheckpointPolicy, StorageSystem
     from teton.storage.dataload import DATA_LOADING_KEYS
 
     out = list(SPEC_SECTIONS)
     out += [f"job.{k}" for k in JobSpec.model_fields] + [f"network.{k}" for k in NetworkSpec.model_fields]
     out += [f"cluster.{k}" for k in ClusterSpec.model_fields] + [f"model.{k}" for k in ModelSpec.model_fields]
-    out += ["cluster.base", "model.base", "storage.preset", "storage.base"]
+    out += ["cluster.base", "model.base", "storage.preset", "storage.base", "software.base"]
+    out += [f"software.{k}" for k in SoftwareSpec.model_fields]
     out += [f"cluster.layers.{i}.{k}" for i in (0, 1, 2, 7) for k in FabricLayer.model_fields]
     out += [f"cluster.efficiency.{k}" for k in (*OVERRIDE_KEYS, *BAND_KEYS, "profile")]
     out += [f"storage.{k}" for k in StorageSystem.model_fields]
@@ -191,7 +195,9 @@ SENSIBLE_SETS = ("job.seq_len=4096", "job.precision=fp8", "job.zero=3", "seed=3"
                  "job.micro_batch=2", "network.fidelity=analytical", "storage.checkpoint.mode=sync",
                  "reliability.runs=4", "job.sequence_parallel=false", "job.tp_overlap=full", "cluster=meta-ib-24k",
                  "job.global_batch_tokens=16e6", "job.global_batch=null", "reliability.tokens=15.6e12",
-                 "storage.preset=tectonic-llama3", "job.attention_kernel=fa3", "cluster.gpu=h200")
+                 "storage.preset=tectonic-llama3", "job.attention_kernel=fa3", "cluster.gpu=h200",
+                 "software=nemo-24.07", "software.fp8_recipe=current", "software.cuda_graphs=full",
+                 "software.cross_entropy=fused")
 # costly: a flow-model step of a 16K-GPU job takes seconds in placement, search and report
 COSTLY_SETS = ("network.fidelity=flow",)
 
@@ -300,13 +306,14 @@ def mutated_spec(draw) -> dict:
                 parent[path[-1]] = draw(scalar_values() if how == "set" else
                                         st.sampled_from(([], {}, "text", 3, None, [1, "a"], True)))
         elif how == "unknown":
-            target = data.get(draw(st.sampled_from(("job", "network", "cluster", "storage", "reliability"))), data)
+            section = draw(st.sampled_from(("job", "network", "cluster", "storage", "reliability", "software")))
+            target = data.get(section, data)
             if isinstance(target, dict):
                 target[draw(IDENT)] = draw(scalar_values())
             else:
                 data[draw(IDENT)] = draw(scalar_values())
         elif how == "misspell":
-            key = draw(st.sampled_from(("cluster", "model")))
+            key = draw(st.sampled_from(("cluster", "model", "software")))
             if isinstance(data.get(key), str):
                 data[key] = draw(misspelt(data[key]))
             elif isinstance(data.get("job"), dict) and data["job"]:

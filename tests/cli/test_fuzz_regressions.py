@@ -214,3 +214,12 @@ def test_goodput_with_a_vanishing_step(cli, args, field):
 def test_a_batch_of_too_many_micro_batches(cli):
     line = one_error_line(*cli("run", EXAMPLE, "--set", "job.global_batch=2147483648")[::2])
     assert "micro-batches per DP rank" in line
+
+
+def test_an_infinite_gpu_count_in_a_schedule_trace_is_a_skipped_line(cli, tmp_path):
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,arrival_s,gpus,duration_s\n1,0,inf,10\n2,0,8,10\n")
+    code, out, err = cli("schedule", str(trace), "--cluster", "meta-roce-24k", "--json")
+    assert code == 0 and "Traceback" not in err
+    code, _, err = cli("schedule", str(trace), "--cluster", "meta-roce-24k", "--strict")
+    assert code == 2 and "finite" in err and len(err.strip().splitlines()) == 1

@@ -106,6 +106,8 @@ def _num(text: str, name: str, kind=float, positive: bool = False):
         v = kind(float(text)) if kind is int else kind(text)
     except (TypeError, ValueError):
         raise ValueError(f"{name} = {text!r}: not a number") from None
+    except OverflowError:  # int(inf), int(1e400)
+        raise ValueError(f"{name} = {text!r}: must be a finite number") from None
     if kind is int and float(text) != v:
         raise ValueError(f"{name} = {text!r}: not an integer")
     if not math.isfinite(v) or v < 0 or (positive and v <= 0):

@@ -132,9 +132,13 @@ SOFTWARE_PRESETS: dict[str, dict] = {
     # Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed; bigscience's fork for BLOOM, PyTorch 1.11):
     # Megatron-LM of 2021 under DeepSpeed's pipeline engine: fused softmax without flash attention,
     # blocking p2p, scatter-gather p2p, no async TP; DeepSpeed's bf16 optimizer / fp16 loss scaler
-    # accumulates fp32 gradients with separate kernels (grad_accum_fusion off) and all-reduces them.
+    # accumulates fp32 gradients with separate kernels (grad_accum_fusion off). The engine's
+    # TrainSchedule reduces the gradients (ReduceTiedGrads, ReduceGrads) as instructions after the
+    # last backward of the step, before OptimizerStep (deepspeed/runtime/pipe/schedule.py): no DP
+    # overlap.
     "megatron-deepspeed": dict(framework="megatron-deepspeed", version="2021-22", attention="unfused",
                                pp_p2p="blocking", pp_scatter_gather=True, grad_accum_fusion=False,
+                               overlap_dp_comm=False, overlap_param_gather=False,
                                description="Megatron-DeepSpeed (MT-NLG 2021, BLOOM 2022), A100"),
     # Megatron-LM README @ f2e5db40 (core_r0.8.0): "--overlap-grad-reduce --overlap-param-gather,
     # --tp-comm-overlap"; bf16 gradients accumulated and reduced in fp32 (Megatron's default for
