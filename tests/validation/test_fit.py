@@ -181,7 +181,13 @@ def test_a_few_runs_do_not_claim_what_they_cannot_know(tmp_path, cli):
 
 def test_a_user_fit_is_held_to_the_catalog_prior():
     prior = catalog_prior(KEPT, {"hopper"})
-    assert prior is not None and prior.hyper.sigma == pytest.approx(fitted_catalog()["spread"]["sigma"])
+    assert prior.hyper.sigma == pytest.approx(fitted_catalog()["spread"]["sigma"])
+    # a key the bundled fit does not keep: a weak prior at its burst value
+    weak = catalog_prior(("tensor_core_in_situ", "kernel_gap_s"), {"hopper"})
+    from teton.hardware.in_situ import PARAMETERS
+
+    assert weak.hyper.tau_of("kernel_gap_s") > 100 * PARAMETERS["kernel_gap_s"].bounds[1]  # far wider than its range
+    assert weak.centres[("global", "kernel_gap_s")] == 0.0
 
 
 def test_user_runs_from_csv_with_override_columns(tmp_path, cli):
@@ -221,6 +227,8 @@ def test_tflops_per_gpu_runs_become_step_times(tmp_path):
      "kernel_gap_s,step_overhead_s,collective_in_situ,tensor_core_in_situ"], "one to 3"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--write-catalog"], "--write-catalog"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--stack", " "], "--stack"),
+    ({"runs": [{"name": "a", "spec": "job.yaml", "step_time_s": 1},
+               {"name": "a", "spec": "job.yaml", "step_time_s": 2}]}, ["runs.yaml"], "runs[1].name"),
 ])
 def test_bad_runs_are_one_line_errors(tmp_path, cli, content, args, needle):
     (tmp_path / "job.yaml").write_text(yaml.safe_dump({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
@@ -236,8 +244,8 @@ def test_bad_runs_are_one_line_errors(tmp_path, cli, content, args, needle):
 
 def test_out_refuses_runs_of_several_clusters(tmp_path, cli):
     a = _user_runs(tmp_path, 1.2)
-    b = [dict(e, spec={"cluster": "meta-roce-24k", "model": "llama3-8b",
-                       "job": {"gpus": 64, "tp": 8, "global_batch": 64}}, set=[]) for e in a[:1]]
+    b = [dict(e, name="on RoCE", spec={"cluster": "meta-roce-24k", "model": "llama3-8b",
+                                        "job": {"gpus": 64, "tp": 8, "global_batch": 64}}, set=[]) for e in a[:1]]
     (tmp_path / "runs.yaml").write_text(yaml.safe_dump({"runs": a + b}))
     code, _, err = cli("fit", str(tmp_path / "runs.yaml"), "--cluster-out", str(tmp_path / "c.yaml"))
     assert code == 2 and "clusters" in err and len(err.strip().splitlines()) == 1

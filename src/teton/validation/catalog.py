@@ -70,21 +70,22 @@ def _row(name: str, fitted: float, catalog: float | None) -> dict:
     return {"name": name, "fitted": fitted, "catalog": catalog, "same": same}
 
 
-def catalog_prior(keys: tuple[str, ...], families) -> object | None:
+def catalog_prior(keys: tuple[str, ...], families):
     """The catalog's across-stack prior for a user's fit of ``keys`` on ``families``
-    (``teton.validation.fit.Prior``), or None when the catalog has no spread for every key."""
+    (``teton.validation.fit.Prior``). A key the catalog has no spread for (one the bundled fit does
+    not keep) gets a weak prior: centred on its burst value, with the widest spread the fit allows."""
     from teton.hardware.in_situ import borrowed_from
-    from teton.validation.fit import Prior
+    from teton.validation.fit import Prior, check_keys
+    from teton.validation.hierarchy import SIGMA0, TAU_RANGE
 
+    keys = check_keys(tuple(keys))
     cat = fitted_catalog()
     spread = cat.get("spread", {})
     tau = spread.get("tau", {})
-    if "sigma" not in spread or any(k not in tau for k in keys):
-        return None
     centres = {}
     for f in families:
         values = cat.get("prior", {}).get(f) or cat.get("prior", {}).get(borrowed_from(f) or "", {})
         for k in keys:
-            v = values.get(k, PARAMETERS[k].burst)
-            centres[(group_of(f, k), k)] = to_z(k, v)
-    return Prior(centres, Hyper(float(spread["sigma"]), tuple((k, float(tau[k])) for k in keys)))
+            centres[(group_of(f, k), k)] = to_z(k, values.get(k, PARAMETERS[k].burst) if k in tau else PARAMETERS[k].burst)
+    taus = tuple((k, float(tau[k]) if k in tau else TAU_RANGE[1]) for k in keys)
+    return Prior(centres, Hyper(float(spread.get("sigma", SIGMA0)), taus))

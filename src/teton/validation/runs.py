@@ -148,7 +148,9 @@ def load_runs(path: str | Path) -> list[MeasuredRun]:
     if not os.path.exists(path):
         raise SpecError("runs", str(path), "no such file (a YAML/JSON list of runs or a CSV)")
     if path.suffix.lower() == ".csv":
-        return _csv_runs(path)
+        runs = _csv_runs(path)
+        _unique_names(runs, str(path))
+        return runs
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
@@ -164,4 +166,16 @@ def load_runs(path: str | Path) -> list[MeasuredRun]:
     entries = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
         raise SpecError("runs", str(path), "a non-empty list of runs (top level, or under runs:)")
-    return [_entry_run(e, i, path.parent, str(path)) for i, e in enumerate(entries)]
+    runs = [_entry_run(e, i, path.parent, str(path)) for i, e in enumerate(entries)]
+    _unique_names(runs, str(path))
+    return runs
+
+
+def _unique_names(runs: list[MeasuredRun], where: str) -> None:
+    """A run name given twice is an error: the fit's tables and ratios name runs by it."""
+    seen: set[str] = set()
+    for i, r in enumerate(runs):
+        if r.name in seen:
+            raise SpecError(f"runs[{i}].name", r.name, "each run's name once (it names the run in the fit's tables)",
+                            where=where)
+        seen.add(r.name)
