@@ -18,7 +18,6 @@ from teton.errors import SpecError
 from teton.hardware.gpus import GPUS
 from teton.hardware.kernels import CROSS_ENTROPY, EAGER_LAUNCH_S, FP8_RECIPES
 from teton.spec import load_spec
-from teton.workload.fp8 import fp8_recipe_error
 from teton.workload.head import head_block
 from teton.workload.items import Collective, ComputeOp, HostCopy
 from teton.workload.memory import layer_activation_bytes, memory_per_gpu
@@ -191,18 +190,20 @@ def test_fp8_attention_runs_the_kernels_at_the_fp8_peak_after_casting_qkv_and_do
 
 
 def test_nvfp4_and_mxfp8_on_hopper_are_refused_naming_the_recipe():
-    h100, b200 = GPUS["h100-sxm"], GPUS["b200"]
-    job = _spec({"precision": "fp8"}).job
+    """When the spec loads: NVFP4 needs fp4 tensor cores (no catalog GPU lists them), MXFP8
+    Blackwell's; a bf16 job ignores the recipe."""
+    b200 = ("cluster=dgx-b200-superpod",)
+    for recipe, sets, needle in (("nvfp4", (), "fp4 tensor cores"), ("nvfp4", b200, "fp4"),
+                                 ("mxfp8", (), "Blackwell")):
+        with pytest.raises(SpecError, match="software.fp8_recipe") as err:
+            _spec({"precision": "fp8"}, {"fp8_recipe": recipe}, sets=sets)
+        assert needle in str(err.value) and "\n" not in str(err.value)
+    assert _spec({"precision": "fp8"}, {"fp8_recipe": "mxfp8"}, sets=b200).job.software.fp8_recipe == "mxfp8"
+    assert _spec({}, {"fp8_recipe": "nvfp4"}).job.precision == "bf16"  # bf16 ignores the recipe
+    job = _spec({"precision": "fp8"}).job  # a job built around the checks still fails at its blocks
     nv = job.model_copy(update={"software": job.software.model_copy(update={"fp8_recipe": "nvfp4"})})
-    mx = job.model_copy(update={"software": job.software.model_copy(update={"fp8_recipe": "mxfp8"})})
-    assert "fp4 tensor cores" in fp8_recipe_error(nv, h100)
-    assert "fp4" in fp8_recipe_error(nv, b200)  # the catalog lists no fp4 peak, B200's included
-    assert "Blackwell" in fp8_recipe_error(mx, h100) and fp8_recipe_error(mx, b200) is None
-    assert fp8_recipe_error(job, h100) is None
-    assert fp8_recipe_error(nv.model_copy(update={"precision": "bf16"}), h100) is None  # bf16 ignores the recipe
-    spec = _spec({"precision": "fp8"})
     with pytest.raises(SpecError, match="software.fp8_recipe"):
-        layer_block(spec.model, nv)
+        layer_block(_spec().model, nv)
 
 
 # --- kernel launches ----------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from teton.memo import cached
+from teton.memo import ValueMemo
 
 # value | lower_bound | upper_bound (a published "at least" / "up to") | check (the model was
 # derived from this figure: reported, but kept out of the mean error)
@@ -71,15 +71,22 @@ class ValidationRow:
         return d
 
 
-@cached(4)
-def training_fit(calibration: tuple | None = None):
-    """The fit on the bundled training sets (both), memoised: validate's cases share it."""
+_FITS = ValueMemo(4)  # calibration (sorted overrides, or None) -> the fit
+
+
+def training_fit(calibration: tuple | None = None, progress=None):
+    """The fit on the bundled training sets (both), memoised by ``calibration`` (validate's cases
+    share it); ``progress(done, total)`` while it runs."""
     from teton.validation.fit import fit_runs
 
-    runs = all_training_runs()
-    if calibration:
-        runs = tuple(_calibrated(r, dict(calibration)) for r in runs)
-    return fit_runs(runs, pairs=tuple((a, b) for _, a, b, _ in all_ratio_pairs()), progress=_FIT_PROGRESS.get("fn"))
+    hit = _FITS.get(calibration)
+    if hit is None:
+        runs = all_training_runs()
+        if calibration:
+            runs = tuple(_calibrated(r, dict(calibration)) for r in runs)
+        hit = _FITS.put(calibration, fit_runs(runs, pairs=tuple((a, b) for _, a, b, _ in all_ratio_pairs()),
+                                              progress=progress))
+    return hit
 
 
 def all_ratio_pairs() -> list[tuple[str, str, str, float]]:
@@ -88,9 +95,6 @@ def all_ratio_pairs() -> list[tuple[str, str, str, float]]:
     from teton.validation.training_set2 import precision_pairs
 
     return [*ratio_pairs(), *precision_pairs()]
-
-
-_FIT_PROGRESS: dict = {}  # the progress callback of the fit run_validation is waiting on
 
 
 def all_training_runs() -> tuple:
@@ -229,15 +233,13 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
     rows: list[ValidationRow] = []
     todo = [(n, fn) for n, fn in all_cases().items() if not names or n in names]
     key = tuple(sorted(calibration.items())) if calibration else None
-    if progress is not None and any(n in FIT_CASES for n, _ in todo):
-        _FIT_PROGRESS["fn"] = lambda done, total: progress("fitting the in-situ parameters", done, total)
-    try:
-        for i, (name, fn) in enumerate(todo):
-            if progress is not None and (name not in FIT_CASES or training_fit.cache_info().currsize):
-                progress(name, i, len(todo))
-            rows.extend(fn(calibration) if calibration and name in CALIBRATED_CASES else fn())
-    finally:
-        _FIT_PROGRESS.clear()
+    if any(n in FIT_CASES for n, _ in todo):  # fitted first, with its own progress; the cases share it
+        training_fit(key, None if progress is None else
+                     lambda done, total: progress("fitting the in-situ parameters", done, total))
+    for i, (name, fn) in enumerate(todo):
+        if progress is not None:
+            progress(name, i, len(todo))
+        rows.extend(fn(calibration) if calibration and name in CALIBRATED_CASES else fn())
     values = [r for r in rows if r.kind == "value"]  # bounds have no point estimate to miss
 
     def mean_abs(get, among=values) -> float:

@@ -25,7 +25,7 @@ show (a parameter the runs do not pin down stays near the prior, and is reported
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from teton.validation import bands
 from teton.validation.hierarchy import Hyper, Solution, estimate_hyper, fit, group_of
 from teton.validation.predict import predict_s, run_spec  # noqa: F401 - the fit's predictions
 from teton.validation.runs import MeasuredRun
-from teton.validation.surrogate import Surrogates, build_surrogates, surrogate_error, to_z
+from teton.validation.surrogate import Surrogates, build_surrogates, from_z, surrogate_error, to_z
 
 # The parameters teton keeps, per (stack, family), on the training sets' evidence (``teton fit
 # --candidates``; docs/fidelity.md): tensor-core throughput (prior per GPU family) and collective
@@ -127,7 +127,7 @@ class FitResult:
             for k in self.keys:
                 z, s = to_z(k, vals[k]), sd[k]
                 lo, hi = PARAMETERS[k].bounds
-                ci = [max(lo, _back(k, z - 1.96 * s)), min(hi, _back(k, z + 1.96 * s))]
+                ci = [max(lo, from_z(k, z - 1.96 * s)), min(hi, from_z(k, z + 1.96 * s))]
                 out.append({"name": f"{k}[{cell[0]}/{cell[1]}]", "key": k, "stack": cell[0], "family": cell[1],
                             "value": vals[k], "ci95": ci, "prior": centre[k], "bounds": [lo, hi],
                             "identified": bool(s < IDENTIFIED * self.hyper.tau_of(k)),
@@ -155,12 +155,6 @@ class FitResult:
                 "surrogate_max_miss": self.surrogate_miss, "notes": list(self.notes)}
 
 
-def _back(key: str, z: float) -> float:
-    from teton.validation.surrogate import from_z
-
-    return from_z(key, z)
-
-
 def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tuple[str, str], ...] = (),
              prior: Prior | None = None, stack: str | None = None, shared: tuple[str, ...] | None = None) -> FitResult:
     """Fit ``keys`` per (stack, family) to ``runs``: the bundled way (centres and spreads from the
@@ -175,8 +169,8 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
     n_groups = len({r.config for r in runs})
     stacks = list(dict.fromkeys(c[0] for c in cells))
     steps = len(runs) + n_groups + (len(stacks) if prior is None else 0) + len(pairs)
-    tick = _ticker(progress, steps)
-    sur = build_surrogates(runs, keys, progress=lambda done, _total: tick(done, base=0))
+    bar = _Progress(progress, steps)
+    sur = build_surrogates(runs, keys, progress=bar.grids)
     logm = np.log([r.step_time_s for r in runs])
     if prior is None:
         sol, hyper = estimate_hyper(list(cells), logm, sur, shared=tuple(k for k in (SHARED if shared is None else shared)
@@ -189,9 +183,9 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
     held = _HeldOut(runs, cells, logm, sur, hyper, fixed, sol)
     burst = predict_s(runs, [{} for _ in runs])
     in_sample = predict_s(runs, [sol.values(c) for c in cells])
-    loo = held.leave_out(lambda r: r.config, notes, lambda: tick(None, step=True))
-    loso = held.leave_stack_out(lambda: tick(None, step=True)) if prior is None else None
-    pair_loo = held.pairs(pairs, lambda: tick(None, step=True))
+    loo = held.leave_out(lambda r: r.config, notes, bar.step)
+    loso = held.leave_stack_out(bar.step) if prior is None else None
+    pair_loo = held.pairs(pairs, bar.step)
     result = FitResult(runs, keys, cells, sol, hyper, tuple(map(float, burst)), tuple(map(float, in_sample)),
                        tuple(map(float, loo)), None if loso is None else tuple(map(float, loso)), pair_loo,
                        (), surrogate_error(sur), sur, prior is not None)
@@ -206,19 +200,27 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
     if result.surrogate_miss > 0.01:
         notes.append(f"the fit's surrogate misses a run's simulated step by up to {result.surrogate_miss * 100:.1f} % "
                      "on its grid; the reported predictions are exact simulations")
-    return FitResult(**{**result.__dict__, "notes": tuple(dict.fromkeys(notes))})
+    return replace(result, notes=tuple(dict.fromkeys(notes)))
 
 
-def _ticker(progress, total: int):
-    """A progress callback over the fit's stages: surrogate grids, then one step per refit."""
-    state = {"done": 0}
+class _Progress:
+    """``progress(done, total)`` over the fit's stages: the surrogate grids (one per run), then one
+    step per held-out refit."""
 
-    def tick(done: int | None, base: int = 0, step: bool = False) -> None:
-        state["done"] = state["done"] + 1 if step else base + (done or 0)
-        if progress is not None:
-            progress(min(state["done"], total), total)
+    def __init__(self, callback, total: int):
+        self.callback, self.total, self.done = callback, total, 0
 
-    return tick
+    def grids(self, done: int, _total: int) -> None:
+        self.done = done
+        self._report()
+
+    def step(self) -> None:
+        self.done += 1
+        self._report()
+
+    def _report(self) -> None:
+        if self.callback is not None:
+            self.callback(min(self.done, self.total), self.total)
 
 
 class _HeldOut:
@@ -280,7 +282,5 @@ class _HeldOut:
 
     def _centre(self, sol: Solution | None, family: str) -> dict[str, float]:
         if self.fixed is not None:
-            from teton.validation.surrogate import from_z
-
             return {k: from_z(k, self.fixed[(group_of(family, k), k)]) for k in self.sur.keys}
         return (sol or self.full).centre(family)

@@ -311,19 +311,19 @@ RATIO_TOLERANCE = 0.04  # fp8 / bf16 (and fp8 recipe) ratios of one layout: with
 def precision_pairs() -> list[tuple[str, str, str, float]]:
     """(label, numerator run, denominator run, tolerance): the judged rows that measured one layout
     in two precisions or fp8 recipes (the parenthesised values of a table), as step-time ratios."""
-    runs = training_runs_2()
+    rows = {x.id: x for x in published_rows()}
     by_layout: dict[tuple, list] = {}
-    for r in runs:
-        row = next(x for x in published_rows() if x.id == r.name)
+    for r in training_runs_2():
+        row = rows[r.name]
         key = (row.release, row.system, row.base_model, row.gpus, row.gbs, row.mbs, row.seq_len, row.tp, row.pp,
                row.cp, row.vp, row.ep, row.fsdp)
-        by_layout.setdefault(key, []).append((r, row.precision))
+        by_layout.setdefault(key, []).append(row)
     out = []
     for key, members in by_layout.items():
-        labels = {p for _, p in members}
-        if len(labels) < 2:
+        if len({m.precision for m in members}) < 2:
             continue
-        (a, pa), (b, pb) = sorted(members, key=lambda m: m[1])[-1], sorted(members, key=lambda m: m[1])[0]
-        out.append((f"{key[2]} on {key[3]} {key[1]} ({key[0]}): {pa} / {pb} step time", a.name, b.name,
-                    RATIO_TOLERANCE))
+        # the numerator: the table's parenthesised (alternative) measurement
+        a, b = sorted(members, key=lambda m: not m.variant.startswith("parenthesised"))[:2]
+        out.append((f"{key[2]} on {key[3]} {key[1]} ({key[0]}): {a.precision} / {b.precision} step time", a.id,
+                    b.id, RATIO_TOLERANCE))
     return out

@@ -16,7 +16,8 @@ scaling recipe (``software.fp8_recipe``; bytes per element in ``hardware.kernels
   grouped expert GEMMs see dispatched tokens and reduce no amax.
 * ``blockwise`` and ``mxfp8``: one kernel quantises rowwise and columnwise with per-block
   scales (read 2, write 1 + 1 + scales).
-* ``nvfp4``: fp4 GEMMs, which no GPU of the catalog has (:func:`fp8_recipe_error`).
+* ``nvfp4``: fp4 GEMMs, which no GPU of the catalog has (refused when the job loads:
+  ``hardware.kernels.fp8_recipe_unsupported``, called by the job checks).
 
 In backward the output gradient (m x n) of each fp8 GEMM is cast the same way. Weights are
 cast once per step and cached across micro-batches (not charged). GEMMs outside TE's fp8
@@ -43,8 +44,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from teton.errors import SpecError
-from teton.hardware.gpus import GPU
-from teton.hardware.kernels import FP8_RECIPES, Fp8Recipe, fp8_recipe_unsupported
+from teton.hardware.kernels import FP8_RECIPES, Fp8Recipe
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
@@ -52,18 +52,6 @@ from teton.workload.items import ACT_BYTES, Block, Collective, ComputeOp, Item, 
 
 FP8_CAST_TRANSPOSE_BYTES = FP8_RECIPES["delayed"].cast_bytes  # read bf16 (2), write fp8 (1) and its transpose (1)
 AMAX_BYTES = 4  # one fp32 amax per tensor, all-reduced over TP under current scaling
-
-
-def fp8_recipe_error(job: JobSpec, gpu: GPU) -> str | None:
-    """Why ``gpu`` cannot run ``job``'s fp8 recipe (``software.fp8_recipe``), or None.
-
-    For the job checks: a job with ``precision: fp8`` and ``fp8_recipe: nvfp4`` (fp4 tensor
-    cores, which no GPU of the catalog lists), or ``mxfp8`` on a GPU without Blackwell's
-    block-scaled tensor cores (``hardware.kernels.fp8_recipe_unsupported``). bf16 jobs ignore
-    the recipe."""
-    if job.precision != "fp8":
-        return None
-    return fp8_recipe_unsupported(job.software.fp8_recipe, gpu)
 
 
 def recipe_of(job: JobSpec) -> Fp8Recipe:

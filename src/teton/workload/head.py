@@ -79,5 +79,5 @@ def head_block(model: ModelSpec, job: JobSpec) -> Block:
 def head_peak_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes the loss holds at its peak on the last pipeline rank: the cross-entropy kernel's
     peak bytes per logit (``hardware.kernels.CROSS_ENTROPY``) over this rank's vocab shard."""
-    tok = job.micro_batch * job.seq_len // job.cp
-    return CROSS_ENTROPY[job.software.cross_entropy].peak_bytes * tok * model.vocab / job.tp
+    lay = job.layout
+    return CROSS_ENTROPY[job.software.cross_entropy].peak_bytes * lay.tokens * model.vocab / lay.tp

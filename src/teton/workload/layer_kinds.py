@@ -31,6 +31,7 @@ from itertools import product
 
 import numpy as np
 
+from teton.memo import ValueMemo
 from teton.spec.job import JobSpec
 from teton.workload.pipeline import PipelineSplit
 
@@ -57,12 +58,28 @@ def bf16_layers(job: JobSpec) -> int:
     return job.software.fp8_bf16_layers if job.precision == "fp8" else 0
 
 
+_COUNTS = ValueMemo(1024)  # (chunk layer counts, bf16 layers, AC interval, offloaded layers) -> counts
+
+
 def layer_kind_counts(job: JobSpec, split: PipelineSplit) -> dict[LayerKind, np.ndarray]:
-    """(p, v) layers of each chunk per kind (module docstring), for every kind ``job`` allows."""
-    p, v, layers = split.p, split.v, split.layers
-    total = int(layers.sum())
+    """(p, v) layers of each chunk per kind (module docstring), for every kind ``job`` allows;
+    memoised by what decides them (the step's hot path asks twice per layout)."""
     n_bf16, n_off = bf16_layers(job), job.software.cpu_offload_layers
     interval = job.recompute_interval if job.recompute == "selective_layer" else 0
+    if not (n_bf16 or interval or n_off):  # every layer is the plain one
+        plain = split.layers.view()
+        plain.flags.writeable = False
+        return {LayerKind(): plain}
+    key = (split.layers.shape, split.layers.tobytes(), n_bf16, interval, n_off)
+    hit = _COUNTS.get(key)
+    if hit is None:
+        hit = _COUNTS.put(key, _counts(split, n_bf16, interval, n_off))
+    return hit
+
+
+def _counts(split: PipelineSplit, n_bf16: int, interval: int, n_off: int) -> dict[LayerKind, np.ndarray]:
+    p, v, layers = split.p, split.v, split.layers
+    total = int(layers.sum())
     options = [(False, True) if on else (False,) for on in (n_bf16 > 0, interval > 0, n_off > 0)]
     counts = {LayerKind(*flags): np.zeros((p, v), dtype=np.int64) for flags in product(*options)}
     first = np.zeros((p, v), dtype=np.int64)  # model index of each chunk's first layer

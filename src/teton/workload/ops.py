@@ -62,8 +62,6 @@ def layer_params_per_gpu(model: ModelSpec, job: JobSpec) -> float:
     return (model.attention_params() + model.mlp_params()) / t + 2 * model.norm_params()
 
 
-_mem = memory_op
-
 
 def _layer_gemms(model: ModelSpec, lay: Layout, acc: int) -> tuple[tuple[ComputeOp, ...], ...]:
     """The layer's GEMM triples (forward, data gradient, weight gradient): QKV and MLP-up
@@ -169,7 +167,7 @@ def _moe_routing(model: ModelSpec, lay: Layout, acc: int) -> tuple[list[Item], l
     tok_e, h = lay.elementwise_tokens, model.hidden
     router = gemm_ops("router", tok_e, model.experts, h, acc, fp8=False)
     a2a_bytes = ACT_BYTES * lay.tokens * model.top_k * h / lay.tp  # this rank's share of the token copies
-    fwd: list[Item] = [router[0], _mem("router.softmax_topk", 3 * FP32 * tok_e * model.experts)]
+    fwd: list[Item] = [router[0], memory_op("router.softmax_topk", 3 * FP32 * tok_e * model.experts)]
     bwd: list[Item] = [router[1], router[2]]
     if lay.ep <= 1:
         return fwd, bwd, [], []
@@ -214,7 +212,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         """The eager code's copy or gradient sum ``name`` as a memory-bound item (none when fused)."""
         if name not in copies:
             return []
-        return [_mem(name + (".bwd" if backward else ""), copies[name][backward], backward)]
+        return [memory_op(name + (".bwd" if backward else ""), copies[name][backward], backward)]
 
     def ag(name: str) -> list[Item]:
         return _tp_gather(lay, name, act_in)
@@ -227,30 +225,30 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     # a norm that writes its GEMM's fp8 operand (fused_norm_linear): what it writes beyond bf16
     norm_fp8 = fused_norm_extra_bytes(job, lay.elementwise_tokens * model.hidden)
     fwd: list[Item] = [
-        _mem("attn_norm", norm_b + norm_fp8), *ag("tp.ag_qkv"), *cast[0][0], qkv[0], _mem("rope", rope_b),
-        *copy("repeat_kv"), *cp_fwd, *attn_cast[0], attn_fwd, _mem("attn_scores", score_bytes),
-        _mem("attn_dropout", dropout_bytes), *cast[1][0], out[0], *rs("tp.rs_attn"), _mem("attn_residual", resid_b),
-        _mem("mlp_norm", norm_b + (norm_fp8 if model.experts <= 1 else 0.0)), *ag("tp.ag_mlp"), *moe_fwd,
-        *cast[2][0], up[0], _mem("mlp_act", act_b),
-        *cast[3][0], down[0], *moe_combine, *rs("tp.rs_mlp"), _mem("mlp_residual", resid_b),
+        memory_op("attn_norm", norm_b + norm_fp8), *ag("tp.ag_qkv"), *cast[0][0], qkv[0], memory_op("rope", rope_b),
+        *copy("repeat_kv"), *cp_fwd, *attn_cast[0], attn_fwd, memory_op("attn_scores", score_bytes),
+        memory_op("attn_dropout", dropout_bytes), *cast[1][0], out[0], *rs("tp.rs_attn"), memory_op("attn_residual", resid_b),
+        memory_op("mlp_norm", norm_b + (norm_fp8 if model.experts <= 1 else 0.0)), *ag("tp.ag_mlp"), *moe_fwd,
+        *cast[2][0], up[0], memory_op("mlp_act", act_b),
+        *cast[3][0], down[0], *moe_combine, *rs("tp.rs_mlp"), memory_op("mlp_residual", resid_b),
     ]
     bwd: list[Item] = [
-        _mem("mlp_residual.bwd", resid_bwd_b, True), *ag("tp.ag_mlp_grad"), *moe_combine_bwd,
-        *cast[3][1], down[1], down[2], _mem("mlp_act.bwd", act_bwd_b, True), *ag("tp.ag_mlp_input"),
+        memory_op("mlp_residual.bwd", resid_bwd_b, True), *ag("tp.ag_mlp_grad"), *moe_combine_bwd,
+        *cast[3][1], down[1], down[2], memory_op("mlp_act.bwd", act_bwd_b, True), *ag("tp.ag_mlp_input"),
         *cast[2][1], up[1], *copy("mlp_input_grad_sum", True), up[2], *moe_bwd, *rs("tp.rs_mlp_grad"),
-        _mem("mlp_norm.bwd", norm_bwd_b, True),
-        _mem("attn_residual.bwd", resid_bwd_b, True), *ag("tp.ag_attn_grad"),
+        memory_op("mlp_norm.bwd", norm_bwd_b, True),
+        memory_op("attn_residual.bwd", resid_bwd_b, True), *ag("tp.ag_attn_grad"),
         *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True),
-        _mem("attn_dropout.bwd", dropout_bytes, True), _mem("attn_scores.bwd", 2 * score_bytes, True), *cp_regather,
+        memory_op("attn_dropout.bwd", dropout_bytes, True), memory_op("attn_scores.bwd", 2 * score_bytes, True), *cp_regather,
         *attn_cast[1], attn_bwd, *copy("repeat_kv", True), *cp_bwd,
-        _mem("rope.bwd", rope_bwd_b, True), *ag("tp.ag_qkv_input"), *cast[0][1],
+        memory_op("rope.bwd", rope_bwd_b, True), *ag("tp.ag_qkv_input"), *cast[0][1],
         qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
-        *rs("tp.rs_qkv_grad"), _mem("attn_norm.bwd", norm_bwd_b, True),
+        *rs("tp.rs_qkv_grad"), memory_op("attn_norm.bwd", norm_bwd_b, True),
         *grad_accumulate(job, layer_params_per_gpu(model, job)),
     ]
     if t > 1 and job.tp_overlap != "none":
         fwd, bwd = _tp_overlap(fwd, bwd, job.tp_overlap if lay.sequence_parallel else "bwd", t)
-    attn_replay = (attn_fwd, _mem("attn_scores", score_bytes), _mem("attn_dropout", dropout_bytes))
+    attn_replay = (attn_fwd, memory_op("attn_scores", score_bytes), memory_op("attn_dropout", dropout_bytes))
     bwd = [*_recompute_items(fwd, attn_replay, model, job, acc), *bwd]
     return Block("layer", tuple(i for i in fwd if not _empty(i)), tuple(i for i in bwd if not _empty(i)),
                  graphed=job.software.cuda_graphs != "none")
@@ -343,11 +341,11 @@ def embedding_block(model: ModelSpec, job: JobSpec) -> Block:
     lay = job.layout
     t, sp, tok = lay.tp, lay.sequence_parallel, lay.tokens
     act_in = ACT_BYTES * tok * model.hidden
-    lookup = _mem("embedding.lookup", 2 * act_in)
+    lookup = memory_op("embedding.lookup", 2 * act_in)
     comm: list[Item] = []
     if t > 1:
         comm = [Collective("tp.embedding", "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
-    grad = _mem("embedding.grad_scatter_add", 2 * act_in + FP32 * tok * model.hidden, True)
+    grad = memory_op("embedding.grad_scatter_add", 2 * act_in + FP32 * tok * model.hidden, True)
     bwd_comm: list[Item] = [Collective("tp.embedding_grad", "all_gather", "tp", act_in)] if sp else []
     accumulate = grad_accumulate(job, model.vocab * model.hidden / t)
     return Block("embedding", (lookup, *comm), (*bwd_comm, grad, *accumulate),
