@@ -50,6 +50,9 @@ def test_cudnn_attention_is_priced_as_flashattention3_only_where_the_gpu_has_it(
     assert _spec("nemo-25.02").job.attention_kernel == "fa3"
     b200 = load_spec({"cluster": "dgx-b200-superpod", "model": "llama3-8b", "job": JOB, "software": "nemo-25.02"})
     assert b200.job.attention_kernel == "fa2"
+    with pytest.raises(SpecError, match="job.attention_kernel"):  # asked for outright: not silently fa2
+        load_spec({"cluster": "dgx-b200-superpod", "model": "llama3-8b", "job": JOB,
+                   "software": {"base": "unknown", "attention": "fa3"}})
 
 
 def test_an_unseen_stack_gets_the_prior_and_a_wider_band():

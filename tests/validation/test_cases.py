@@ -51,3 +51,9 @@ def test_validate_json_reports_the_three_predictions_of_the_training_set(cli):
     assert ts["mean_abs_error_loso"] > ts["mean_abs_error_loo"]  # a stack never seen is harder than a seen one
     names = {p["name"] for p in d["fit"]}  # one value per (stack, GPU family) of both training sets
     assert {"tensor_core_in_situ[meta-llama3-2024/hopper]", "collective_in_situ[megatron-lm-2022/a100]"} <= names
+
+
+def test_validate_prints_a_cases_row_notes(cli):
+    """Table 4 row 3's published inconsistency stays on screen under its table."""
+    code, out, _ = cli("validate", "--case", "llama3-405b-table4")
+    assert code == 0 and "as printed tp*cp*pp*dp" in out.replace("\n", " ")

@@ -12,6 +12,7 @@ import typer
 from teton.cli._common import JsonFlag, print_json
 from teton.progress import progress_bar
 
+MAX_NOTES = 6  # distinct row notes printed under a case's table (every row's in --json)
 PREDICTION_COLUMNS = (("burst", "burst"), ("in_sample", "in-sample"), ("loo", "leave-one-out"),
                       ("loso", "leave-one-stack-out"))
 
@@ -193,8 +194,11 @@ def _print(d: dict, console) -> None:
         rows = [{**r, "metric": escape(r["metric"])} for r in rows]
         fitted = all(r.get("loo") is not None for r in rows)
         console.print(_fit_table(case_name, rows) if fitted else _plain_table(case_name, rows))
-        for n in dict.fromkeys(r["note"] for r in rows if r["note"] and not fitted):
+        notes = list(dict.fromkeys(r["note"] for r in rows if r["note"]))
+        for n in notes[:MAX_NOTES]:
             console.print(f"  note: {n}")
+        if len(notes) > MAX_NOTES:
+            console.print(f"  ({len(notes) - MAX_NOTES} more row notes, each row's assumptions: --json)")
     if d.get("stacks"):
         console.print(_stack_table(d["stacks"]))
     if d.get("not_judged"):
