@@ -301,3 +301,22 @@ def test_unknown_gpu(tmp_path):
     assert _err(path).field == "trace.deviceProperties.name"
     assert calibrate_from_trace(read_kineto(path), gpu_name="a100-80gb").gpu == "a100-80gb"
     assert _err(path, gpu_name="v100").field == "gpu"
+
+
+def test_the_burst_gemm_time_is_the_engines(trace16, monkeypatch):
+    """The calibration times each GEMM with the engine's own formula (no second copy of it): a
+    change to :meth:`ComputeModel.gemm_roofline_s` moves the burst seconds, op for op."""
+    from teton.engine.compute import ComputeModel
+
+    base = calibrate_from_trace(trace16).achieved["gemm"]
+    seen = []
+    real = ComputeModel.gemm_roofline_s
+
+    def doubled(self, prec, m, n, k, flops, nbytes):
+        seen.append((prec, m, n, k))
+        return 2.0 * real(self, prec, m, n, k, flops, nbytes)
+
+    monkeypatch.setattr(ComputeModel, "gemm_roofline_s", doubled)
+    moved = calibrate_from_trace(trace16).achieved["gemm"]
+    assert len(seen) == base["ops_with_shapes"] and {p for p, *_ in seen} == {"tf32"}
+    assert moved["burst_s"] == pytest.approx(2.0 * base["burst_s"], rel=1e-12)

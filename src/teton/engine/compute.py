@@ -43,10 +43,15 @@ class ComputeModel:
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
+        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, op.bytes) + self.epilogue_s(op)
+
+    def gemm_roofline_s(self, prec: str, m: int, n: int, k: int, flops: float, nbytes: float) -> float:
+        """An (m x k) @ (k x n) GEMM of ``flops`` moving ``nbytes`` at precision ``prec``:
+        ``max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))`` (the class docstring)."""
         peak = self.gpu.peak_flops(prec)
-        e = self.eff.gemm(prec, self.gpu, op.m, op.n, op.k) * self.eff.tensor_core
+        e = self.eff.gemm(prec, self.gpu, m, n, k) * self.eff.tensor_core
         bw = self.gpu.hbm_bw_bytes_s * self.eff.mem
-        return max(op.flops / (peak * e), op.bytes / bw) + self.epilogue_s(op)
+        return max(flops / (peak * e), nbytes / bw)
 
     def epilogue_s(self, op: ComputeOp) -> float:
         """The read-modify-write of C a beta = 1 GEMM adds after its main loop.

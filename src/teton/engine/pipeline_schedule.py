@@ -19,6 +19,8 @@ For uniform stages and zero transfer time the idle time this produces is the tex
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 from numba import njit
 
@@ -273,3 +275,39 @@ def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
             events.append({"rank": r, "pass": "bwd" if is_bwd else "fwd", "chunk": c, "microbatch": mb,
                            "start_s": float(starts[r, i]), "end_s": float(starts[r, i] + dur)})
     return events
+
+
+@dataclass(frozen=True, eq=False)
+class PipelineSchedule:
+    """What one run of the schedule takes (:func:`simulate_pipeline`'s arguments): (p, v) seconds
+    per micro-batch of every chunk's forward and backward, ``m`` micro-batches, the (p,) p2p
+    transfer times, the DP-stream mode with its (p, v) all-gather and reduce seconds, whether
+    parameter gathers overlap, the interleaved round size and the FSDP units per chunk."""
+
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    m: int
+    p2p_s: np.ndarray | None = None
+    dp_mode: int = DP_NONE
+    ag_s: np.ndarray | None = None
+    rs_s: np.ndarray | None = None
+    overlap_param_gather: bool = True
+    n_round: int | None = None
+    units: np.ndarray | None = None
+
+    def _args(self) -> tuple:
+        return (self.fwd_s, self.bwd_s, self.m, self.p2p_s, self.dp_mode, self.ag_s, self.rs_s,
+                self.overlap_param_gather, self.n_round, self.units)
+
+    def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-rank (compute finish time, busy time, DP-stream finish time): :func:`simulate_pipeline`."""
+        return simulate_pipeline(*self._args())
+
+    def timeline(self) -> list[dict]:
+        """Every op as an event: :func:`pipeline_timeline`."""
+        return pipeline_timeline(*self._args())
+
+    def compute_only(self, fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray | None = None) -> PipelineSchedule:
+        """The same pipeline (micro-batches, round size) with these op times and p2p and no DP streams."""
+        return replace(self, fwd_s=fwd_s, bwd_s=bwd_s, p2p_s=p2p_s, dp_mode=DP_NONE, ag_s=None, rs_s=None,
+                       overlap_param_gather=True, units=None)

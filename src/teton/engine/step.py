@@ -40,8 +40,7 @@ from teton.engine.pipeline_schedule import (
     DP_NONE,
     DP_ONCE,
     DP_PER_MICROBATCH,
-    pipeline_timeline,
-    simulate_pipeline,
+    PipelineSchedule,
 )
 from teton.engine.prepare import default_placement, in_situ_cost, make_cost_model, pp_transfer_times
 from teton.engine.result import StepResult
@@ -215,22 +214,21 @@ def dp_streams_s(cost, placement: Placement, job, lay: Layout, work) -> tuple[np
     return ag_s, rs_s, DP_ONCE if job.zero else DP_NONE
 
 
-def pipeline_times_s(fwd_s: np.ndarray, bwd_s: np.ndarray, schedule: tuple, job, replicas: int,
+def pipeline_times_s(fwd_s: np.ndarray, bwd_s: np.ndarray, schedule: PipelineSchedule, job, replicas: int,
                      dp_sm_fraction: float) -> tuple[float, float, float, float, np.ndarray]:
     """(ideal, with p2p, full, SM contention seconds, per-rank busy seconds) of the pipeline.
 
-    ``schedule``: :func:`simulate_pipeline`'s arguments with everything (p2p on the edges or
-    blocking, the DP streams). The schedule runs ideal (``fwd_s``, ``bwd_s``, no p2p, no DP), with
-    p2p, and with everything, so the idle time splits into the pipeline bubble, exposed PP and
-    exposed DP communication. Without ``job.overlap_dp_comm`` every DP collective runs after the
+    ``schedule``: the pipeline with everything (p2p on the edges or blocking, the DP streams). It
+    runs ideal (``fwd_s``, ``bwd_s``, no p2p, no DP), with p2p, and with everything, so the idle
+    time splits into the pipeline bubble, exposed PP and exposed DP communication. Without ``job.overlap_dp_comm`` every DP collective runs after the
     last backward. Overlapped DP collectives held ``dp_sm_fraction`` of the SMs from the compute
     they ran under: to first order the critical path slows by that fraction of the overlapped DP
     time, which ``full`` includes.
     """
-    fwd_run_s, bwd_run_s, m, edge_s, _dp_mode, ag_s, rs_s, _overlap_ag, n_round, _units = schedule
-    ideal_finish, busy, _ = simulate_pipeline(fwd_s, bwd_s, m, n_round=n_round)
-    p2p_finish, _, _ = (simulate_pipeline(fwd_run_s, bwd_run_s, m, edge_s, n_round=n_round) if fwd_s.shape[0] > 1
-                        else (ideal_finish, None, None))
+    m, ag_s, rs_s = schedule.m, schedule.ag_s, schedule.rs_s
+    ideal_finish, busy, _ = schedule.compute_only(fwd_s, bwd_s).run()
+    p2p_finish, _, _ = (schedule.compute_only(schedule.fwd_s, schedule.bwd_s, schedule.p2p_s).run()
+                        if fwd_s.shape[0] > 1 else (ideal_finish, None, None))
     with_p2p = float(p2p_finish.max())
     sm_contention_s = 0.0
     if replicas > 1:
@@ -238,7 +236,7 @@ def pipeline_times_s(fwd_s: np.ndarray, bwd_s: np.ndarray, schedule: tuple, job,
         dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
                     + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
         if job.overlap_dp_comm:
-            finish, _, dp_free = simulate_pipeline(*schedule)
+            finish, _, dp_free = schedule.run()
             full = float(np.maximum(finish, dp_free).max())
             overlapped = max(0.0, float(dp_total.max()) - (full - float(p2p_finish.max())))
             sm_contention_s = dp_sm_fraction * overlapped
@@ -291,8 +289,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work)
     # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce their buckets layer by layer
     fsdp_units = np.maximum(1, work.split.layers)
-    schedule = (fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather, job.pp_round_size,
-                fsdp_units)
+    schedule = PipelineSchedule(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather,
+                                job.pp_round_size, fsdp_units)
     dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
     ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
     opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)
@@ -324,7 +322,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     result = step_result(spec, lay, work, step, breakdown, comm_times, getattr(cost, "fidelity", "analytical"),
                          placement.policy)
     if timeline:
-        result = result.with_extra(timeline=pipeline_timeline(*schedule))
+        result = result.with_extra(timeline=schedule.timeline())
     return result
 
 

@@ -6,9 +6,9 @@ The trace is read by :func:`teton.validation.kineto.read_kineto`. Calibration
 
 * ``tensor_core_in_situ`` = sum t_burst / sum t_measured over the GEMM ops with shapes, where
   t_burst = max(2bmnk / (P_prec e_gemm(bm, n, k) r), elem (mk + kn + mn) b / (BW e_mem)) is
-  :class:`teton.engine.compute.ComputeModel`'s GEMM time at the op's precision and t_measured the
-  sum of the op's GEMM kernels (split-K reduction included): a FLOP-weighted ratio of achieved to
-  burst throughput.
+  :meth:`teton.engine.compute.ComputeModel.gemm_roofline_s`, the engine's GEMM time, at the op's
+  precision, and t_measured the sum of the op's GEMM kernels (split-K reduction included): a
+  FLOP-weighted ratio of achieved to burst throughput.
 * ``collective_in_situ``, from NCCL kernels whose message size is recorded: bus bandwidth
   busbw = factor S / t, factor 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter /
   all-to-all, 1 for broadcast / reduce / send-recv (nccl-tests, doc/PERFORMANCE.md), against
@@ -26,6 +26,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
+from teton.engine.compute import ComputeModel
 from teton.errors import SpecError, closest
 from teton.hardware.efficiency import cluster_efficiency
 from teton.hardware.gpus import GPU, GPUS
@@ -94,6 +95,7 @@ def _gemm(trace: KinetoTrace, gpu: GPU, eff, notes: list[str]) -> dict:
     flops = measured_s = burst_s = 0.0
     shaped = simt = skipped = 0
     precisions: Counter = Counter()
+    model = ComputeModel(gpu, eff)  # the engine's GEMM time, at each op's own precision
     for op, dur_us, n_kernels, n_simt in groups.values():
         prec = tc.gemm_precision(op.args.get("Input type"))
         if prec is None or dur_us <= 0:
@@ -101,9 +103,8 @@ def _gemm(trace: KinetoTrace, gpu: GPU, eff, notes: list[str]) -> dict:
             continue
         b, m, n, k = tc.gemm_shape(op.name, op.args["Input Dims"])
         f = 2.0 * b * m * n * k
-        t_tc = f / (gpu.peak_flops(prec) * eff.gemm(prec, gpu, b * m, n, k) * eff.tensor_core)
-        t_mem = tc.ELEMENT_BYTES[prec] * b * (m * k + k * n + m * n) / (gpu.hbm_bw_bytes_s * eff.mem)
-        flops, measured_s, burst_s = flops + f, measured_s + dur_us * 1e-6, burst_s + max(t_tc, t_mem)
+        t = model.gemm_roofline_s(prec, b * m, n, k, f, tc.ELEMENT_BYTES[prec] * b * (m * k + k * n + m * n))
+        flops, measured_s, burst_s = flops + f, measured_s + dur_us * 1e-6, burst_s + t
         shaped, simt = shaped + n_kernels, simt + n_simt
         precisions[prec] += n_kernels
     if unshaped:
