@@ -304,3 +304,28 @@ def test_forced_progress_reaches_its_total_with_an_eta(cli, tmp_path, monkeypatc
     lines = _lines(err)
     assert any(re.search(rf"\b{total}/{total}\b", ln) for ln in lines), lines[-10:]
     assert any(re.search(r"eta \d+:\d\d:\d\d", ln) for ln in lines), lines[-10:]
+
+
+LATE_CTRL_C = r"""
+import os, signal, sys, time
+sys.argv = ["teton", sys.argv[1]] + sys.argv[2:]
+from teton.cli import main
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the verb is over, while the process exits
+time.sleep(0.2)
+print(f"exit {code}")
+"""
+
+
+@pytest.mark.parametrize("args, code", [(["presets", "--json"], 0), (["run", "no-such-file.yaml"], 2)])
+def test_a_late_ctrl_c_after_the_verb_finished_changes_nothing(args, code):
+    """The verb has printed its answer (or its one-line error): a Ctrl-C then, while the process
+    winds down, must leave its exit alone, with no traceback (it raised a KeyboardInterrupt)."""
+    proc = subprocess.run([sys.executable, "-c", LATE_CTRL_C, *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.rstrip().endswith(f"exit {code}") and "Traceback" not in proc.stderr, proc.stderr[-2000:]

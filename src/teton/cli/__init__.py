@@ -79,20 +79,29 @@ def command():
     return cmd
 
 
+def _invoked(cmd):
+    """The verb's click command the command line runs (None before one is named)."""
+    verb = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    return cmd.commands.get(verb) if verb else None
+
+
 def main() -> None:
     """Console entry point: one-line errors with exit code 2 for bad input; Ctrl-C exits 130."""
-    from teton.cli._interrupt import cancel_pending, exit_interrupted, install, is_interrupt
+    from teton.cli._interrupt import exit_interrupted, ignore_further, install, is_interrupt
 
     install()
+    cmd = command()
     try:
-        code = command().main(prog_name="teton", standalone_mode=False)
-        cancel_pending()
+        code = cmd.main(prog_name="teton", standalone_mode=False)
+        ignore_further()  # the work is over: a Ctrl-C from now on (exit, shutdown) changes nothing
         if code == 130:  # typer turns a KeyboardInterrupt into this code
             exit_interrupted()
         if isinstance(code, int) and code:
             sys.exit(code)
     except SpecError as err:
-        print(f"error: {err}", file=sys.stderr)
+        from teton.cli._common import as_flags, verb_flags
+
+        print(f"error: {as_flags(err, verb_flags(_invoked(cmd)))}", file=sys.stderr)
         sys.exit(2)
     except typer.Exit as err:
         sys.exit(err.exit_code)
@@ -107,3 +116,5 @@ def main() -> None:
         from teton.cli._common import click_error_exit
 
         click_error_exit(err, {c.name or c.callback.__name__ for c in app.registered_commands})
+    finally:  # done, failed or interrupted: a late Ctrl-C must not turn the exit into a traceback
+        ignore_further()

@@ -113,3 +113,42 @@ def console(*renderables):
     wide = c.options.update_width(10_000)
     width = max([width, *(c.measure(r, options=wide).maximum for r in renderables)])
     return Console(width=width)
+
+
+# Library errors name parameters (``executor``, ``budget_usd``, ``overrides``); the CLI names its
+# flags. A parameter's flag is ``--`` + its name with dashes (``budget_usd`` -> ``--budget-usd``)
+# unless listed here; it is translated only when the verb that failed has that flag.
+PARAMETER_FLAGS = {
+    "overrides": "--set",  # teton.spec.load_spec(source, overrides)
+    "override": "--set",
+    "step_time_s": "--step-time",  # teton.reliability.goodput(step_time_s=)
+    "directory": "--measure",  # teton.storage.measure.measure(spec, directory, max_files=)
+    "max_files": "--files",
+    "figure_path": "--png",  # a figure the verb writes
+    "virtual_stages": "--virtual-stages",
+}
+OVERRIDE_WHERE = "override "  # teton.spec.load: the ``where`` of an error an override caused
+
+
+def verb_flags(cmd) -> set[str]:
+    """The long flags of a click command (a verb)."""
+    return {o for p in getattr(cmd, "params", ()) for o in p.opts if o.startswith("--")}
+
+
+def flag_for(parameter: str, flags: set[str]) -> str | None:
+    """The flag of library ``parameter`` among a verb's ``flags``, or None (a spec field, or a
+    parameter the verb does not expose)."""
+    flag = PARAMETER_FLAGS.get(parameter, "--" + parameter.replace("_", "-"))
+    return flag if flag in flags else None
+
+
+def as_flags(err: SpecError, flags: set[str]) -> SpecError:
+    """``err`` as the CLI says it: the parameter it names, and an override it blames, as the verb's
+    flags (``workers = 0`` -> ``--workers = 0``; ``override job.tp=3`` -> ``--set job.tp=3``)."""
+    flag = flag_for(err.field, flags) if err.field and "." not in err.field else None
+    where = err.where
+    if where and "--set" in flags and (where.startswith(OVERRIDE_WHERE) or f" {OVERRIDE_WHERE}" in where):
+        where = re.sub(rf"(^|(?<= )){OVERRIDE_WHERE}", "--set ", where)
+    if flag is None and where == err.where:
+        return err
+    return SpecError(flag or err.field, err.value, err.allowed, where=where)

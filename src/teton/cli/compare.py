@@ -18,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import JsonFlag, print_json
+from teton.cli._common import OVERRIDE_WHERE, JsonFlag, print_json
 from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
 METRICS = ("step_time_s", "mfu_bf16", "mfu", "hfu_bf16", "hfu", "tflops_per_gpu", "tokens_per_s",
@@ -40,7 +40,7 @@ def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, se
         try:  # both variants validated before either is simulated
             specs[name] = load_spec(path, sets)
         except SpecError as err:  # say which variant is bad: both may come from one file
-            at = err.where.replace("--set ", f"--{name} ", 1) if err.where else None
+            at = err.where.replace(OVERRIDE_WHERE, f"--{name} ") if err.where else None
             where = f"variant {name.upper()}" + (f" ({at})" if at else "")
             raise SpecError(err.field, err.value, err.allowed, where=where) from None
     out = {}

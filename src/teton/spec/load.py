@@ -46,7 +46,7 @@ def parse_value(text: str) -> Any:
         value = yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError):
         return text
-    check_tree(value, "--set", text)
+    check_tree(value, "overrides", text)
     if isinstance(value, str) and _EXPONENT_NUMBER.match(value.strip()):
         number = float(value)
         return int(number) if number.is_integer() and abs(number) < 2**63 else number
@@ -105,13 +105,13 @@ def _preset_field(section: str, node: dict[str, Any], key: str) -> Any:
 def _override_key(item: str) -> tuple[tuple[str, ...], str]:
     """(key parts, raw value) of one ``a.b.c=value`` override; SpecError when malformed."""
     if "=" not in item:
-        raise SpecError("--set", item, "expected key.path=value")
+        raise SpecError("overrides", item, "expected key.path=value")
     key, _, raw = item.partition("=")
     parts = tuple(key.strip().split("."))
     if not parts[0] or parts[0] not in SPEC_SECTIONS:
-        raise SpecError("--set", key, f"the first key must be one of {', '.join(sorted(SPEC_SECTIONS))}")
+        raise SpecError("overrides", key, f"the first key must be one of {', '.join(sorted(SPEC_SECTIONS))}")
     if not all(parts):
-        raise SpecError("--set", key, "expected key.path=value with no empty key between dots")
+        raise SpecError("overrides", key, "expected key.path=value with no empty key between dots")
     return parts, raw
 
 
@@ -122,7 +122,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
         try:
             data = set_path(data, parts, parse_value(raw))
         except SpecError as err:
-            raise SpecError("--set", item, err.allowed) from None
+            raise SpecError("overrides", item, err.allowed) from None
     return data
 
 
@@ -174,7 +174,7 @@ def _locator(path: Path | None, overrides: list[str] | None):
         for parts, item in reversed(keys):
             n = min(len(parts), len(full))
             if len(full) > 1 and parts[:n] == full[:n]:
-                return f"--set {item}"
+                return f"override {item}"
         return field_line(path, section, loc)
 
     return where
@@ -226,13 +226,13 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
     try:
         return _load_spec(source, overrides)
     except SpecError as err:
-        if not overrides or (err.where or "").startswith("--set"):
+        if not overrides or (err.where or "").startswith("override "):
             raise
         try:
             _load_spec(source, None)
         except SpecError:
             raise err from None
-        blame = " ".join(f"--set {i}" for i in _culprits(source, overrides))
+        blame = " ".join(f"override {i}" for i in _culprits(source, overrides))
         raise SpecError(err.field, err.value, err.allowed, where=blame) from None
 
 
@@ -333,7 +333,7 @@ def _check_section(section: str, where, check):
 DEFAULT_CLUSTER = "meta-roce-24k"  # what --cluster means in a verb without a spec
 
 
-def load_cluster(name: str | dict[str, Any], field: str = "--cluster") -> ClusterSpec:
+def load_cluster(name: str | dict[str, Any], field: str = "cluster") -> ClusterSpec:
     """A cluster preset name, a cluster file (YAML / TOML / JSON: a preset's fields, ``base:`` +
     overrides), a spec file (its ``cluster:`` section) or a mapping (``{base: meta-roce-24k, gpu:
     b200}``). Bad fields are one-line errors."""
