@@ -35,7 +35,7 @@ def main() -> None:
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
-        out = goodput(spec, step_time_s=st, days=54, runs=1000, seed=0)
+        out = goodput(spec, step_time_s=st, days=54, runs=1000, seed=0).to_dict()
         times.append(time.perf_counter() - t0)
     print(f"1,000 runs x 54 days, 16,384 GPUs: best {min(times):.2f} s (target < 10 s); "
           f"ETTR {out['ettr']:.2%}, unexpected interruptions expected {out['unexpected_interruptions']:.0f}, "
@@ -56,7 +56,7 @@ def main() -> None:
               f"{r['mtbi_h']:>9.2f} {r['pg_init_stock_s']:>16.0f} {r['pg_init_optimized_s']:>12.0f}")
 
     t0 = time.perf_counter()
-    sw = goodput(spec, step_time_s=st, days=54, runs=300, seed=0, interval_sweep=True)
+    sw = goodput(spec, step_time_s=st, days=54, runs=300, seed=0, interval_sweep=True).to_dict()
     print(f"\ncheckpoint interval vs ETTR (54 days, 300 runs, {time.perf_counter() - t0:.1f} s); "
           f"checkpoint blocking {sw['checkpoint_blocking_s']:.2f} s, save {sw['checkpoint_save_s']:.2f} s "
           f"({sw['checkpoint_source']})")
@@ -66,7 +66,7 @@ def main() -> None:
         print(f"  {r['interval_s']:>9.0f} s  ETTR {r['ettr_mean']:.2%}  (p5 {r['ettr_p5']:.2%}, p95 {r['ettr_p95']:.2%})")
 
     t0 = time.perf_counter()
-    tt = goodput(spec, step_time_s=st, tokens=15.6e12, runs=1000, seed=0)
+    tt = goodput(spec, step_time_s=st, tokens=15.6e12, runs=1000, seed=0).to_dict()
     p = tt["time_to_train_percentiles"]
     print(f"\ntime to train Llama 3 405B on 15.6T tokens ({time.perf_counter() - t0:.1f} s for 1,000 runs)")
     print(f"  step time {st:.2f} s from {source}; {tt['steps']:,} steps")

@@ -13,8 +13,7 @@ from typing import Any
 from teton.engine.result import StepResult
 from teton.errors import SpecError
 from teton.spec import Spec, load_spec
-
-__version__ = "0.1.0"
+from teton.version import __version__
 
 
 def simulate(spec: Spec | str | Path | dict[str, Any], overrides: list[str] | None = None,

@@ -16,14 +16,13 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "teton"
 # within one layer do not import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("units", "memo", "progress", "atomic", "data"),
+    ("units", "memo", "progress", "atomic", "data", "version"),
     ("hardware",),
     ("spec",),
     ("topology", "collectives"),
     ("network",),
     ("placement", "workload"),
     ("engine",),
-    ("teton",),  # the public facade, src/teton/__init__.py: simulate, load_spec, Spec, __version__
     ("storage",),
     ("reliability",),
     ("whole_run", "studies"),
@@ -31,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("validation",),
     ("report",),
     ("plan",),
+    ("teton",),  # the public facade, src/teton/__init__.py: simulate, load_spec, Spec, __version__
     ("cli",),
     ("__main__",),  # python -m teton
 )

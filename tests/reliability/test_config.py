@@ -69,7 +69,7 @@ def test_no_failures_gives_valid_json_and_no_optimum():
     from teton.reliability import goodput
 
     spec = spec_405b({**CKPT, "rate_scale": 0, "rates_per_hour": {"planned_maintenance": 0}})
-    out = goodput(spec, step_time_s=6.0, tokens=1e12, runs=5, seed=0)
+    out = goodput(spec, step_time_s=6.0, tokens=1e12, runs=5, seed=0).to_dict()
     assert out["young_daly_interval_s"] is None and out["mtbi_h"] is None
     assert out["ettr"] == pytest.approx(1.0, abs=1e-3)
     json.loads(json.dumps(out, allow_nan=False))

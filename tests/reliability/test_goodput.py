@@ -25,7 +25,7 @@ def _table4_step_time_s(spec) -> float:
 
 def test_time_to_train_405b_15_6t_tokens(spec405):
     st = _table4_step_time_s(spec405)
-    out = goodput(spec405, step_time_s=st, tokens=15.6e12, runs=100, seed=0)
+    out = goodput(spec405, step_time_s=st, tokens=15.6e12, runs=100, seed=0).to_dict()
     steps = math.ceil(15.6e12 / spec405.job.tokens_per_step)
     assert out["steps"] == steps
     assert out["ideal_days"] == pytest.approx(steps * st / 86400)
@@ -43,7 +43,7 @@ def test_time_to_train_405b_15_6t_tokens(spec405):
 
 
 def test_energy_power_swing_and_cost(spec405):
-    out = goodput(spec405, step_time_s=6.0, days=10, runs=50, seed=0)
+    out = goodput(spec405, step_time_s=6.0, days=10, runs=50, seed=0).to_dict()
     # busy fraction 1 (no breakdown given): every GPU from 700 W to 70 W, times PUE 1.09
     assert out["power_swing_mw"] == pytest.approx(16384 * (700 - 70) * 1.09 / 1e6)
     hosts_w = 2048 * 4600
@@ -53,31 +53,31 @@ def test_energy_power_swing_and_cost(spec405):
     assert out["power_idle_mw"] * 240 < out["energy_mwh"] < out["power_train_mw"] * 240
     assert out["cost_usd"] == pytest.approx(16384 * 240 * 2.0)  # $2 / GPU-hour, fixed 10 days
     capex = spec_405b({**CKPT, "capex_per_gpu_usd": 40_000, "depreciation_years": 4, "usd_per_kwh": 0.1})
-    c = goodput(capex, step_time_s=6.0, days=10, runs=50, seed=0)
+    c = goodput(capex, step_time_s=6.0, days=10, runs=50, seed=0).to_dict()
     depreciation = 16384 * 240 * 40_000 / (4 * 8766)
     assert c["cost_usd"] == pytest.approx(depreciation + c["energy_mwh"] * 1000 * 0.1)
 
 
 def test_communication_bound_step_draws_less_power(spec405):
-    busy = goodput(spec405, step_time_s=6.0, days=5, runs=20, seed=0)
+    busy = goodput(spec405, step_time_s=6.0, days=5, runs=20, seed=0).to_dict()
     comm = goodput(spec405, step_time_s=6.0, days=5, runs=20, seed=0,
-                   breakdown={"compute": 3.0, "exposed_dp_comm": 3.0})
+                   breakdown={"compute": 3.0, "exposed_dp_comm": 3.0}).to_dict()
     assert comm["power_train_mw"] < busy["power_train_mw"]
     assert comm["energy_mwh"] < busy["energy_mwh"]
 
 
 def test_optional_throughput_effects_slow_the_run(spec405):
-    base = goodput(spec405, step_time_s=6.0, tokens=1e12, runs=50, seed=0)
+    base = goodput(spec405, step_time_s=6.0, tokens=1e12, runs=50, seed=0).to_dict()
     slow = spec_405b({**CKPT, "diurnal_variation": 0.02, "straggler_slowdown": 0.05})
-    s = goodput(slow, step_time_s=6.0, tokens=1e12, runs=50, seed=0)
+    s = goodput(slow, step_time_s=6.0, tokens=1e12, runs=50, seed=0).to_dict()
     assert s["effective_step_time_s"] == pytest.approx(6.0 / 0.99 * 1.05)
     assert s["time_to_train_days"] > base["time_to_train_days"] * 1.05
     assert s["goodput"] < s["ettr"]
 
 
 def test_optimized_pg_init_shortens_recovery(spec405):
-    stock = goodput(spec405, step_time_s=6.0, days=20, runs=50, seed=0)
-    fast = goodput(spec_405b({**CKPT, "pg_init": "optimized"}), step_time_s=6.0, days=20, runs=50, seed=0)
+    stock = goodput(spec405, step_time_s=6.0, days=20, runs=50, seed=0).to_dict()
+    fast = goodput(spec_405b({**CKPT, "pg_init": "optimized"}), step_time_s=6.0, days=20, runs=50, seed=0).to_dict()
     assert fast["pg_init_s"] < stock["pg_init_s"]
     assert fast["ettr"] > stock["ettr"]
 
@@ -94,18 +94,47 @@ def test_run_summary_keys_and_run_length_from_spec():
 
 def test_bad_run_length_is_spec_error(spec405):
     with pytest.raises(SpecError):
-        goodput(spec405, step_time_s=6.0, days=5, tokens=1e12)
+        goodput(spec405, step_time_s=6.0, days=5, tokens=1e12).to_dict()
     with pytest.raises(SpecError):
-        goodput(spec405, step_time_s=6.0, days=float("nan"))
+        goodput(spec405, step_time_s=6.0, days=float("nan")).to_dict()
 
 
-def test_step_time_from_teton_simulate(spec405):
-    teton = pytest.importorskip("teton")
-    if not hasattr(teton, "simulate"):
-        pytest.skip("teton.simulate is not available yet")
-    out = goodput(spec405, tokens=1e12, runs=20, seed=0)
+def test_step_time_from_the_step_simulator_passed(spec405):
+    import teton
+
+    calls = []
+
+    def simulate(spec):
+        calls.append(spec)
+        return teton.simulate(spec)
+
+    out = goodput(spec405, tokens=1e12, runs=20, seed=0, simulate=simulate).to_dict()
+    assert calls == [spec405]
     assert out["step_time_source"] == "teton.simulate"
     assert out["step_time_s"] == pytest.approx(teton.simulate(spec405).step_time_s)
+
+
+def test_no_step_time_and_no_simulator_is_an_error_naming_the_parameter(spec405):
+    with pytest.raises(SpecError, match=r"^step_time_s = None: give the step time"):
+        goodput(spec405, tokens=1e12, runs=20, seed=0)
+
+
+def test_goodput_is_a_frozen_typed_result(spec405):
+    import dataclasses
+
+    from teton.reliability import GoodputResult
+
+    r = goodput(spec405, step_time_s=6.0, tokens=1e12, runs=20, seed=0, interval_sweep=True)
+    assert isinstance(r, GoodputResult)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.time = None
+    d = r.to_dict()
+    assert (d["ettr"], d["gpus"], d["checkpoint_interval_s"], d["cost_usd"]) == (
+        r.time.ettr, r.run.gpus, r.checkpoint.checkpoint_interval_s, r.energy.cost_usd)
+    keys = list(d)
+    assert keys[:3] == ["gpus", "hosts", "switch_equivalents"] and keys[-2:] == ["assumptions", "warnings"]
+    assert d["mc_optimal_ettr"] == max(row["ettr_mean"] for row in d["interval_sweep"])
+    assert "time_to_train_samples_days" not in d
 
 
 def test_checkpoint_costs_from_storage_model():
@@ -113,7 +142,7 @@ def test_checkpoint_costs_from_storage_model():
 
     spec = spec_405b({})
     expected = checkpoint_summary(spec)
-    out = goodput(spec, step_time_s=6.0, days=5, runs=20, seed=0)
+    out = goodput(spec, step_time_s=6.0, days=5, runs=20, seed=0).to_dict()
     assert out["checkpoint_source"] == "storage model"
     assert out["checkpoint_restore_s"] == pytest.approx(expected["checkpoint_restore_s"])
     assert out["checkpoint_blocking_s"] == pytest.approx(expected["checkpoint_blocking_s"])
@@ -191,12 +220,12 @@ def test_goodput_without_any_storage_uses_the_documented_fallback(cli):
     data = {"cluster": "dgx-a100-superpod", "model": "gpt3-175b",
             "job": {"gpus": 1024, "tp": 8, "pp": 8, "seq_len": 2048, "global_batch": 1536}}
     spec = load_spec(data)
-    d = goodput(spec, step_time_s=10.0, days=1, runs=5, seed=0)
+    d = goodput(spec, step_time_s=10.0, days=1, runs=5, seed=0).to_dict()
     expect = spec.model.total_params() * 14.0 / 2e12
     assert d["checkpoint_source"].startswith("fallback")
     assert d["checkpoint_save_s"] == pytest.approx(expect)
     assert d["checkpoint_restore_s"] == pytest.approx(expect)
-    given = goodput(load_spec({**data, "reliability": dict(CKPT)}), step_time_s=10.0, days=1, runs=5, seed=0)
+    given = goodput(load_spec({**data, "reliability": dict(CKPT)}), step_time_s=10.0, days=1, runs=5, seed=0).to_dict()
     assert given["checkpoint_source"] == "reliability section"
     assert given["checkpoint_blocking_s"] == CKPT["checkpoint_blocking_s"]
     code, out, err = cli("run", "examples/gpt3-175b-a100.yaml", "--set", "reliability.days=2", "--json")
@@ -206,7 +235,7 @@ def test_goodput_without_any_storage_uses_the_documented_fallback(cli):
 
 def test_energy_and_cost_add_up():
     spec = spec_405b(dict(CKPT))
-    d = goodput(spec, step_time_s=STEP_S, tokens=2e12, runs=20, seed=0)
+    d = goodput(spec, step_time_s=STEP_S, tokens=2e12, runs=20, seed=0).to_dict()
     gpu_h = d["gpu_hours"]
     assert gpu_h == pytest.approx(d["wall_days"]["mean"] * 24 * d["gpus"])
     assert d["cost_usd"] == pytest.approx(gpu_h * 2.0)  # default $2 per GPU-hour

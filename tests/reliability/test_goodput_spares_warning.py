@@ -47,5 +47,5 @@ def test_no_spare_hosts_is_a_warning_in_json_and_table(cli, full_spec):
 
 def test_no_warning_when_the_cluster_has_spares():
     spec = load_spec({**FULL, "job": {**FULL["job"], "gpus": 512, "global_batch": 512}})
-    out = goodput(spec, parse_reliability(spec.reliability), step_time_s=10.7, days=30, runs=100, seed=0)
+    out = goodput(spec, parse_reliability(spec.reliability), step_time_s=10.7, days=30, runs=100, seed=0).to_dict()
     assert out["spare_hosts"] == 64 and out["warnings"] == []

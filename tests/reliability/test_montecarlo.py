@@ -53,9 +53,9 @@ def test_renewal_theory_ettr():
 
 
 def test_same_seed_same_numbers(spec405):
-    a = goodput(spec405, step_time_s=6.0, days=20, runs=200, seed=11)
-    b = goodput(spec405, step_time_s=6.0, days=20, runs=200, seed=11)
-    c = goodput(spec405, step_time_s=6.0, days=20, runs=200, seed=12)
+    a = goodput(spec405, step_time_s=6.0, days=20, runs=200, seed=11).to_dict()
+    b = goodput(spec405, step_time_s=6.0, days=20, runs=200, seed=11).to_dict()
+    c = goodput(spec405, step_time_s=6.0, days=20, runs=200, seed=12).to_dict()
     assert a == b
     assert a["ettr"] != c["ettr"]
 
@@ -65,7 +65,7 @@ def test_progress_counts_runs_up_to_the_total(spec405):
     sweep's included, never going back, ending at the total."""
     seen = []
     out = goodput(spec405, step_time_s=6.0, days=5, runs=20, seed=0, interval_sweep=True,
-                  progress=lambda done, total: seen.append((done, total)))
+                  progress=lambda done, total: seen.append((done, total))).to_dict()
     total = 20 * (1 + len(out["interval_sweep"]))
     assert {t for _, t in seen} == {total}
     done = [d for d, _ in seen]
@@ -86,17 +86,17 @@ def test_young_daly_formulas():
 
 
 def test_ettr_above_90_with_sensible_interval_and_lower_with_bad_one(spec405):
-    good = goodput(spec405, step_time_s=6.0, days=54, runs=200, seed=0)
+    good = goodput(spec405, step_time_s=6.0, days=54, runs=200, seed=0).to_dict()
     assert good["checkpoint_interval_s"] == pytest.approx(good["young_daly_interval_s"], abs=6.0)
     assert good["ettr"] > 0.90
-    rare = goodput(spec405, step_time_s=6.0, days=54, runs=200, seed=0, interval_s=4 * 3600.0)
-    often = goodput(spec405, step_time_s=6.0, days=54, runs=200, seed=0, interval_s=12.0)
+    rare = goodput(spec405, step_time_s=6.0, days=54, runs=200, seed=0, interval_s=4 * 3600.0).to_dict()
+    often = goodput(spec405, step_time_s=6.0, days=54, runs=200, seed=0, interval_s=12.0).to_dict()
     assert rare["ettr"] < good["ettr"] - 0.15
     assert often["ettr"] < good["ettr"] - 0.15
 
 
 def test_monte_carlo_optimum_near_daly(spec405):
-    out = goodput(spec405, step_time_s=6.0, days=30, runs=100, seed=0, interval_sweep=True)
+    out = goodput(spec405, step_time_s=6.0, days=30, runs=100, seed=0, interval_sweep=True).to_dict()
     rows = out["interval_sweep"]
     assert len(rows) >= 13
     ettrs = [r["ettr_mean"] for r in rows]
@@ -137,11 +137,11 @@ def test_spare_pool_is_first_in_first_out():
 
 def test_no_spares_means_waiting_for_repair():
     full = spec_405b(dict(CKPT), gpus=24576, global_batch=3072)
-    some = goodput(full, step_time_s=6.0, days=20, runs=50, seed=0)
+    some = goodput(full, step_time_s=6.0, days=20, runs=50, seed=0).to_dict()
     assert some["spare_hosts"] == 0
     assert some["lost_gpu_hours_by_kind"]["spare_wait"] > 0
     spared = spec_405b({**CKPT, "spare_hosts": 64}, gpus=24576, global_batch=3072)
-    better = goodput(spared, step_time_s=6.0, days=20, runs=50, seed=0)
+    better = goodput(spared, step_time_s=6.0, days=20, runs=50, seed=0).to_dict()
     assert better["ettr"] > some["ettr"] + 0.2
 
 
@@ -150,9 +150,9 @@ def test_infant_mortality_raises_early_rates():
                                                      "reference_age_days": 180}})
     flat = spec_405b({**CKPT, "infant_mortality": {"weibull_shape": 1.0}})
     base = spec_405b(dict(CKPT))
-    a = goodput(young, step_time_s=6.0, days=20, runs=100, seed=0)
-    b = goodput(flat, step_time_s=6.0, days=20, runs=100, seed=0)
-    c = goodput(base, step_time_s=6.0, days=20, runs=100, seed=0)
+    a = goodput(young, step_time_s=6.0, days=20, runs=100, seed=0).to_dict()
+    b = goodput(flat, step_time_s=6.0, days=20, runs=100, seed=0).to_dict()
+    c = goodput(base, step_time_s=6.0, days=20, runs=100, seed=0).to_dict()
     assert b["unexpected_interruptions"] == pytest.approx(c["unexpected_interruptions"], rel=0.01)
     assert b["unexpected_interruptions_mc"]["mean"] == pytest.approx(c["unexpected_interruptions_mc"]["mean"],
                                                                      rel=0.03)
@@ -182,7 +182,7 @@ def test_run_too_long_for_the_monte_carlo_is_a_spec_error(kw):
     spec = spec_405b(dict(CKPT))
     t0 = time.perf_counter()
     with pytest.raises(SpecError, match="interruptions"):
-        goodput(spec, step_time_s=STEP_S, runs=5, seed=0, **kw)
+        goodput(spec, step_time_s=STEP_S, runs=5, seed=0, **kw).to_dict()
     assert time.perf_counter() - t0 < 5.0
 
 
@@ -190,14 +190,14 @@ def test_run_that_cannot_finish_is_a_spec_error():
     """A token budget under a failure rate far above the restart time never finishes."""
     spec = spec_405b({**CKPT, "rate_scale": 1e6})
     with pytest.raises(SpecError, match="interruptions"):
-        goodput(spec, step_time_s=STEP_S, tokens=15.6e12, runs=5, seed=0)
+        goodput(spec, step_time_s=STEP_S, tokens=15.6e12, runs=5, seed=0).to_dict()
 
 
 def test_lost_gpu_hours_by_kind_add_up_and_stay_non_negative():
     """With no spare hosts, a repair wait cut by the end of a fixed-length run left the recovery
     share of lost GPU-hours negative (-0.49M GPU-hours)."""
     spec = spec_405b({**CKPT, "spare_hosts": 0})
-    d = goodput(spec, step_time_s=STEP_S, days=54, runs=20, seed=0)
+    d = goodput(spec, step_time_s=STEP_S, days=54, runs=20, seed=0).to_dict()
     kinds = d["lost_gpu_hours_by_kind"]
     assert all(v >= 0 for v in kinds.values()), kinds
     assert sum(kinds.values()) == pytest.approx(d["lost_gpu_hours"]["mean"], rel=1e-9)
@@ -206,7 +206,7 @@ def test_lost_gpu_hours_by_kind_add_up_and_stay_non_negative():
 
 def test_young_and_daly_match_the_hand_calculation():
     spec = spec_405b(dict(CKPT))
-    d = goodput(spec, step_time_s=STEP_S, days=54, runs=5, seed=0)
+    d = goodput(spec, step_time_s=STEP_S, days=54, runs=5, seed=0).to_dict()
     c, m = CKPT["checkpoint_blocking_s"], d["mtbi_h"] * 3600.0
     assert d["young_interval_s"] == pytest.approx(math.sqrt(2 * c * m), rel=1e-12)
     x = c / (2 * m)
@@ -217,8 +217,8 @@ def test_young_and_daly_match_the_hand_calculation():
 
 def test_seeded_monte_carlo_is_deterministic_and_near_the_first_order_answer():
     spec = spec_405b(dict(CKPT))
-    a = goodput(spec, step_time_s=STEP_S, days=54, runs=40, seed=7)
-    b = goodput(spec, step_time_s=STEP_S, days=54, runs=40, seed=7)
+    a = goodput(spec, step_time_s=STEP_S, days=54, runs=40, seed=7).to_dict()
+    b = goodput(spec, step_time_s=STEP_S, days=54, runs=40, seed=7).to_dict()
     assert a["ettr"] == b["ettr"] and a["energy_mwh"] == b["energy_mwh"]
     # first order: each unexpected interruption loses half a cycle + the save lag + its downtime
     m = a["mtbi_h"] * 3600.0
@@ -234,10 +234,10 @@ def test_seeded_monte_carlo_is_deterministic_and_near_the_first_order_answer():
 
 def test_ettr_bounded_and_monotone_in_failure_rate_and_checkpoint_cost():
     spec_kw = dict(step_time_s=STEP_S, days=20, runs=30, seed=1, interval_s=600.0)
-    by_rate = [goodput(spec_405b({**CKPT, "rate_scale": r}), **spec_kw)["ettr"] for r in (0.25, 1, 4, 16)]
+    by_rate = [goodput(spec_405b({**CKPT, "rate_scale": r}), **spec_kw).to_dict()["ettr"] for r in (0.25, 1, 4, 16)]
     assert all(0 <= e <= 1 for e in by_rate)
     assert by_rate == sorted(by_rate, reverse=True) and by_rate[0] - by_rate[-1] > 0.1
     by_cost = [goodput(spec_405b({"checkpoint_save_s": c, "checkpoint_blocking_s": c,
-                                  "checkpoint_restore_s": 60.0}), **spec_kw)["ettr"] for c in (1, 10, 60, 300)]
+                                  "checkpoint_restore_s": 60.0}), **spec_kw).to_dict()["ettr"] for c in (1, 10, 60, 300)]
     assert all(0 <= e <= 1 for e in by_cost)
     assert by_cost == sorted(by_cost, reverse=True)

@@ -55,7 +55,7 @@ def test_default_rates_reproduce_table5_counts():
 
 
 def test_405b_54_days_expected_419_and_table5_shares(spec405):
-    out = goodput(spec405, step_time_s=6.0, days=54, runs=400, seed=1)
+    out = goodput(spec405, step_time_s=6.0, days=54, runs=400, seed=1).to_dict()
     assert out["unexpected_interruptions"] == pytest.approx(419, rel=0.15)
     assert out["planned_interruptions"] == pytest.approx(47, rel=0.15)
     # the Monte Carlo draws interruptions over up-time only (> 90 % of the window)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import teton
+from teton.errors import SpecError
 from teton.spec.storage import storage_system
 from teton.storage import data_loading, devx_job_start
 from teton.storage.dataload import job_tokens_per_s
@@ -28,12 +29,12 @@ def test_data_loading_stalls_when_reads_outlast_the_step(make_spec):
     assert d.stalls and d.stall_s_per_step == pytest.approx(d.read_s_per_step - 2048 * 8192 / 2.6e6)
 
 
-def test_tokens_per_s_from_the_step_model(spec16k):
-    if not hasattr(teton, "simulate"):
-        pytest.skip("teton.simulate not available yet")
-    tps = job_tokens_per_s(spec16k)
+def test_tokens_per_s_from_the_step_simulator_passed(spec16k):
+    tps = job_tokens_per_s(spec16k, teton.simulate)
     assert tps == pytest.approx(teton.simulate(spec16k).tokens_per_s)
-    assert data_loading(spec16k).tokens_per_s == pytest.approx(tps)
+    assert data_loading(spec16k, simulate=teton.simulate).tokens_per_s == pytest.approx(tps)
+    with pytest.raises(SpecError, match=r"^tokens_per_s = None: give the job's tokens/s"):
+        data_loading(spec16k)  # no figure and no simulator: an error naming the parameter
 
 
 def test_devx_job_start_by_hand():

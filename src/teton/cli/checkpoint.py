@@ -45,6 +45,7 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
     real files (:func:`teton.storage.measure.measure`) or the model's checkpoint with data loading,
     the job-start storm and the writer-scaling study (:mod:`teton.storage.checkpoint_report`)."""
     from teton.cli._common import parse_size
+    from teton.engine.step import simulate_step
     from teton.spec import load_spec
     from teton.storage import devx_job_start
     from teton.storage.checkpoint_report import (
@@ -74,7 +75,7 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
     if writers is not None and writers > spec.job.gpus:
         raise SpecError("--writers", writers, f"at most the job's GPUs ({spec.job.gpus})")
     policy = _policy(spec, mode, writer_policy, writers, restore)
-    res, out_d = checkpoint_with_data_loading(spec, policy, tokens_per_s)
+    res, out_d = checkpoint_with_data_loading(spec, policy, tokens_per_s, simulate=simulate_step)
     nfs, nfs_system, hosts = devx_storage(spec)
     out_d["devx_job_start"] = {"storage": nfs, **devx_job_start(
         nfs_system, hosts, devx_files, parse_size(devx_file_bytes, "--devx-file-bytes"),

@@ -89,6 +89,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Failures over a whole run: ETTR, time-to-train, checkpoint interval, energy and cost."""
         from teton.cli._common import print_json
+        from teton.engine.step import simulate_step
         from teton.reliability import goodput
         from teton.spec import load_spec
         from teton.spec.reliability import MAX_RUNS, parse_reliability
@@ -106,7 +107,8 @@ def register(app: typer.Typer) -> None:
         cfg = parse_reliability(s.reliability)
         with progress_task("monte carlo", counts=False) as prog:
             out = goodput(s, cfg, step_time_s=step_time, days=days, tokens=tok, runs=runs, seed=seed,
-                          interval_s=interval, interval_sweep=interval_sweep, progress=prog)
+                          interval_s=interval, interval_sweep=interval_sweep, progress=prog,
+                          simulate=simulate_step).to_dict()
         if json_:
             print_json(out)
         else:

@@ -46,6 +46,16 @@ def _print(d: dict, top: int) -> None:
         console.print(f"note: {n}", highlight=False)
 
 
+def _search_command_lines(d: dict) -> None:
+    """Each count's and plan's ``reproduce_search``: its layout space as ``teton search``'s flags
+    (``options``)."""
+    for c in (*d["counts"], *d["plans"]):
+        rs = c.get("reproduce_search")
+        if rs is not None and "space" in rs:
+            c["reproduce_search"] = {"set": rs["set"], "options": [
+                a for name, value in rs["space"].items() for a in ("--" + name.replace("_", "-"), value)]}
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def plan(
@@ -90,7 +100,7 @@ def register(app: typer.Typer) -> None:
 
         check_executor(executor, workers)
         if out is not None:
-            check_writable_file(out, "--out")
+            check_writable_file(out, "out")
         s = load_spec(spec, set_)
         req = plan_request(s, {"tokens": tokens, "deadline_days": deadline_days, "budget_usd": budget_usd,
                                "gpus": gpus, "storage_servers": storage_servers, "global_batch": global_batch,
@@ -99,6 +109,7 @@ def register(app: typer.Typer) -> None:
         ep_degrees(s, req.space)
         with progress_task("planning: layouts and runs per GPU count", disable=json_) as tick:
             d = make_plan(req, executor, workers, tick)
+        _search_command_lines(d)
         if out is not None:
             from teton.plan.page import write_plan_page
 

@@ -36,26 +36,14 @@ GOODPUT_KEYS = ("time_to_train_days", "time_to_train_percentiles", "gpu_hours", 
 LAYOUT_KEYS = ("tp", "cp", "pp", "dp", "ep", "virtual_stages", "micro_batch", "recompute", "zero", "grad_reduce")
 
 
-def best_layouts(task: CountTask) -> dict[str, Any]:
-    """``teton search`` on the task's job, layouts that fit only: the ``top_layouts`` fastest."""
-    from teton.sweep.search import search_layouts
+def best_layouts(task: CountTask) -> tuple[int, int, list]:
+    """``teton search`` on the task's job, layouts that fit only: (valid layouts, fitting layouts,
+    the ``top_layouts`` fastest as :class:`teton.sweep.search.RankedLayout`: spec and step)."""
+    from teton.sweep.search import rank_layouts
 
-    found = search_layouts(task.spec, task.space, fitting_only=True)
-    rows = [r for r in found["rows"] if r["fits_in_memory"]][:task.top_layouts]
-    return {"evaluated": found["evaluated"], "fitting": found["fitting"], "rows": rows}
-
-
-def layout_spec(spec, row: dict[str, Any]):
-    """The full spec of one search row, built by the search's own rules (no second copy of them)."""
-    from teton.sweep.search import SearchSpace, candidate_jobs
-
-    space = SearchSpace(tp=(row["tp"],), cp=(row["cp"],), pp=(row["pp"],), virtual_stages=(row["virtual_stages"],),
-                        micro_batch=(row["micro_batch"],), recompute=(row["recompute"],), zero=(row["zero"],),
-                        ep=(row["ep"],))
-    for cand in candidate_jobs(spec, space):
-        if cand.job.grad_reduce_mode == row["grad_reduce"]:
-            return cand
-    raise AssertionError(f"search row {row} has no spec")  # the search produced it: cannot happen
+    evaluated, ranked = rank_layouts(task.spec, task.space, fitting_only=True)
+    fitting = [c for c in ranked if c.result.fits_in_memory]
+    return evaluated, len(fitting), fitting[:task.top_layouts]
 
 
 def overrides(base, spec, storage: dict[str, Any], price: float) -> list[str]:
@@ -83,9 +71,10 @@ def _scalar(v: Any) -> str:
 
 
 def search_by_hand(task: CountTask) -> dict[str, Any] | None:
-    """The ``teton search`` command line that prints this task's layouts: the user's spec at this
-    GPU count and batch (its own layout, with dp scaled; None where that layout does not divide
-    the count), with the plan's layout space."""
+    """What ``teton search`` needs to print this task's layouts: ``set``, the overrides that put the
+    user's spec at this GPU count and batch (its own layout, with dp scaled; None where that layout
+    does not divide the count), and ``space``, the plan's layout space where it is not the search's
+    default (parameter -> comma-separated degrees; the CLI writes them as the search's flags)."""
     from teton.sweep.search import SearchSpace
 
     base, job = task.base.job, task.spec.job
@@ -95,17 +84,17 @@ def search_by_hand(task: CountTask) -> dict[str, Any] | None:
     sets = [f"job.gpus={task.gpus}", f"job.dp={task.gpus // model_par}", f"job.global_batch={job.global_batch}"]
     if base.global_batch_tokens:
         sets.append("job.global_batch_tokens=null")
-    default, options = SearchSpace(), []
-    for name, flag in (("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("virtual_stages", "--virtual-stages"),
-                       ("ep", "--ep")):
+    default, space = SearchSpace(), {}
+    for name in ("tp", "cp", "pp", "virtual_stages", "ep"):
         value = getattr(task.space, name)
         if value != getattr(default, name):
-            options += [flag, ",".join(map(str, value))]
-    return {"set": sets, "options": options}
+            space[name] = ",".join(map(str, value))
+    return {"set": sets, "space": space}
 
 
 def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
     """``teton goodput`` of the plan's spec on ``servers`` storage servers, and the plan's figures."""
+    from teton.engine.step import simulate_step
     from teton.reliability import goodput
     from teton.spec.reliability import parse_reliability
     from teton.spec.storage import storage_system
@@ -113,8 +102,10 @@ def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
     storage = {**(task.spec.storage or {}), "preset": task.storage_preset, "servers": servers}
     rel = {**(task.spec.reliability or {}), "usd_per_gpu_hour": task.usd_per_gpu_hour}
     run_spec = spec.model_copy(update={"storage": storage, "reliability": rel})
-    g = goodput(run_spec, parse_reliability(rel), tokens=task.tokens, runs=task.runs, seed=task.seed, samples=True)
-    days = np.asarray(g.pop("time_to_train_samples_days"), dtype=float)
+    run = goodput(run_spec, parse_reliability(rel), tokens=task.tokens, runs=task.runs, seed=task.seed, samples=True,
+                  simulate=simulate_step)
+    days = np.asarray(run.time_to_train_samples_days, dtype=float)
+    g = run.to_dict()
     band = step.step_time_s_low is not None and step.step_time_s_high is not None
     if band:
         rng = np.random.default_rng(task.seed)
@@ -138,23 +129,20 @@ def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
 
 def evaluate_count(task: CountTask) -> dict[str, Any]:
     """The layouts and the runs of one (cluster, GPU count) task, as JSON-ready rows."""
-    from teton.engine.step import simulate_step
-
-    found = best_layouts(task)
+    evaluated, fitting, ranked = best_layouts(task)
+    rows = [c.row() for c in ranked]
     job = task.spec.job
     head = {"cluster": task.cluster_name, "gpu": task.spec.cluster.gpu_spec.name, "gpus": task.gpus,
             "batch_tokens": job.tokens_per_step, "batch_sequences": job.sequences_per_step,
-            "usd_per_gpu_hour": task.usd_per_gpu_hour, "layouts_evaluated": found["evaluated"],
+            "usd_per_gpu_hour": task.usd_per_gpu_hour, "layouts_evaluated": evaluated,
             "reproduce_search": search_by_hand(task),
-            "layouts_fitting": found["fitting"],
+            "layouts_fitting": fitting,
             "layouts": [{**{k: r[k] for k in LAYOUT_KEYS}, "step_time_s": r["step_time_s"], "mfu": r["mfu_bf16"],
-                         "memory_per_gpu_bytes": r["memory_per_gpu_bytes"]} for r in found["rows"]]}
-    if not found["rows"]:
-        return {**head, "plans": [], "reason": "memory: no layout fits in memory" if found["evaluated"]
+                         "memory_per_gpu_bytes": r["memory_per_gpu_bytes"]} for r in rows]}
+    if not ranked:
+        return {**head, "plans": [], "reason": "memory: no layout fits in memory" if evaluated
                 else "layout: no layout passes the job rules at this count and batch"}
-    best = found["rows"][0]
-    spec = layout_spec(task.spec, best)
-    step = simulate_step(spec)
+    best, spec, step = rows[0], ranked[0].spec, ranked[0].result  # the fastest, as the search simulated it
     bd = step.breakdown
     comm = {k: v for k, v in bd.items() if k.endswith("_comm")}
     layout = {"layout": {k: best[k] for k in LAYOUT_KEYS}, "micro_batches": spec.job.micro_batches,

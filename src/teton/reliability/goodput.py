@@ -28,6 +28,10 @@ import numpy as np
 from teton.errors import SpecError
 from teton.reliability.energy import busy_fraction, cost_usd, energy_mwh, power_model
 from teton.reliability.goodput_figures import (
+    CheckpointFigures,
+    GoodputResult,
+    RunFigures,
+    TimeFigures,
     checkpoint_figures,
     energy_figures,
     interruption_figures,
@@ -107,15 +111,17 @@ def interruption_table(cluster: ClusterSpec, gpu_counts: list[int], cfg: Reliabi
 
 
 def _step(spec: Any, cfg: ReliabilitySpec, step_time_s: float | None, tokens_per_step: float | None,
-          breakdown: dict | None) -> tuple[float, float, dict | None, str]:
-    """Step time and tokens per step: explicit > reliability section > teton.simulate."""
+          breakdown: dict | None, simulate: Callable[[Any], Any] | None) -> tuple[float, float, dict | None, str]:
+    """Step time and tokens per step: explicit > reliability section > the step simulator
+    ``simulate(spec)`` the caller passes (``teton.simulate`` or the engine's ``simulate_step``)."""
     tps = tokens_per_step or cfg.tokens_per_step or float(spec.job.tokens_per_step)
     st = step_time_s or cfg.step_time_s
     source = "given"
     if st is None:
-        import teton
-
-        result = teton.simulate(spec)
+        if simulate is None:
+            raise SpecError("step_time_s", None, "give the step time (or reliability.step_time_s), "
+                            "or a step simulator to simulate it")
+        result = simulate(spec)
         st = float(result.step_time_s)
         breakdown = breakdown or dict(result.breakdown)
         source = "teton.simulate"
@@ -161,9 +167,8 @@ def _check_step(step_time_s: float, tokens_per_step: float, step_time_given: boo
                 tokens_per_step_given: bool) -> None:
     """Refuse a step the run's float step counts cannot follow: a run counts steps (checkpoint
     intervals, tokens) in floats, and a step of 1e-308 s makes them inf (``MIN_STEP_S``)."""
-    # the CLI's --step-time is the step_time_s argument (the CLI tests pin this field name)
     if not MIN_STEP_S <= step_time_s < math.inf:
-        raise SpecError("--step-time" if step_time_given else "reliability.step_time_s", step_time_s,
+        raise SpecError("step_time_s" if step_time_given else "reliability.step_time_s", step_time_s,
                         f"must be at least {MIN_STEP_S:g} s (one training step)")
     if not 1 <= tokens_per_step < math.inf:
         raise SpecError("tokens_per_step" if tokens_per_step_given else "reliability.tokens_per_step",
@@ -257,18 +262,22 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
             tokens_per_step: float | None = None, breakdown: dict | None = None, days: float | None = None,
             tokens: float | None = None, runs: int | None = None, seed: int | None = None,
             interval_s: float | None = None, interval_sweep: bool = False,
-            progress: Callable[[int, int], None] | None = None, samples: bool = False) -> dict:
-    """Monte Carlo of the whole run; returns a JSON-ready dict (keys documented in the CLI).
-    ``progress(done, total)``: Monte Carlo runs finished, the interval sweep's included.
+            progress: Callable[[int, int], None] | None = None, samples: bool = False,
+            simulate: Callable[[Any], Any] | None = None) -> GoodputResult:
+    """Monte Carlo of the whole run (:class:`GoodputResult`; ``to_dict()`` for JSON, keys
+    documented in the CLI). ``progress(done, total)``: Monte Carlo runs finished, the interval
+    sweep's included. ``simulate(spec)``: the step simulator (``teton.simulate``, the engine's
+    ``simulate_step``), used only when neither ``step_time_s`` nor ``reliability.step_time_s``
+    gives the step time.
 
-    ``samples``: also return every run's time to train (``time_to_train_samples_days``, a numpy
+    ``samples``: also keep every run's time to train (``time_to_train_samples_days``, a numpy
     array), for a caller that combines the failure spread with another (``teton plan``)."""
     cfg = cfg or parse_reliability(spec.reliability)
     days, tokens, length_field = _run_length(cfg, days, tokens)
     runs = runs or cfg.runs
     seed = spec.seed if seed is None else seed
     cluster, gpus = spec.cluster, spec.job.gpus
-    st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown)
+    st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown, simulate)
     _check_step(st, tps, bool(step_time_s), bool(tokens_per_step))
     slow = step_slowdown(cfg)
     st_eff = st * slow
@@ -286,31 +295,16 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
 
     pm = power_model(cluster, fm.counts, cfg, busy_fraction(breakdown, st))
     e = energy_mwh(pm, res.train_s, res.checkpoint_s + res.down_s)
-    cost = cost_usd(cfg, gpus, res.wall_s, e)
-    out: dict[str, Any] = {
-        "gpus": gpus, "hosts": fm.counts.hosts, "switch_equivalents": fm.counts.switches,
-        "mode": "tokens" if steps is not None else "days",
-        "tokens": tokens, "days": days, "runs": runs, "seed": seed,
-        "step_time_s": st, "step_time_source": st_source, "effective_step_time_s": st_eff,
-        "tokens_per_step": tps, "steps": steps,
-        **interruption_figures(fm, res, inp.infant),
-        **time_figures(res, gpus, steps, st, st_eff, tps, slow),
-        **checkpoint_figures(iv, ck, down, cfg, gpus, inp.spares),
-        **energy_figures(pm, e, cost),
-        "interval_sweep": sweep_rows,
-    }
-    if sweep_rows:
-        best = max(sweep_rows, key=lambda r: r["ettr_mean"])
-        out["mc_optimal_interval_s"] = best["interval_s"]
-        out["mc_optimal_ettr"] = best["ettr_mean"]
-    if samples and steps is not None:
-        out["time_to_train_samples_days"] = res.wall_s / 86400.0
-    out["assumptions"] = _assumptions(out, cfg, pm)
-    out["warnings"] = spare_warnings(out, cfg, inp, cluster.hosts)
-    for key in ("young_interval_s", "young_daly_interval_s", "mtbi_h"):  # no failures: no optimum
-        if not math.isfinite(out[key]):
-            out[key] = None
-    return out
+    run = RunFigures(gpus, fm.counts.hosts, fm.counts.switches, "tokens" if steps is not None else "days", tokens,
+                     days, runs, seed, st, st_source, st_eff, tps, steps)
+    time = time_figures(res, gpus, steps, st, st_eff, tps, slow)
+    ckf = checkpoint_figures(iv, ck, down, cfg, gpus, inp.spares)
+    best = max(sweep_rows, key=lambda r: r["ettr_mean"]) if sweep_rows else None
+    return GoodputResult(
+        run, interruption_figures(fm, res, inp.infant), time, ckf, energy_figures(pm, e, cost_usd(cfg, gpus, res.wall_s, e)),
+        tuple(sweep_rows), tuple(_assumptions(run, ckf, cfg, pm)), tuple(spare_warnings(run, time, ckf, cfg, inp, cluster.hosts)),
+        mc_optimal_interval_s=best["interval_s"] if best else None, mc_optimal_ettr=best["ettr_mean"] if best else None,
+        time_to_train_samples_days=res.wall_s / 86400.0 if samples and steps is not None else None)
 
 
 SPARE_WAIT_WARN_FRACTION = 0.02  # warn when waiting for a spare host takes this share of the wall time
@@ -331,18 +325,19 @@ def spares_to_cover(inp: MCInputs, quantile: float = SPARE_COVER_QUANTILE) -> in
     return max(k, 1)
 
 
-def spare_warnings(out: dict, cfg: ReliabilitySpec, inp: MCInputs, cluster_hosts: int) -> list[str]:
+def spare_warnings(run: RunFigures, time: TimeFigures, ck: CheckpointFigures, cfg: ReliabilitySpec,
+                   inp: MCInputs, cluster_hosts: int) -> list[str]:
     """A warning when the wait for spare hosts takes at least ``SPARE_WAIT_WARN_FRACTION`` of the
     wall time: its cause (no / too few spare hosts, the repair time) and what to set."""
-    wall_gpu_h = out["gpu_hours"]
-    frac = out["lost_gpu_hours_by_kind"]["spare_wait"] / wall_gpu_h if wall_gpu_h > 0 else 0.0
+    wall_gpu_h = time.gpu_hours
+    frac = time.lost_gpu_hours_by_kind["spare_wait"] / wall_gpu_h if wall_gpu_h > 0 else 0.0
     if frac < SPARE_WAIT_WARN_FRACTION:
         return []
     why = (f"reliability.spare_hosts = {cfg.spare_hosts}" if cfg.spare_hosts is not None else
-           f"the job uses {out['hosts']} of the cluster's {cluster_hosts} hosts")
-    need = max(spares_to_cover(inp), out["spare_hosts"] + 1)
-    return [f"ETTR {out['ettr']:.1%}: {frac:.0%} of the wall time is spent waiting for a spare host. "
-            f"There are {out['spare_hosts']} spare hosts ({why}), and a failed host returns only after its repair "
+           f"the job uses {run.hosts} of the cluster's {cluster_hosts} hosts")
+    need = max(spares_to_cover(inp), ck.spare_hosts + 1)
+    return [f"ETTR {time.ettr:.1%}: {frac:.0%} of the wall time is spent waiting for a spare host. "
+            f"There are {ck.spare_hosts} spare hosts ({why}), and a failed host returns only after its repair "
             f"(reliability.repair_h = {cfg.repair_h:g} h). Add spares: reliability.spare_hosts = {need} "
             f"(--set reliability.spare_hosts={need}; covers the host failures of one repair time at "
             f"{SPARE_COVER_QUANTILE:.0%}), or shorten reliability.repair_h"]
@@ -367,32 +362,36 @@ def _check_interruptions(inp: MCInputs, field: str, value: float | None) -> None
                         f"({MAX_INTERRUPTIONS_PER_RUN:,}): shorten the run or lower the failure rates")
 
 
-def _assumptions(out: dict, cfg: ReliabilitySpec, pm) -> list[str]:
+def _assumptions(run: RunFigures, ck: CheckpointFigures, cfg: ReliabilitySpec, pm) -> list[str]:
     a = [
-        f"failure rates: Llama 3 Table 5 counts / (components x 1,296 h), scaled to {out['gpus']} GPUs, "
-        f"{out['hosts']} hosts, {out['switch_equivalents']:.1f} switch-equivalents; rate_scale={cfg.rate_scale}",
-        f"step time {out['step_time_s']:.3f} s ({out['step_time_source']}); effective "
-        f"{out['effective_step_time_s']:.3f} s with diurnal {cfg.diurnal_variation:.1%} and "
-        f"stragglers {cfg.straggler_slowdown:.1%}; {out['tokens_per_step']:.4g} tokens/step",
-        f"checkpoint save {out['checkpoint_save_s']:.1f} s, blocking {out['checkpoint_blocking_s']:.1f} s, "
-        f"restore {out['checkpoint_restore_s']:.1f} s ({out['checkpoint_source']})",
+        f"failure rates: Llama 3 Table 5 counts / (components x 1,296 h), scaled to {run.gpus} GPUs, "
+        f"{run.hosts} hosts, {run.switch_equivalents:.1f} switch-equivalents; rate_scale={cfg.rate_scale}",
+        f"step time {run.step_time_s:.3f} s ({run.step_time_source}); effective "
+        f"{run.effective_step_time_s:.3f} s with diurnal {cfg.diurnal_variation:.1%} and "
+        f"stragglers {cfg.straggler_slowdown:.1%}; {run.tokens_per_step:.4g} tokens/step",
+        f"checkpoint save {ck.checkpoint_save_s:.1f} s, blocking {ck.checkpoint_blocking_s:.1f} s, "
+        f"restore {ck.checkpoint_restore_s:.1f} s ({ck.checkpoint_source})",
         f"detection: crash {cfg.crash_detect_s:g} s, hang {cfg.hang_detect_s:g} s (NCCL watchdog); host swap "
-        f"{cfg.host_swap_s:g} s from {out['spare_hosts']} spare hosts, repair {cfg.repair_h:g} h; "
-        f"pg init ({cfg.pg_init}) {out['pg_init_s']:.0f} s",
+        f"{cfg.host_swap_s:g} s from {ck.spare_hosts} spare hosts, repair {cfg.repair_h:g} h; "
+        f"pg init ({cfg.pg_init}) {ck.pg_init_s:.0f} s",
         f"power: GPU {pm.gpu_train_w:.0f} W training (busy fraction {pm.busy_fraction:.2f}), "
         f"{pm.gpu_idle_w:.0f} W idle; PUE {cfg.pue}",
         f"cost: ${cfg.usd_per_gpu_hour:.2f} per GPU-hour" if cfg.capex_per_gpu_usd is None else
         (f"cost: capex ${cfg.capex_per_gpu_usd:,.0f}/GPU over {cfg.depreciation_years:g} y + "
          f"${cfg.usd_per_kwh}/kWh"),
     ]
-    if out["mode"] == "days":
+    if run.mode == "days":
         a.append("fixed run length: time_to_train_days is null; see tokens_trained")
     return a
+
+
+RUN_SUMMARY_KEYS = ("goodput", "ettr", "time_to_train_days", "energy_mwh", "cost_usd", "unexpected_interruptions",
+                    "checkpoint_interval_s", "young_daly_interval_s")
 
 
 def run_summary(spec: Any, step_time_s: float, tokens_per_step: float, breakdown: dict | None = None,
                 runs: int | None = None) -> dict:
     """The keys ``teton run`` adds when ``reliability:`` gives a run length (``tokens`` or ``days``)."""
-    r = goodput(spec, step_time_s=step_time_s, tokens_per_step=tokens_per_step, breakdown=breakdown, runs=runs)
-    return {k: r[k] for k in ("goodput", "ettr", "time_to_train_days", "energy_mwh", "cost_usd",
-                              "unexpected_interruptions", "checkpoint_interval_s", "young_daly_interval_s")}
+    r = goodput(spec, step_time_s=step_time_s, tokens_per_step=tokens_per_step, breakdown=breakdown,
+                runs=runs).to_dict()
+    return {k: r[k] for k in RUN_SUMMARY_KEYS}

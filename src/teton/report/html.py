@@ -25,7 +25,7 @@ TEMPLATE = "report.html.j2"
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
 
 
-def check_writable_file(path: Path, field: str = "--out") -> Path:
+def check_writable_file(path: Path, field: str = "out") -> Path:
     """The file can be created (or overwritten) at ``path``; SpecError naming the field if not."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
@@ -38,7 +38,7 @@ def check_writable_file(path: Path, field: str = "--out") -> Path:
     return path
 
 
-def check_png_dir(path: Path, field: str = "--png-dir") -> Path:
+def check_png_dir(path: Path, field: str = "png_dir") -> Path:
     """Create the PNG directory if needed; SpecError if it cannot be a writable directory."""
     path = Path(path)
     if os.path.exists(path) and not os.path.isdir(path):
@@ -92,7 +92,7 @@ def render_page(sections: Sequence[Section], title: str, subtitle: str, spec_pat
     import plotly
     from plotly.offline import get_plotlyjs
 
-    import teton
+    from teton.version import __version__
 
     text = resources.files("teton.data").joinpath("templates", TEMPLATE).read_text(encoding="utf-8")
     env = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True,
@@ -102,7 +102,7 @@ def render_page(sections: Sequence[Section], title: str, subtitle: str, spec_pat
     return env.from_string(text).render(
         title=title, subtitle=subtitle, spec_path=spec_path,
         overrides=list(overrides), sections=sections, figures=figures, plotlyjs=plotlyjs,
-        version=teton.__version__, plotly_version=_plotlyjs_version(plotlyjs, plotly.__version__))
+        version=__version__, plotly_version=_plotlyjs_version(plotlyjs, plotly.__version__))
 
 
 def _plotlyjs_version(bundle: str, fallback: str) -> str:
@@ -153,7 +153,7 @@ def write_report(spec_path: str | Path, overrides: Sequence[str] | None, out: st
     try:
         write_text(out, html)
     except OSError as err:
-        raise SpecError("--out", str(out), f"cannot write ({err.strerror})") from None
+        raise SpecError("out", str(out), f"cannot write ({err.strerror})") from None
     pngs = []
     if png is not None:
         tick("writing PNGs")

@@ -151,11 +151,11 @@ def timeline_section(ctx: Context) -> Section:
 
 
 def placement_section(ctx: Context) -> Section:
-    import teton
+    from teton.engine.step import simulate_step
     from teton.placement import POLICIES
     from teton.placement.compare import compare_policies
 
-    rows = compare_policies(ctx.spec, ctx.occupancy, ctx.spec.seed, POLICIES, simulate=teton.simulate)
+    rows = compare_policies(ctx.spec, ctx.occupancy, ctx.spec.seed, POLICIES, simulate=simulate_step)
     layers = [k for k in rows[0]["span"] if k != "hosts"][:-1]
     table = Table(("policy", "step time", "slowdown", "axis that pays", "hosts", *layers),
                   tuple((r["policy"], fmt_s(r["step_time_s"]), f"{r['slowdown']:.3f}", r["axis_pays"] or "-",
@@ -202,7 +202,7 @@ def goodput_section(ctx: Context) -> Section:
     r = ctx.result
     try:
         g = goodput(ctx.spec, step_time_s=r.step_time_s, tokens_per_step=r.tokens_per_step, breakdown=r.breakdown,
-                    runs=ctx.goodput_runs, interval_sweep=True)
+                    runs=ctx.goodput_runs, interval_sweep=True).to_dict()
     except SpecError as err:
         return Section("goodput", "Goodput", notes=(f"not modelled for this spec: {err}",))
     e = g["ettr_percentiles"]
@@ -301,9 +301,9 @@ def parse_sections(text: str | None) -> tuple[str, ...]:
         return tuple(SECTIONS)
     names = [s.strip() for s in text.split(",") if s.strip()]
     if not names:
-        raise SpecError("--sections", text, f"name at least one of {', '.join(SECTIONS)} (or all)")
+        raise SpecError("sections", text, f"name at least one of {', '.join(SECTIONS)} (or all)")
     for n in names:
         if n not in SECTIONS:
-            raise SpecError("--sections", n, closest(n, list(SECTIONS)))
+            raise SpecError("sections", n, closest(n, list(SECTIONS)))
     return tuple(k for k in SECTIONS if k in names)
 

@@ -1,8 +1,8 @@
 """What ``teton checkpoint`` reports for a spec beyond one checkpoint simulation.
 
 * Data loading (:func:`teton.storage.data_loading`) at the job's tokens/s: the given figure, else
-  the spec's ``storage.data_loading.tokens_per_s``, else the step model's (``teton.simulate``);
-  it is skipped when the step model cannot simulate the spec. The checkpoint is simulated with
+  the spec's ``storage.data_loading.tokens_per_s``, else the step simulator's the caller passes;
+  it is skipped when there is none or it cannot simulate the spec. The checkpoint is simulated with
   the loader's read traffic alongside (``data_bytes_s``).
 * The developer-experience job start (:func:`teton.storage.devx_job_start`): every host of the job
   (ceil(gpus / GPUs per host)) reads the job-start files from ``storage.devx.nfs`` (default
@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from teton.errors import SpecError
 from teton.spec.storage import CheckpointPolicy, StorageSystem
@@ -22,11 +24,12 @@ from teton.storage.checkpoint import CheckpointResult
 DEVX_NFS = "hammerspace-pnfs"  # the job-start storage when the spec's storage.devx names none
 
 
-def checkpoint_with_data_loading(spec, policy: CheckpointPolicy,
-                                 tokens_per_s: float | None = None) -> tuple[CheckpointResult, dict]:
+def checkpoint_with_data_loading(spec, policy: CheckpointPolicy, tokens_per_s: float | None = None,
+                                 simulate: Callable[[Any], Any] | None = None) -> tuple[CheckpointResult, dict]:
     """(result, summary) of a checkpoint under ``policy`` with the data loader's reads alongside; the
-    summary's ``data_loading`` is the loader's figures, or None when no step model gives the job's
-    tokens/s (neither ``tokens_per_s`` nor the spec's ``storage.data_loading.tokens_per_s`` given)."""
+    summary's ``data_loading`` is the loader's figures, or None when the step simulator ``simulate``
+    (the caller's: the engine's) cannot give the job's tokens/s, or there is none (neither
+    ``tokens_per_s`` nor the spec's ``storage.data_loading.tokens_per_s`` given)."""
     from teton.storage.checkpoint import simulate_checkpoint
     from teton.storage.dataload import data_loading, job_tokens_per_s
 
@@ -34,7 +37,9 @@ def checkpoint_with_data_loading(spec, policy: CheckpointPolicy,
     dl_raw = (spec.storage or {}).get("data_loading") or {}
     if tps is None and (not isinstance(dl_raw, dict) or dl_raw.get("tokens_per_s") is None):
         try:
-            tps = job_tokens_per_s(spec)
+            if simulate is None:
+                raise SpecError("simulate", None, "no step simulator to give the job's tokens/s")
+            tps = job_tokens_per_s(spec, simulate)
         except SpecError:  # the step model cannot simulate it: data loading is reported as skipped
             skip_data = True
     dl = None if skip_data else data_loading(spec, tokens_per_s=tps)  # None: the spec's tokens_per_s

@@ -17,7 +17,9 @@ files hash onto data servers; the hottest server holds ceil(files / servers) of 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -50,16 +52,16 @@ class DataLoading:
         return {**asdict(self), "stalls": self.stalls}
 
 
-def job_tokens_per_s(spec) -> float:
-    """tokens/s of the job from ``teton.simulate`` (the step model)."""
-    import teton
-
-    return float(teton.simulate(spec).tokens_per_s)
+def job_tokens_per_s(spec, simulate: Callable[[Any], Any]) -> float:
+    """tokens/s of the job from ``simulate(spec)``, the step simulator the caller passes (the
+    engine's :func:`teton.engine.step.simulate_step`, or ``teton.simulate``)."""
+    return float(simulate(spec).tokens_per_s)
 
 
 def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float | None = None,
-                 system: StorageSystem | None = None) -> DataLoading:
-    """Does reading the training data keep up with the job?"""
+                 system: StorageSystem | None = None, simulate: Callable[[Any], Any] | None = None) -> DataLoading:
+    """Does reading the training data keep up with the job? Its tokens/s: ``tokens_per_s``, else
+    the spec's ``storage.data_loading.tokens_per_s``, else the step simulator ``simulate``'s."""
     system = system or spec_storage(spec)
     raw = (spec.storage or {}).get("data_loading") or {}
     if not isinstance(raw, dict):
@@ -75,7 +77,10 @@ def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float
     if tokens_per_s is None:  # the spec's figure (0 is a bad value, not "absent"), else the step model
         given = raw.get("tokens_per_s")
         field = "storage.data_loading.tokens_per_s" if given is not None else field
-        tokens_per_s = given if given is not None else job_tokens_per_s(spec)
+        if given is None and simulate is None:
+            raise SpecError("tokens_per_s", None, "give the job's tokens/s, storage.data_loading.tokens_per_s "
+                            "or a step simulator")
+        tokens_per_s = given if given is not None else job_tokens_per_s(spec, simulate)
     try:
         tokens_per_s = float(tokens_per_s)
     except (TypeError, ValueError):

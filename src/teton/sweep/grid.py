@@ -92,7 +92,7 @@ def canonical_json(obj: Any) -> str:
 def point_key(merged_spec: dict[str, Any]) -> str:
     """Stable key of one point: SHA-256 of teton's version, the store schema and the merged spec's
     canonical JSON (first 32 hex digits). A new teton version re-evaluates rather than reuse rows."""
-    from teton import __version__
+    from teton.version import __version__
 
     text = f"teton-{__version__}/sweep-{STORE_SCHEMA}/" + canonical_json(merged_spec)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from teton.engine.result import StepResult
 from teton.engine.step import simulate_step
 from teton.errors import SpecError
 from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
@@ -63,10 +64,10 @@ def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> t
 def search_space(tp: str | None = None, cp: str | None = None, pp: str | None = None,
                  virtual_stages: str | None = None, ep: str | None = None) -> SearchSpace:
     """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ...`` (None: every choice)."""
-    return SearchSpace(tp=_degrees(tp, "--tp", TP_CHOICES), cp=_degrees(cp, "--cp", CP_CHOICES),
-                       pp=_degrees(pp, "--pp", PP_CHOICES),
-                       virtual_stages=_degrees(virtual_stages, "--virtual-stages", V_CHOICES),
-                       ep=_degrees(ep, "--ep", None))
+    return SearchSpace(tp=_degrees(tp, "tp", TP_CHOICES), cp=_degrees(cp, "cp", CP_CHOICES),
+                       pp=_degrees(pp, "pp", PP_CHOICES),
+                       virtual_stages=_degrees(virtual_stages, "virtual_stages", V_CHOICES),
+                       ep=_degrees(ep, "ep", None))
 
 
 def ep_degrees(spec: Spec, space: SearchSpace) -> tuple[int, ...]:
@@ -76,7 +77,7 @@ def ep_degrees(spec: Spec, space: SearchSpace) -> tuple[int, ...]:
     if space.ep is None:
         return tuple(d for d in range(1, experts + 1) if experts % d == 0)
     if experts == 1 and set(space.ep) != {1}:
-        raise SpecError("--ep", ",".join(map(str, space.ep)),
+        raise SpecError("ep", ",".join(map(str, space.ep)),
                         f"expert parallelism needs a MoE model (model.experts > 1); {spec.model.name} is dense")
     return space.ep
 
@@ -122,21 +123,17 @@ def fits_in_memory(spec: Spec) -> bool:
     return memory_per_gpu(spec.model, spec.job)[0].total <= spec.cluster.gpu_spec.hbm_bytes
 
 
-def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
-                   progress: Callable[[int, int], None] | None = None, fitting_only: bool = False) -> dict:
-    """Simulate every candidate; rows sorted by step time, fitting layouts first.
+@dataclass(frozen=True)
+class RankedLayout:
+    """One candidate of a search, as it was simulated: its full spec and its step."""
 
-    ``fitting_only``: simulate only the layouts that fit in memory (``teton plan``, which keeps no
-    other); their rows are the same, ``evaluated`` still counts every valid layout."""
-    candidates = list(candidate_jobs(spec, space))
-    evaluated = len(candidates)
-    if fitting_only:
-        candidates = [c for c in candidates if fits_in_memory(c)]
-    rows = []
-    for i, cand in enumerate(candidates):
-        r = simulate_step(cand)
-        j = cand.job
-        rows.append({
+    spec: Spec
+    result: StepResult
+
+    def row(self) -> dict:
+        """The search's JSON row: the layout's degrees and choices, the step's figures."""
+        j, r = self.spec.job, self.result
+        return {
             "tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree, "ep": j.ep, "virtual_stages": j.virtual_stages,
             "micro_batch": j.micro_batch, "recompute": j.recompute,
             "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
@@ -144,15 +141,43 @@ def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
             "step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16, "tflops_per_gpu": r.tflops_per_gpu,
             "tokens_per_s": r.tokens_per_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
             "fits_in_memory": r.fits_in_memory, "breakdown": r.breakdown,
-        })
+        }
+
+
+def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
+                 progress: Callable[[int, int], None] | None = None,
+                 fitting_only: bool = False) -> tuple[int, list[RankedLayout]]:
+    """(valid layouts, the simulated ones sorted by step time, fitting layouts first).
+
+    ``fitting_only``: simulate only the layouts that fit in memory (``teton plan``, which keeps no
+    other); the count still counts every valid layout. Layouts that tie (same degrees, micro-batch,
+    step time and memory: e.g. selective == none under flash attention) are kept once, the
+    simpler choice (the one the candidates list first)."""
+    candidates = list(candidate_jobs(spec, space))
+    evaluated = len(candidates)
+    if fitting_only:
+        candidates = [c for c in candidates if fits_in_memory(c)]
+    ranked = []
+    for i, cand in enumerate(candidates):
+        ranked.append(RankedLayout(cand, simulate_step(cand)))
         if progress is not None:
             progress(i + 1, len(candidates))
-    rows.sort(key=lambda row: (not row["fits_in_memory"], row["step_time_s"]))
+    ranked.sort(key=lambda c: (not c.result.fits_in_memory, c.result.step_time_s))
     unique, seen = [], set()
-    for row in rows:  # e.g. selective == none under flash attention: keep the simpler choice once
-        key = tuple(row[k] for k in ("tp", "cp", "pp", "ep", "virtual_stages", "micro_batch")) + (
-            round(row["step_time_s"], 12), round(row["memory_per_gpu_bytes"]))
+    for c in ranked:
+        j = c.spec.job
+        key = (j.tp, j.cp, j.pp, j.ep, j.virtual_stages, j.micro_batch, round(c.result.step_time_s, 12),
+               round(c.result.memory_per_gpu_bytes))
         if key not in seen:
             seen.add(key)
-            unique.append(row)
-    return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in unique), "rows": unique}
+            unique.append(c)
+    return evaluated, unique
+
+
+def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
+                   progress: Callable[[int, int], None] | None = None, fitting_only: bool = False) -> dict:
+    """Simulate every candidate (:func:`rank_layouts`): ``evaluated`` (valid layouts), ``fitting``
+    and the JSON ``rows``, sorted by step time, fitting layouts first."""
+    evaluated, ranked = rank_layouts(spec, space, progress, fitting_only)
+    rows = [c.row() for c in ranked]
+    return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in rows), "rows": rows}
