@@ -1,6 +1,7 @@
 """teton plan: GPUs, layout, storage, days, cost to train a model on N tokens."""
 
 import json
+import os
 import re
 
 import pytest
@@ -152,3 +153,30 @@ def test_scaling_reason_compares_the_chosen_count_with_its_neighbour(chosen, oth
     text = scaling_reason(c, [c, *map(_scaling_plan, others), *unrelated])
     assert text.startswith(f"{pair} GPUs (") and text.endswith("(scaling is near-linear)."), text
     assert scaling_reason(c, [c, *unrelated]) is None
+
+
+def test_the_scaling_reason_writes_the_layout_as_text_not_a_dict():
+    """More GPU-time per step and nothing else growing: the cause names the larger plan's layout as
+    the tables write it (it printed the row's raw dict)."""
+    from teton.plan.answer import scaling_reason
+
+    a = {**_scaling_plan(128), "layout": {"tp": 8, "cp": 1, "pp": 2, "dp": 8, "ep": 1}}
+    b = {**_scaling_plan(256), "step_time_s": 1.5 * 1e3 / 256, "days_p50": 1.5 * 1e4 / 256,
+         "layout": {"tp": 8, "cp": 1, "pp": 2, "dp": 16, "ep": 1}}
+    text = scaling_reason(a, [a, b])
+    assert "50 % more GPU-time (tp8 cp1 pp2 dp16)" in text, text
+    assert "{" not in text and "'tp'" not in text, text
+
+
+def _die(task):
+    os._exit(9)  # a worker killed mid-task (the OOM killer, kill -9)
+
+
+def test_a_killed_plan_worker_is_a_one_line_error_naming_the_executor():
+    """It was a BrokenProcessPool traceback; ``teton sweep`` says it in one line, and so does plan."""
+    from teton.errors import SpecError
+    from teton.plan import run_tasks
+
+    with pytest.raises(SpecError, match=r"^executor = 'local': a worker died \(BrokenProcessPool: killed or "
+                                        r"out of memory\?\); 0 of 2 GPU counts were evaluated"):
+        run_tasks([1, 2], "local", 2, evaluate=_die)

@@ -43,9 +43,9 @@ def test_write_read_roundtrip_and_new_columns(tmp_path):
 def test_a_failed_write_rolls_back_and_names_out(tmp_path):
     with ResultStore(tmp_path / "r.duckdb") as store:
         store.write([_row("a", **{"job.tp": 4})])
-        with pytest.raises(SpecError, match="--db"):
+        with pytest.raises(SpecError, match="^db = "):
             store.write([_row("b", **{"job.tp": "eight"}, new_metric=1.0)])  # BIGINT column, text value
-        with pytest.raises(SpecError, match="--db"):
+        with pytest.raises(SpecError, match="^db = "):
             store.write([_row("a", **{"job.tp": 4})])  # duplicate key
         assert [r["key"] for r in store.rows()] == ["a"] and "new_metric" not in store.columns
 
@@ -55,7 +55,7 @@ def test_parquet_export_of_the_scope(tmp_path):
         store.write([_row(k, step_time_s=float(i)) for i, k in enumerate("dcba")])
         store.scope(["a", "c"])
         store.export_parquet(tmp_path / "o.parquet")
-        with pytest.raises(SpecError, match="--parquet"):
+        with pytest.raises(SpecError, match="^parquet = "):
             store.export_parquet(tmp_path / "no" / "o.parquet")
     assert duckdb.sql(f"SELECT key, step_time_s FROM '{tmp_path / 'o.parquet'}'").fetchall() == [("a", 3.0), ("c", 1.0)]
 

@@ -34,7 +34,7 @@ def occupancy_busy(cluster: ClusterSpec, fraction: float, seed: int = 0, keep_fr
     racks and pods. At most ``cluster.gpus - keep_free`` GPUs are made busy (room for the job).
     """
     if not 0.0 <= fraction < 1.0:
-        raise SpecError("--occupancy", fraction, "must be in [0, 1)")
+        raise SpecError("occupancy", fraction, "must be in [0, 1)")
     g = cluster.gpus_per_host
     half = max(1, g // 2)
     units = cluster.gpus // half
@@ -122,7 +122,7 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
     crowded = None
     if neighbours:
         if simulate is None or busy.size < NEIGHBOUR_JOB_GPUS:
-            raise SpecError("--neighbours", True, f"needs the step simulator and --occupancy leaving at least "
+            raise SpecError("neighbours", True, f"needs the step simulator and --occupancy leaving at least "
                             f"{NEIGHBOUR_JOB_GPUS} busy GPUs")
         from teton.network.flow_model import FlowCostModel
 

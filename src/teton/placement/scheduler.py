@@ -308,7 +308,7 @@ def simulate_schedule(trace: Trace, cluster: ClusterSpec, policy: str = "fifo", 
     Event by event (arrivals and job ends): ended jobs free their GPUs, arrivals join the queue,
     the FIFO head starts while it fits, then (not ``fifo``) one EASY backfilling pass."""
     if policy not in SCHEDULER_POLICIES:
-        raise SpecError("--policy", policy, f"must be one of {', '.join(SCHEDULER_POLICIES)}")
+        raise SpecError("policy", policy, f"must be one of {', '.join(SCHEDULER_POLICIES)}")
     t_wall = time.perf_counter()
     jobs, skipped = admissible_jobs(trace, cluster)
     n = len(jobs)

@@ -326,7 +326,7 @@ def read_trace(path: str | Path, fmt: str = "auto", strict: bool = False) -> Tra
     if fmt == "auto":
         fmt = "philly" if p.suffix.lower() == ".json" else "alibaba" if "pai_task_table" in p.name else "ours"
     if fmt not in FORMATS:
-        raise SpecError("--format", fmt, f"must be one of {', '.join(FORMATS)}")
+        raise SpecError("format", fmt, f"must be one of {', '.join(FORMATS)}")
     text = p.read_text(encoding="utf-8", errors="replace")
     parse = {"philly": parse_philly, "alibaba": parse_alibaba, "ours": parse_ours}[fmt]
     return parse(text, str(path), strict)

@@ -20,25 +20,31 @@ __all__ = ["PlanRequest", "make_plan", "plan_request", "evaluate_count", "pareto
 
 
 def run_tasks(tasks: list, executor: str, workers: int | None,
-              progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """:func:`evaluate_count` of every task, in task order, on a sweep executor."""
-    from concurrent.futures import as_completed
+              progress: Callable[[int, int], None] | None = None,
+              evaluate: Callable[[Any], dict[str, Any]] = evaluate_count) -> list[dict[str, Any]]:
+    """``evaluate`` (:func:`evaluate_count`) of every task, in task order, on a sweep executor; a
+    worker that dies (killed, out of memory) is a one-line error."""
+    from concurrent.futures import BrokenExecutor, as_completed
 
-    from teton.sweep.run import make_executor
+    from teton.sweep.run import make_executor, worker_died
 
     if executor == "serial" or len(tasks) == 1:
         out = []
         for i, t in enumerate(tasks):
-            out.append(evaluate_count(t))
+            out.append(evaluate(t))
             if progress:
                 progress(i + 1, len(tasks))
         return out
     results: dict[int, dict[str, Any]] = {}
     ex = make_executor(executor, min(workers or len(tasks), len(tasks)) if executor == "local" else workers)
     try:
-        futures = {ex.submit(evaluate_count, t): i for i, t in enumerate(tasks)}
+        futures = {ex.submit(evaluate, t): i for i, t in enumerate(tasks)}
         for f in as_completed(futures):
-            results[futures[f]] = f.result()
+            try:
+                results[futures[f]] = f.result()
+            except BrokenExecutor as err:
+                raise worker_died(executor, err, f"{len(results)} of {len(tasks)} GPU counts were evaluated, "
+                                  "none kept: run the same command again") from None
             if progress:
                 progress(len(results), len(tasks))
     except BaseException:  # Ctrl-C or a failed task: don't wait for the rest
@@ -58,7 +64,7 @@ def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = N
     plans = [p for c in counts for p in c["plans"]]
     if not plans:  # say why, count by count: memory, or a batch no layout divides
         clusters = dict.fromkeys(c["cluster"] for c in counts)
-        raise SpecError("--gpus", ",".join(map(str, sorted({c["gpus"] for c in counts}))), "no candidate has a plan: "
+        raise SpecError("gpus", ",".join(map(str, sorted({c["gpus"] for c in counts}))), "no candidate has a plan: "
                         + "; ".join(r for cluster in clusters for r in unplanned_counts(counts, cluster)))
     chosen, rule = recommend(plans, req.deadline_days, req.budget_usd)
     front = pareto_front(plans)

@@ -42,17 +42,17 @@ def recommend(plans: list[dict[str, Any]], deadline_days: float | None,
               budget_usd: float | None) -> tuple[dict[str, Any], str]:
     """The chosen plan and the rule that chose it; a one-line SpecError when nothing qualifies."""
     if not plans:
-        raise SpecError("--gpus", None, "no candidate has a plan (no layout fits, or none passes the job rules)")
+        raise SpecError("gpus", None, "no candidate has a plan (no layout fits, or none passes the job rules)")
     if budget_usd is not None and min(p["cost_usd"] for p in plans) > budget_usd:
         cheapest = min(plans, key=lambda p: p["cost_usd"])
-        raise SpecError("--budget-usd", budget_usd, f"below every plan; the cheapest, {describe(cheapest)}, "
+        raise SpecError("budget_usd", budget_usd, f"below every plan; the cheapest, {describe(cheapest)}, "
                         f"costs ${cheapest['cost_usd']:,.0f}")
     within = [p for p in plans if budget_usd is None or p["cost_usd"] <= budget_usd]
     if deadline_days is not None:
         meets = [p for p in within if p["days_p90"] <= deadline_days]
         if not meets:
             fastest = min(within, key=lambda p: p["days_p90"])
-            raise SpecError("--deadline-days", deadline_days,
+            raise SpecError("deadline_days", deadline_days,
                             f"no plan{' within the budget' if budget_usd is not None else ''} meets it at p90; "
                             f"the fastest, {describe(fastest)}, takes {fastest['days_p90']:.1f} days (p90)")
         return min(meets, key=lambda p: (p["cost_usd"], p["days_p90"])), \
@@ -105,7 +105,7 @@ def scaling_reason(chosen: dict[str, Any], plans: list[dict[str, Any]]) -> str |
                        f"an interruption every {b['goodput']['mtbi_h']:.1f} h)"))
     d_step = (b["gpus"] * b["step_time_s"]) / (a["gpus"] * a["step_time_s"]) - 1.0
     if not causes and d_step > 0.005:
-        causes.append((d_step, f"the step takes {d_step * 100:.0f} % more GPU-time ({b['layout']})"))
+        causes.append((d_step, f"the step takes {d_step * 100:.0f} % more GPU-time ({layout_text(b)})"))
     head = (f"{a['gpus']:,} -> {b['gpus']:,} GPUs ({ratio:.2g}x) buys {speedup:.2f}x the speed"
             + (" (scaling is near-linear)" if speedup >= 0.97 * ratio else ""))
     if not causes:

@@ -81,15 +81,15 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
     for name in ("deadline_days", "budget_usd"):
         v = options.get(name)
         if v is not None and not (math.isfinite(v) and v > 0):
-            raise SpecError("--" + name.replace("_", "-"), v, "must be a positive number")
+            raise SpecError(name, v, "must be a positive number")
     base = spec.plan or PlanSpec()
     given = {k: v for k, v in options.items() if v is not None and k in PlanSpec.model_fields}
     plan = _build(PlanSpec, "plan", {**base.model_dump(exclude_defaults=True), **given}, None)
     if plan.tokens is None:
-        raise SpecError("--tokens", None, "how many tokens to train on, e.g. --tokens 15.6T (or plan.tokens)")
-    tokens = parse_count(plan.tokens, "--tokens")
+        raise SpecError("tokens", None, "how many tokens to train on, e.g. 15.6T (or plan.tokens)")
+    tokens = parse_count(plan.tokens, "tokens")
     clusters = tuple(load_cluster(c, "plan.clusters") for c in plan.clusters) or (spec.cluster,)
-    gpus = None if plan.gpus is None else parse_counts(plan.gpus, "--gpus", spec.cluster.gpus_per_host)
+    gpus = None if plan.gpus is None else parse_counts(plan.gpus, "gpus", spec.cluster.gpus_per_host)
     storage = plan.storage or (spec.storage or {}).get("preset") or spec.cluster.storage or "tectonic-llama3"
     servers = _servers(plan.storage_servers, storage)
     rel = spec.reliability or {}
@@ -108,7 +108,7 @@ def _servers(value: Any, preset: str) -> tuple[int, ...]:
     system = storage_system({"preset": preset})
     if value is None:
         return (system.servers,)
-    return parse_counts(value, "--storage-servers")
+    return parse_counts(value, "storage_servers")
 
 
 def gpu_counts(req: PlanRequest, cluster: ClusterSpec) -> tuple[tuple[int, ...], list[str]]:
@@ -160,7 +160,7 @@ def count_tasks(req: PlanRequest) -> tuple[list[CountTask], list[str]]:
                                    usd_per_gpu_hour=gpu_price(req, cluster), usd_per_tb_month=req.usd_per_tb_month,
                                    top_layouts=req.top_layouts, runs=req.runs, seed=req.seed, space=req.space))
     if not tasks:
-        raise SpecError("--gpus", ",".join(map(str, req.gpus or ())) or None,
+        raise SpecError("gpus", ",".join(map(str, req.gpus or ())) or None,
                         "no GPU count fits any candidate cluster: " + "; ".join(notes))
     return tasks, notes
 

@@ -81,7 +81,7 @@ def write_plan_page(d: dict[str, Any], spec_path: str, out: str | Path) -> None:
     """Write the page of plan ``d`` (:func:`teton.plan.make_plan`'s dict) to ``out``, atomically."""
     from teton.report.html import check_writable_file, render_page
 
-    path = check_writable_file(Path(out), "--out")
+    path = check_writable_file(Path(out), "out")
     html = render_page(plan_sections(d), f"plan: {d['model']} on {d['tokens'] / 1e12:,.2f}T tokens",
                        f"{len(d['plans'])} plans over {len(d['counts'])} (cluster, GPU count) candidates", spec_path)
     from teton.atomic import write_text
@@ -90,4 +90,4 @@ def write_plan_page(d: dict[str, Any], spec_path: str, out: str | Path) -> None:
     try:
         write_text(path, html)
     except OSError as err:  # a name too long, a full disk: the checks above cannot see those
-        raise SpecError("--out", str(path), f"cannot be written ({err.strerror})") from None
+        raise SpecError("out", str(path), f"cannot be written ({err.strerror})") from None

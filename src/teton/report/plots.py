@@ -200,41 +200,63 @@ def figure_to_png(fig: go.Figure, path: str, dpi: int = 150, label_limit: int = 
     categories: dict[str, list[str] | None] = {"x": None, "y": None}
     for trace in fig.data:
         if trace.type == "bar":
-            horizontal = trace.orientation == "h"
-            cat_vals, val_vals = (trace.y, trace.x) if horizontal else (trace.x, trace.y)
-            pos, cats = _positions(cat_vals)
-            categories["y" if horizontal else "x"] = cats or categories["y" if horizontal else "x"]
-            val = np.asarray(val_vals, dtype=float)
-            if trace.base is not None:
-                base = np.broadcast_to(np.asarray(trace.base, dtype=float), val.shape)
-            elif stack:
-                key = "h" if horizontal else "v"
-                base = np.array([offsets.get((key, p), 0.0) for p in pos])
-                for p, b, v in zip(pos, base, val, strict=True):
-                    offsets[(key, p)] = b + v
-            else:
-                base = np.zeros_like(val)
-            color = trace.marker.color if trace.marker is not None else None
-            if horizontal and trace.base is not None and len(val) > label_limit:
-                # a Gantt chart: one PolyCollection per row instead of thousands of Rectangles
-                for i, p in enumerate(np.unique(pos)):
-                    sel = pos == p
-                    ax.broken_barh(list(zip(base[sel], val[sel], strict=True)), (p - 0.4, 0.8), color=color,
-                                   label=trace.name if i == 0 else None, linewidth=0)
-                continue
-            draw = ax.barh if horizontal else ax.bar
-            bars = draw(pos, val, 0.8, base, color=color, label=trace.name, linewidth=0)
-            texts = trace.text
-            if texts is not None and not isinstance(texts, str) and len(texts) <= label_limit:
-                ax.bar_label(bars, labels=[_text(t) for t in texts], label_type="center", fontsize=7)
+            _draw_bar(ax, trace, stack, offsets, categories, label_limit)
         elif trace.type == "scatter":
-            x, _ = _positions(trace.x)
-            y, _ = _positions(trace.y)
-            mode = trace.mode or "lines"
-            line = trace.line
-            style = {"dot": ":", "dash": "--", "dashdot": "-."}.get(line.dash if line else None, "-")
-            ax.plot(x, y, linestyle=style if "lines" in mode else "none", marker="o" if "markers" in mode else None,
-                    color=line.color if line else None, label=trace.name, markersize=3)
+            _draw_scatter(ax, trace)
+    _draw_lines(ax, lay)
+    _style_axes(ax, fig, categories)
+    mpl_fig.tight_layout()
+    save_figure(mpl_fig, path, dpi=dpi)
+    plt.close(mpl_fig)
+
+
+def _draw_bar(ax, trace, stack: bool, offsets: dict[tuple[str, float], float],
+              categories: dict[str, list[str] | None], label_limit: int) -> None:
+    """One bar trace: vertical or horizontal, on its base, stacked on the bars before it (``stack``:
+    ``offsets`` holds each position's top), labelled when it has at most ``label_limit`` bars; a
+    Gantt chart (horizontal, based, many bars) as one PolyCollection per row."""
+    horizontal = trace.orientation == "h"
+    cat_vals, val_vals = (trace.y, trace.x) if horizontal else (trace.x, trace.y)
+    pos, cats = _positions(cat_vals)
+    categories["y" if horizontal else "x"] = cats or categories["y" if horizontal else "x"]
+    val = np.asarray(val_vals, dtype=float)
+    if trace.base is not None:
+        base = np.broadcast_to(np.asarray(trace.base, dtype=float), val.shape)
+    elif stack:
+        key = "h" if horizontal else "v"
+        base = np.array([offsets.get((key, p), 0.0) for p in pos])
+        for p, b, v in zip(pos, base, val, strict=True):
+            offsets[(key, p)] = b + v
+    else:
+        base = np.zeros_like(val)
+    color = trace.marker.color if trace.marker is not None else None
+    if horizontal and trace.base is not None and len(val) > label_limit:
+        # a Gantt chart: one PolyCollection per row instead of thousands of Rectangles
+        for i, p in enumerate(np.unique(pos)):
+            sel = pos == p
+            ax.broken_barh(list(zip(base[sel], val[sel], strict=True)), (p - 0.4, 0.8), color=color,
+                           label=trace.name if i == 0 else None, linewidth=0)
+        return
+    draw = ax.barh if horizontal else ax.bar
+    bars = draw(pos, val, 0.8, base, color=color, label=trace.name, linewidth=0)
+    texts = trace.text
+    if texts is not None and not isinstance(texts, str) and len(texts) <= label_limit:
+        ax.bar_label(bars, labels=[_text(t) for t in texts], label_type="center", fontsize=7)
+
+
+def _draw_scatter(ax, trace) -> None:
+    """One scatter trace: lines and / or markers, the dash style plotly names."""
+    x, _ = _positions(trace.x)
+    y, _ = _positions(trace.y)
+    mode = trace.mode or "lines"
+    line = trace.line
+    style = {"dot": ":", "dash": "--", "dashdot": "-."}.get(line.dash if line else None, "-")
+    ax.plot(x, y, linestyle=style if "lines" in mode else "none", marker="o" if "markers" in mode else None,
+            color=line.color if line else None, label=trace.name, markersize=3)
+
+
+def _draw_lines(ax, lay) -> None:
+    """The layout's line shapes that span the plot: vertical and horizontal reference lines."""
     for shape in lay.shapes or ():
         if shape.type != "line":
             continue
@@ -243,6 +265,12 @@ def figure_to_png(fig: go.Figure, path: str, dpi: int = 150, label_limit: int = 
             ax.axvline(shape.x0, **style)
         elif shape.xref == "paper" and shape.y0 == shape.y1:
             ax.axhline(shape.y0, **style)
+
+
+def _style_axes(ax, fig: go.Figure, categories: dict[str, list[str] | None]) -> None:
+    """Ticks of category axes, log scales, range and direction, titles, grid and legend as ``fig``'s
+    layout sets them."""
+    lay = fig.layout
     for axis, cats in categories.items():
         if cats is not None:
             getattr(ax, f"set_{axis}ticks")(range(len(cats)), cats, fontsize=8)
@@ -258,9 +286,6 @@ def figure_to_png(fig: go.Figure, path: str, dpi: int = 150, label_limit: int = 
     ax.set_xlabel(lay.xaxis.title.text or "")
     ax.set_ylabel(lay.yaxis.title.text or "")
     ax.grid(axis="x" if any(t.type == "bar" and t.orientation == "h" for t in fig.data) else "y", alpha=0.3)
-    handles, labels = ax.get_legend_handles_labels()
+    _handles, labels = ax.get_legend_handles_labels()
     if len(set(labels)) > 1:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    mpl_fig.tight_layout()
-    save_figure(mpl_fig, path, dpi=dpi)
-    plt.close(mpl_fig)

@@ -85,7 +85,7 @@ def write_sweep_page(rows: Sequence[dict[str, Any]], keys: Sequence[str], sweep_
     from teton.atomic import write_text
     from teton.report.html import check_writable_file, render_page
 
-    path = check_writable_file(Path(out), "--out")
+    path = check_writable_file(Path(out), "out")
     sections = sweep_sections(rows, keys)
     write_text(path, render_page(sections, f"sweep {Path(sweep_file).name}", f"{len(rows):,} stored point{'s' if len(rows) != 1 else ''}",
                                 str(sweep_file)))

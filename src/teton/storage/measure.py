@@ -54,11 +54,11 @@ def local_system(spec) -> StorageSystem:
 
 def _fail(directory: Path, err: OSError, done_bytes: int = 0) -> SpecError:
     if err.errno == errno.ENOSPC:
-        return SpecError("--measure", str(directory),
+        return SpecError("directory", str(directory),
                          f"disk full (ENOSPC) after {done_bytes:,} bytes; the partial files were removed")
     if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return SpecError("--measure", str(directory), f"directory not writable ({err.strerror})")
-    return SpecError("--measure", str(directory), f"I/O error ({err.strerror or err})")
+        return SpecError("directory", str(directory), f"directory not writable ({err.strerror})")
+    return SpecError("directory", str(directory), f"I/O error ({err.strerror or err})")
 
 
 def _write_file(path: Path, size: int, buf: bytes, counter: list[int]) -> None:
@@ -111,20 +111,20 @@ def measure(spec, directory: str | Path, scale: float = 1e-4, writers: int = 4, 
     """Write then read the scaled checkpoint shards under ``directory``; measured vs modelled."""
     directory = Path(directory)
     if not 0 < scale <= 1:
-        raise SpecError("--scale", scale, "must be in (0, 1]")
+        raise SpecError("scale", scale, "must be in (0, 1]")
     if writers <= 0:
-        raise SpecError("--writers", writers, "must be > 0")
+        raise SpecError("writers", writers, "must be > 0")
     if max_files <= 0:
-        raise SpecError("--files", max_files, "must be > 0")
+        raise SpecError("max_files", max_files, "must be > 0")
     if not os.path.isdir(directory):
-        raise SpecError("--measure", str(directory), "not an existing directory")
+        raise SpecError("directory", str(directory), "not an existing directory")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise SpecError("--measure", str(directory), "directory not writable (Permission denied)")
+        raise SpecError("directory", str(directory), "directory not writable (Permission denied)")
     sizes = _sizes(spec, scale, max_files)
     total = int(sizes.sum())
     free = shutil.disk_usage(directory).free
     if total > 0.95 * free:
-        raise SpecError("--measure", str(directory),
+        raise SpecError("directory", str(directory),
                         f"needs {total:,} bytes but only {free:,} are free; lower --scale or --files")
     try:
         run_dir = Path(tempfile.mkdtemp(prefix="teton-measure-", dir=directory))
@@ -142,7 +142,7 @@ def measure(spec, directory: str | Path, scale: float = 1e-4, writers: int = 4, 
         got = sum(_run_all(writers, [(_read_file, (p, block_bytes)) for p in paths], bar))
         read_s = time.perf_counter() - t0
         if got != total:
-            raise SpecError("--measure", str(directory), f"read back {got:,} of {total:,} bytes")
+            raise SpecError("directory", str(directory), f"read back {got:,} of {total:,} bytes")
     except OSError as err:
         raise _fail(directory, err, counter[0]) from None
     finally:

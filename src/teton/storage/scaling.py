@@ -46,9 +46,9 @@ def writer_scaling(system: StorageSystem, cluster: ClusterSpec, total_bytes: flo
     out = []
     for n in writers:
         if n <= 0:
-            raise SpecError("--scaling writers", n, "must be > 0")
+            raise SpecError("writer_counts", n, "must be > 0")
         if n > cluster.gpus:
-            raise SpecError("--scaling writers", n, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
+            raise SpecError("writer_counts", n, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
         hosts = np.arange(n) // g
         t = transfer(system, cluster, np.full(n, total_bytes / n), hosts, "write", extra_files=1, seed=seed)
         out.append(ScalingPoint(n, t.hosts, total_bytes / n, t.time_s, t.delivered_bw_bytes_s, t.bottleneck,
@@ -91,7 +91,7 @@ def plot_scaling(points: list[ScalingPoint], storage_limit_bytes_s: float, path:
     try:
         save_figure(fig, path, dpi=120)
     except OSError as err:
-        raise SpecError("--png", str(path), f"cannot write ({err.strerror})") from None
+        raise SpecError("figure_path", str(path), f"cannot write ({err.strerror})") from None
     finally:
         plt.close(fig)
     return path

@@ -31,7 +31,7 @@ def job_group(cluster: ClusterSpec, gpus: int, placement: str, seed: int) -> np.
     if gpus > cluster.gpus:
         raise SpecError("gpus", gpus, f"cluster {cluster.name} has {cluster.gpus} GPUs")
     if placement not in POLICIES:
-        raise SpecError("--policy", placement, closest(placement, POLICIES))
+        raise SpecError("policy", placement, closest(placement, POLICIES))
     pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=placement, seed=seed)
     return pl.groups("dp")
 

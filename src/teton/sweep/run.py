@@ -120,7 +120,7 @@ class RayExecutor(Executor):
         try:
             import ray
         except ImportError:
-            raise SpecError("--executor", "ray", "Ray is not installed; pip install ray (or use --executor local)") from None
+            raise SpecError("executor", "ray", "Ray is not installed; pip install ray (or use the local executor)") from None
         self._ray = ray
         self._started = False
         if not ray.is_initialized():
@@ -162,14 +162,14 @@ class RayExecutor(Executor):
 def check_executor(kind: str, workers: int | None = None) -> None:
     """Fail fast (one-line SpecError) on an unknown executor, bad worker count, or Ray missing."""
     if kind not in EXECUTORS:
-        raise SpecError("--executor", kind, f"must be one of {', '.join(EXECUTORS)}")
+        raise SpecError("executor", kind, f"must be one of {', '.join(EXECUTORS)}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise SpecError("--workers", workers, "must be a positive integer")
+        raise SpecError("workers", workers, "must be a positive integer")
     if kind == "ray":
         import importlib.util
 
         if importlib.util.find_spec("ray") is None:
-            raise SpecError("--executor", "ray", "Ray is not installed; pip install ray (or use --executor local)")
+            raise SpecError("executor", "ray", "Ray is not installed; pip install ray (or use the local executor)")
 
 
 def make_executor(kind: str, workers: int | None = None) -> Executor:
@@ -254,6 +254,12 @@ def sweep_points(sweep: Sweep) -> tuple[list[Point], int]:
     return points, filtered
 
 
+def worker_died(executor: str, err: BaseException, what: str) -> SpecError:
+    """The one-line error for a pool whose worker died (killed, out of memory): ``what`` says
+    what was kept and how to go on."""
+    return SpecError("executor", executor, f"a worker died ({type(err).__name__}: killed or out of memory?); {what}")
+
+
 def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "local", workers: int | None = None,
               batch: int = 64, progress: Callable[[int, int], None] | None = None,
               on_batch: Callable[[int], None] | None = None) -> SweepSummary:
@@ -266,20 +272,13 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
     sweep's swept-key values in their columns (:meth:`ResultStore.fill_points`).
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise SpecError("--batch", batch, "must be a positive integer")
+        raise SpecError("batch", batch, "must be a positive integer")
     if not isinstance(executor, Executor):
         check_executor(executor, workers)
     t0 = time.perf_counter()
     points, filtered = sweep_points(sweep)
-    store.scope([p.key for p in points])
-    store.discard_failed()
-    store.discard_outdated()
-    done = store.done_keys()
-    todo = [p for p in points if p.key not in done]
+    todo, types = _points_to_run(store, sweep, points)
     already = len(points) - len(todo)
-    types = point_types(sweep)
-    # rows stored by another sweep file may lack this sweep's key columns: give them this sweep's values
-    store.fill_points({p.key: p.values for p in points if p.key in done}, types)
     batches = [todo[i:i + batch] for i in range(0, len(todo), batch)]
     if progress is not None:
         progress(already, len(points))
@@ -287,43 +286,11 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
     if batches:
         own = not isinstance(executor, Executor)
         ex = make_executor(executor, workers) if own else executor
-        # batches in flight: one when serial (each runs at submit), else enough to keep every worker busy
-        window = 1 if isinstance(ex, SerialExecutor) else 2 * parallelism(ex, workers)
-        queue = iter(batches)
-        pending: dict[Future, list[Point]] = {}
-
-        def submit_next() -> None:
-            nxt = next(queue, None)
-            if nxt is not None:
-                pending[ex.submit(evaluate_batch, [(p.key, p.spec) for p in nxt])] = nxt
-
+        name = executor if own else type(ex).__name__
+        tick = None if progress is None else (lambda n: progress(already + n, len(points)))
         try:
-            for _ in range(window):
-                submit_next()
-            n_batches = 0
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                rows: list[dict[str, Any]] = []
-                broken: BaseException | None = None
-                for fut in finished:  # batches that finished together share one commit
-                    try:
-                        rows += _rows_for(pending[fut], fut.result())
-                    except BrokenExecutor as err:
-                        broken = err
-                store.write(rows, types)
-                if broken is not None:
-                    raise SpecError("--executor", executor if own else type(ex).__name__,
-                                    f"a worker died ({type(broken).__name__}: killed or out of memory?); "
-                                    f"{already + evaluated + len(rows)} points are stored: run the same command "
-                                    "again to resume") from None
-                for fut in finished:
-                    evaluated += len(pending.pop(fut))
-                    n_batches += 1
-                    if on_batch is not None:
-                        on_batch(n_batches)
-                    submit_next()
-                if progress is not None:
-                    progress(already + evaluated, len(points))
+            evaluated = _run_batches(ex, batches, store, types, parallelism(ex, workers), name, already, tick,
+                                     on_batch)
         except BaseException:
             if own:
                 ex.shutdown(wait=False, cancel_futures=True)
@@ -334,3 +301,59 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
     return SweepSummary(points=len(points), filtered=filtered, already_stored=already, evaluated=evaluated,
                         ok=counts["ok"], invalid=counts["invalid"], failed=counts["failed"], fitting=counts["fitting"],
                         elapsed_s=time.perf_counter() - t0)
+
+
+def _points_to_run(store: ResultStore, sweep: Sweep, points: list[Point]) -> tuple[list[Point], dict[str, str]]:
+    """The points the store does not hold yet (failed and outdated rows dropped first), and the
+    sweep's column types; rows stored by another sweep file may lack this sweep's key columns:
+    they get this sweep's values."""
+    store.scope([p.key for p in points])
+    store.discard_failed()
+    store.discard_outdated()
+    done = store.done_keys()
+    types = point_types(sweep)
+    store.fill_points({p.key: p.values for p in points if p.key in done}, types)
+    return [p for p in points if p.key not in done], types
+
+
+def _run_batches(ex: Executor, batches: list[list[Point]], store: ResultStore, types: dict[str, str],
+                 workers: int, executor_name: str, already: int, progress: Callable[[int], None] | None,
+                 on_batch: Callable[[int], None] | None) -> int:
+    """Run ``batches`` on ``ex``, a window of them in flight (one when serial, each runs at submit;
+    else enough to keep every worker busy), storing each as it finishes (batches that finish
+    together share one commit); ``progress(evaluated)`` after each commit. Returns the points
+    evaluated. A dead worker is a one-line error once what finished is stored."""
+    window = 1 if isinstance(ex, SerialExecutor) else 2 * workers
+    queue = iter(batches)
+    pending: dict[Future, list[Point]] = {}
+
+    def submit_next() -> None:
+        nxt = next(queue, None)
+        if nxt is not None:
+            pending[ex.submit(evaluate_batch, [(p.key, p.spec) for p in nxt])] = nxt
+
+    for _ in range(window):
+        submit_next()
+    evaluated = n_batches = 0
+    while pending:
+        finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+        rows: list[dict[str, Any]] = []
+        broken: BaseException | None = None
+        for fut in finished:
+            try:
+                rows += _rows_for(pending[fut], fut.result())
+            except BrokenExecutor as err:
+                broken = err
+        store.write(rows, types)
+        if broken is not None:
+            raise worker_died(executor_name, broken, f"{already + evaluated + len(rows)} points are stored: "
+                              "run the same command again to resume") from None
+        for fut in finished:
+            evaluated += len(pending.pop(fut))
+            n_batches += 1
+            if on_batch is not None:
+                on_batch(n_batches)
+            submit_next()
+        if progress is not None:
+            progress(evaluated)
+    return evaluated

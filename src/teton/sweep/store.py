@@ -100,9 +100,9 @@ class ResultStore:
 
         self.path = Path(path)
         if os.path.isdir(self.path):  # os.path: False, not OSError, for a name too long
-            raise SpecError("--db", str(path), "is a directory; give a .duckdb file path")
+            raise SpecError("db", str(path), "is a directory; give a .duckdb file path")
         if not os.path.isdir(self.path.parent):
-            raise SpecError("--db", str(path), f"directory {self.path.parent} does not exist")
+            raise SpecError("db", str(path), f"directory {self.path.parent} does not exist")
         try:
             self.con = duckdb.connect(str(self.path))
             self._execute(
@@ -116,13 +116,13 @@ class ResultStore:
                 why = f"not a DuckDB results file ({msg})"
             else:
                 why = f"cannot open or write it ({msg})"
-            raise SpecError("--db", str(path), why) from None
+            raise SpecError("db", str(path), why) from None
         self._columns = self._read_columns()
         missing = [n for n, _ in FIXED_COLUMNS if n not in self._columns]
         if missing:  # a DuckDB file of someone else's with a table of the same name
             self.con.close()
-            raise SpecError("--db", str(path), f"its {TABLE!r} table is not a teton sweep's (it lacks "
-                            f"{', '.join(missing)}); use another --db")
+            raise SpecError("db", str(path), f"its {TABLE!r} table is not a teton sweep's (it lacks "
+                            f"{', '.join(missing)}); use another store file")
         self._ensure({n: t for n, t in METRIC_COLUMNS if n not in self._columns})  # a store of an older teton
         self._scope: tuple[str, ...] | None = None
 
@@ -217,7 +217,7 @@ class ResultStore:
         try:
             arrays = self._arrays(rows, cols, columns)
         except ValueError as err:
-            raise SpecError("--db", str(self.path), f"cannot store this sweep's rows ({err}); use another --db") from None
+            raise SpecError("db", str(self.path), f"cannot store this sweep's rows ({err}); use another store file") from None
         select = ", ".join(f"CAST(c{i} AS {columns[n].split()[0]})" for i, n in enumerate(cols))
         sql = f"INSERT INTO {TABLE} ({', '.join(map(_quote, cols))}) SELECT {select} FROM _batch"
         with _sigint_deferred():
@@ -237,8 +237,8 @@ class ResultStore:
             if "KeyboardInterrupt" in str(err):  # Ctrl-C inside DuckDB's scan of the batch
                 raise KeyboardInterrupt from None
             self._columns = self._read_columns()
-            raise SpecError("--db", str(self.path),
-                            f"cannot store this sweep's rows ({str(err).splitlines()[0]}); use another --db") from None
+            raise SpecError("db", str(self.path),
+                            f"cannot store this sweep's rows ({str(err).splitlines()[0]}); use another store file") from None
         finally:
             self.con.unregister("_batch")
 
@@ -273,8 +273,8 @@ class ResultStore:
             except (duckdb.Error, ValueError, TypeError) as err:  # e.g. a value that does not fit another sweep's column
                 self._execute("ROLLBACK")
                 self._columns = self._read_columns()
-                raise SpecError("--db", str(self.path), f"cannot store this sweep's rows ({str(err).splitlines()[0]}); "
-                                "use another --db") from None
+                raise SpecError("db", str(self.path), f"cannot store this sweep's rows ({str(err).splitlines()[0]}); "
+                                "use another store file") from None
             finally:
                 try:
                     self.con.unregister("_fill")
@@ -336,16 +336,16 @@ class ResultStore:
 
         target = Path(path)
         if not os.path.isdir(target.parent):
-            raise SpecError("--parquet", str(path), f"directory {target.parent} does not exist")
+            raise SpecError("parquet", str(path), f"directory {target.parent} does not exist")
         try:
             with atomic_path(target) as tmp:  # a whole Parquet file or none
                 literal = "'" + str(tmp).replace("'", "''") + "'"
                 self._execute(f"COPY (SELECT {self._select(columns)} FROM {TABLE} {self._where()} ORDER BY key) "
                               f"TO {literal} (FORMAT parquet)")
         except duckdb.Error as err:
-            raise SpecError("--parquet", str(path), f"cannot write it ({str(err).splitlines()[0]})") from None
+            raise SpecError("parquet", str(path), f"cannot write it ({str(err).splitlines()[0]})") from None
         except OSError as err:  # the temporary file next to it
-            raise SpecError("--parquet", str(path), f"cannot write it ({err.strerror})") from None
+            raise SpecError("parquet", str(path), f"cannot write it ({err.strerror})") from None
 
     def close(self) -> None:
         self.con.close()

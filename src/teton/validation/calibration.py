@@ -114,7 +114,7 @@ def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
 
         close = get_close_matches(cluster, list(CLUSTER_PRESETS), n=3)
         hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(CLUSTER_PRESETS)}"
-        raise SpecError("--cluster", cluster, hint)
+        raise SpecError("cluster", cluster, hint)
     base = ClusterSpec(**CLUSTER_PRESETS[cluster])
     merged = {**(base.efficiency or {}), **{k: float(v) if isinstance(v, (int, float)) else v
                                            for k, v in overrides.items()}}
@@ -133,7 +133,7 @@ def fitted_cluster(result, runs) -> tuple[dict, str]:
     clusters = {r.spec.cluster.model_dump_json(exclude={"efficiency"}): r.spec.cluster for r in runs}
     if len(clusters) > 1:
         names = sorted({c.name for c in clusters.values()})
-        raise SpecError("--out", "one cluster file", f"the runs span {len(clusters)} clusters ({', '.join(names)}); "
+        raise SpecError("out", "one cluster file", f"the runs span {len(clusters)} clusters ({', '.join(names)}); "
                         "fit each cluster's runs separately")
     cluster = next(iter(clusters.values()))
     family = runs[0].family
@@ -164,15 +164,15 @@ def trace_cluster(cluster: str | None, gpu: str) -> str:
             n for n, g in gpus.items() if family_of(g) == family_of(GPUS[gpu])]
         if same:
             return same[0]
-        raise SpecError("--cluster", None, f"no preset is built on the trace's GPU family ({gpu}); name the "
+        raise SpecError("cluster", None, f"no preset is built on the trace's GPU family ({gpu}); name the "
                         f"cluster to calibrate ({', '.join(CLUSTER_PRESETS)})")
     if cluster not in CLUSTER_PRESETS:
         from teton.errors import closest
 
-        raise SpecError("--cluster", cluster, closest(cluster, CLUSTER_PRESETS))
+        raise SpecError("cluster", cluster, closest(cluster, CLUSTER_PRESETS))
     theirs = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
     if family_of(theirs) != family_of(GPUS[gpu]):
-        raise SpecError("--cluster", cluster, f"runs {theirs.name}, but the trace ran on {gpu}: calibrate a "
+        raise SpecError("cluster", cluster, f"runs {theirs.name}, but the trace ran on {gpu}: calibrate a "
                         "cluster of the same GPU family")
     return cluster
 

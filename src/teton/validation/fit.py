@@ -52,9 +52,9 @@ def check_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
 
     for k in keys:
         if k not in PARAMETERS:
-            raise SpecError("--params", k, closest(k, PARAMETERS))
+            raise SpecError("params", k, closest(k, PARAMETERS))
     if not keys or len(keys) > MAX_PARAMETERS or len(set(keys)) != len(keys):
-        raise SpecError("--params", ",".join(keys), f"one to {MAX_PARAMETERS} distinct in-situ parameters")
+        raise SpecError("params", ",".join(keys), f"one to {MAX_PARAMETERS} distinct in-situ parameters")
     return keys
 
 
