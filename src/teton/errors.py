@@ -28,7 +28,10 @@ def one_line(text: str) -> str:
 
 
 def _short_repr(value: object) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past Python's 4,300-digit limit of int -> str
+        return f"an integer of {int(value.bit_length() * 0.30103) + 1:,} digits"  # type: ignore[attr-defined]
     if len(text) <= MAX_VALUE_CHARS:
         return text
     return f"{text[:MAX_VALUE_CHARS]}... ({len(text):,} characters)"
@@ -42,9 +45,12 @@ def from_validation(err, section: str, unknown_field=None, where=None) -> SpecEr
     the field (a file and line).
     """
     e = err.errors()[0]
-    loc = tuple(e["loc"])
+    ctx = e.get("ctx", {})
+    loc = tuple(e["loc"]) + ((ctx["key"],) if "key" in ctx else ())  # a mapping's entry (spec.fields)
+    if "item" in ctx:
+        e = {**e, "input": ctx["item"]}
     name = ".".join([section, *(str(x) for x in loc)])
-    cause = e.get("ctx", {}).get("error")
+    cause = ctx.get("error")
     if isinstance(cause, SpecError):
         parts = tuple(cause.field.split("."))
         cause_loc = parts[1:] if parts[0] == section else ()

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from teton.errors import SpecError, closest
 from teton.hardware import GPU, GPUS, HOSTS, NIC, NICS, Host, efficiency_for
+from teton.spec.fields import MAX_GPUS, Section
 
 
-class FabricLayer(BaseModel):
+class FabricLayer(Section):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
@@ -28,12 +29,12 @@ class FabricLayer(BaseModel):
     hop_latency_us: float = Field(default=1.0, ge=0)
 
 
-class ClusterSpec(BaseModel):
+class ClusterSpec(Section):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "custom"
     host: str = "grand-teton"
-    hosts: int = Field(gt=0)
+    hosts: int = Field(gt=0, le=MAX_GPUS)
     gpu: str | None = None  # override the host's GPU model
     backend_nic: str | None = None  # override the host's backend NIC
     topology: Literal["clos", "fat-tree", "rail-optimized"] = "clos"

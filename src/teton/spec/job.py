@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from teton.errors import SpecError
 from teton.hardware import GPUS
 from teton.hardware.efficiency import cluster_efficiency
 from teton.spec.cluster import ClusterSpec
-from teton.spec.fields import no_bool
+from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.spec.software import SoftwareSpec
@@ -21,23 +21,18 @@ from teton.spec.software import SoftwareSpec
 MAX_MICRO_BATCHES = 65_536
 RECOMPUTE_INTERVAL_DEFAULT = 2  # job.recompute_interval (torchtitan's selective_ac_option default "2")
 
-# Integer fields: they reject booleans (``no_bool``).
-_INT_FIELDS = ("gpus", "tp", "cp", "pp", "dp", "ep", "seq_len", "micro_batch", "global_batch",
-               "global_batch_tokens", "virtual_stages", "pp_round", "zero", "recompute_interval")
-
-
-class JobSpec(BaseModel):
+class JobSpec(Section):
     """A training job: parallel layout, batch, precision, memory-saving and overlap choices."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    gpus: int = Field(gt=0)
-    tp: int = Field(default=1, gt=0)
-    cp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    dp: int | None = Field(default=None, gt=0)
-    ep: int = Field(default=1, gt=0)
-    seq_len: int = Field(default=8192, gt=0)
+    gpus: int = Field(gt=0, le=MAX_GPUS)
+    tp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    cp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    pp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    dp: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+    ep: int = Field(default=1, gt=0, le=MAX_GPUS)
+    seq_len: int = Field(default=8192, gt=0, le=MAX_SEQ_LEN)
     micro_batch: int = Field(default=1, gt=0)
     global_batch: int | None = Field(default=None, gt=0)  # sequences per step
     global_batch_tokens: int | None = Field(default=None, gt=0)
@@ -110,8 +105,6 @@ class JobSpec(BaseModel):
     parallel_order: tuple[str, ...] = ("tp", "cp", "pp", "dp")  # innermost first (Llama 3)
     # the software stack (the spec's top-level software: section, put here by load_spec)
     software: SoftwareSpec = SoftwareSpec()
-
-    _ints_not_bools = field_validator(*_INT_FIELDS, mode="before")(no_bool)
 
     @model_validator(mode="after")
     def _check(self) -> JobSpec:

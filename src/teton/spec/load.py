@@ -46,6 +46,8 @@ def parse_value(text: str) -> Any:
         value = yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError):
         return text
+    except ValueError:  # an integer past Python's 4,300-digit conversion limit
+        raise SpecError("overrides", text[:40] + "...", "a number too large; numbers are bounded per field") from None
     check_tree(value, "overrides", text)
     if isinstance(value, str) and _EXPONENT_NUMBER.match(value.strip()):
         number = float(value)
@@ -164,6 +166,11 @@ def _resolve_named(section: str, value: Any, presets: dict[str, dict], base_dir:
     raise SpecError(field, value, "must be a preset name, a file path or a mapping")
 
 
+def _set_text(item: str) -> str:
+    """``override ITEM`` as an error names it (a long value cut short; the CLI says ``--set ITEM``)."""
+    return f"override {item}" if len(item) <= 200 else f"override {item[:200]}... ({len(item):,} characters)"
+
+
 def _locator(path: Path | None, overrides: list[str] | None):
     """``where(section, loc)``: ``--set ITEM`` when an override set the field (or a mapping
     around it), else the spec file's line of the field."""
@@ -174,7 +181,7 @@ def _locator(path: Path | None, overrides: list[str] | None):
         for parts, item in reversed(keys):
             n = min(len(parts), len(full))
             if len(full) > 1 and parts[:n] == full[:n]:
-                return f"override {item}"
+                return _set_text(item)
         return field_line(path, section, loc)
 
     return where
@@ -232,7 +239,7 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
             _load_spec(source, None)
         except SpecError:
             raise err from None
-        blame = " ".join(f"override {i}" for i in _culprits(source, overrides))
+        blame = " ".join(_set_text(i) for i in _culprits(source, overrides))
         raise SpecError(err.field, err.value, err.allowed, where=blame) from None
 
 

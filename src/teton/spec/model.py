@@ -6,24 +6,25 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from teton.errors import SpecError
+from teton.spec.fields import MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB, MAX_WIDTH, Section
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(Section):
     """A decoder-only transformer. Sizes are counts (layers, heads) or widths (hidden, ffn)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "custom"
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    ffn_hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int | None = Field(default=None, gt=0)
-    head_dim: int | None = Field(default=None, gt=0)
-    vocab: int = Field(gt=0)
+    layers: int = Field(gt=0, le=MAX_LAYERS)
+    hidden: int = Field(gt=0, le=MAX_WIDTH)
+    ffn_hidden: int = Field(gt=0, le=MAX_WIDTH)
+    heads: int = Field(gt=0, le=MAX_WIDTH)
+    kv_heads: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    head_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    vocab: int = Field(gt=0, le=MAX_VOCAB)
     # swiglu (gated: gate, up, down), gelu or relu2 (squared ReLU, Nemotron's: up and down only)
     mlp: Literal["swiglu", "gelu", "relu2"] = "swiglu"
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
@@ -31,11 +32,11 @@ class ModelSpec(BaseModel):
     # rope (rotary, applied to Q and K), learned (an absolute position table), alibi (a bias the
     # attention kernel adds: no parameters, no separate kernel)
     position_embedding: Literal["rope", "learned", "alibi"] = "rope"
-    max_seq_len: int = Field(default=8192, gt=0)
+    max_seq_len: int = Field(default=8192, gt=0, le=MAX_SEQ_LEN)
     dropout: bool = False  # dropout layers present (their masks are saved for backward)
     tied_embeddings: bool = False
-    experts: int = Field(default=1, gt=0)
-    top_k: int = Field(default=1, gt=0)
+    experts: int = Field(default=1, gt=0, le=MAX_LAYERS)
+    top_k: int = Field(default=1, gt=0, le=MAX_LAYERS)
     published_params: float | None = None  # as the model card prints it, for checks
 
     @model_validator(mode="after")

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
-from teton.spec.fields import no_bool
+from teton.spec.fields import Section
 
 
-class NetworkSpec(BaseModel):
+class NetworkSpec(Section):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fidelity: Literal["analytical", "flow"] = "analytical"
     routing: Literal["ecmp", "e-ecmp", "pinned", "adaptive"] = "e-ecmp"
-    qps_per_connection: int = Field(default=16, gt=0)
+    qps_per_connection: int = Field(default=16, gt=0, le=1024)
     nvls: bool = True  # use NVLink SHARP for intra-host all-reduce where the GPU has it
-
-    _ints_not_bools = field_validator("qps_per_connection", mode="before")(no_bool)

@@ -22,9 +22,10 @@ import math
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from teton.errors import SpecError
+from teton.spec.fields import Section
 from teton.units import parse_count
 
 GEOMETRIC_POINTS = 5
@@ -71,7 +72,7 @@ def _range(text: str, field: str, multiple: int) -> tuple[int, ...]:
     return tuple(sorted(counts | {lo, hi}))
 
 
-class PlanSpec(BaseModel):
+class PlanSpec(Section):
     """Candidates and targets of a plan (every field optional; ``teton plan``'s options win)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

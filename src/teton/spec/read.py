@@ -72,6 +72,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise SpecError("json", err.msg, "malformed JSON", where=f"{path}:{err.lineno}") from None
     except tomllib.TOMLDecodeError as err:
         raise SpecError("toml", str(err), "malformed TOML", where=str(path)) from None
+    except ValueError:  # an integer past Python's 4,300-digit conversion limit (YAML, JSON, TOML)
+        raise SpecError("spec", str(path), "holds a number too large to read (over 4,300 digits)") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from teton.errors import SpecError, closest, from_validation
+from teton.spec.fields import Section
 from teton.units import parse_count
 
 # The interruption causes of Llama 3's Table 5 (the rates and components behind each are in
@@ -34,7 +35,7 @@ def _finite_nonneg(field: str, value: Any) -> float:
     return x
 
 
-class InfantMortality(BaseModel):
+class InfantMortality(Section):
     """Early-life failures: hardware hazard x (age / reference_age)^(shape - 1) (Weibull, shape < 1).
 
     The Table 5 rates are taken as the hazard at ``reference_age_days`` of cluster life; a job
@@ -56,7 +57,7 @@ class InfantMortality(BaseModel):
         return (age / self.reference_age_days) ** (self.weibull_shape - 1.0)
 
 
-class ReliabilitySpec(BaseModel):
+class ReliabilitySpec(Section):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # inf / nan: a one-line error
 
     preset: Literal["llama3-table5"] | None = None
@@ -67,7 +68,7 @@ class ReliabilitySpec(BaseModel):
     tokens_per_step: float | None = Field(default=None, gt=0)  # else job.tokens_per_step
     # --- failure model -------------------------------------------------------------------------
     rates_per_hour: dict[str, float] = Field(default_factory=dict)  # per component-hour, by cause
-    rate_scale: float = 1.0  # multiplies every unexpected cause
+    rate_scale: float = Field(default=1.0, ge=0)  # multiplies every unexpected cause
     unexpected_mtbi_h: float | None = Field(default=None, gt=0)  # with `shares`: the job's MTBI
     shares: dict[str, float] | None = None  # share of unexpected interruptions by cause, sums to 1
     infant_mortality: InfantMortality | None = None
@@ -77,24 +78,24 @@ class ReliabilitySpec(BaseModel):
     # --- recovery ------------------------------------------------------------------------------
     # PyTorch ProcessGroupNCCL default collective timeout: 10 min
     # (torch.distributed.constants.default_pg_nccl_timeout); the watchdog aborts the communicator.
-    hang_detect_s: float = 600.0
+    hang_detect_s: float = Field(default=600.0, ge=0)
     # Assumption: a crashed rank is seen by the elastic agent's monitor loop (torchrun
     # --monitor-interval) and the job is torn down by the scheduler within about a minute.
-    crash_detect_s: float = 60.0
+    crash_detect_s: float = Field(default=60.0, ge=0)
     # Assumption (MAST does not publish it): allocate a spare host and start the container.
-    host_swap_s: float = 300.0
+    host_swap_s: float = Field(default=300.0, ge=0)
     spare_hosts: int | None = Field(default=None, ge=0)  # default: cluster hosts not in the job
-    repair_h: float = 72.0  # assumption: RMA / repair turnaround before a host returns as a spare
+    repair_h: float = Field(default=72.0, ge=0)  # assumption: RMA / repair turnaround before a host returns as a spare
     pg_init: Literal["stock", "optimized"] = "stock"
     # Assumptions for process-group start-up (nothing is published beyond "hours -> minutes"):
-    pg_init_base_s: float = 60.0  # launch, imports, CUDA context, model build
-    pg_init_per_rank_s: float = 0.01  # stock: serial TCPStore rendezvous + bootstrap ring, O(n)
-    pg_init_per_level_s: float = 2.0  # optimized: tree / parallel bootstrap, O(log2 n)
+    pg_init_base_s: float = Field(default=60.0, ge=0)  # launch, imports, CUDA context, model build
+    pg_init_per_rank_s: float = Field(default=0.01, ge=0)  # stock: serial TCPStore rendezvous + bootstrap ring, O(n)
+    pg_init_per_level_s: float = Field(default=2.0, ge=0)  # optimized: tree / parallel bootstrap, O(log2 n)
     # --- checkpointing -------------------------------------------------------------------------
     checkpoint_interval_s: float | None = Field(default=None, gt=0)  # default: Daly optimum
-    checkpoint_save_s: float | None = None
-    checkpoint_blocking_s: float | None = None
-    checkpoint_restore_s: float | None = None
+    checkpoint_save_s: float | None = Field(default=None, ge=0)
+    checkpoint_blocking_s: float | None = Field(default=None, ge=0)
+    checkpoint_restore_s: float | None = Field(default=None, ge=0)
     # Fallback when no storage model: bf16 weights + fp32 master + Adam m, v = 14 B/param
     # (ZeRO, Rajbhandari et al. 2020: 16 B/param incl. fp16 grads, which are not saved) ...
     checkpoint_bytes_per_param: float = Field(default=14.0, gt=0)
@@ -131,12 +132,6 @@ class ReliabilitySpec(BaseModel):
             if key not in CAUSE_KEYS:
                 raise SpecError(f"reliability.rates_per_hour.{key}", value, closest(key, CAUSE_KEYS))
             _finite_nonneg(f"reliability.rates_per_hour.{key}", value)
-        for name in ("rate_scale", "hang_detect_s", "crash_detect_s", "host_swap_s", "repair_h",
-                     "pg_init_base_s", "pg_init_per_rank_s", "pg_init_per_level_s",
-                     "checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s"):
-            value = getattr(self, name)
-            if value is not None:
-                _finite_nonneg(f"reliability.{name}", value)
         if self.shares is not None:
             total = 0.0
             for key, value in self.shares.items():

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field
 
-from teton.spec.fields import no_bool
+from teton.spec.fields import MAX_LAYERS, Section
 
 FP8_RECIPES = ("delayed", "current", "blockwise", "mxfp8", "nvfp4")
 
 
-class SoftwareSpec(BaseModel):
+class SoftwareSpec(Section):
     """A training software stack (``software:``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -68,16 +68,14 @@ class SoftwareSpec(BaseModel):
     fp8_recipe: Literal["delayed", "current", "blockwise", "mxfp8", "nvfp4"] = "delayed"
     fp8_attention: bool = False  # dot-product attention in fp8 too (cuDNN fp8 attention)
     # transformer layers at each end of the model kept in bf16 under an fp8 recipe
-    fp8_bf16_layers: int = Field(default=0, ge=0)
+    fp8_bf16_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     # CUDA graphs: none (every kernel launched by the CPU), layers (each layer's forward and
     # backward captured), full (the whole iteration)
     cuda_graphs: Literal["none", "layers", "full"] = "none"
     # transformer layers per pipeline chunk whose saved activations go to host memory in forward
     # and come back for backward (Megatron's cpu_offloading_num_layers)
-    cpu_offload_layers: int = Field(default=0, ge=0)
+    cpu_offload_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     description: str = ""
-
-    _ints_not_bools = field_validator("fp8_bf16_layers", "cpu_offload_layers", mode="before")(no_bool)
 
     def job_defaults(self, has_fa3: bool) -> dict:
         """The job fields this stack sets the defaults of (``has_fa3``: the GPU has FlashAttention-3

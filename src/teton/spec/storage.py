@@ -25,14 +25,15 @@ from __future__ import annotations
 import copy
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from teton.errors import SpecError, closest, from_validation
 from teton.hardware import storage as hw
+from teton.spec.fields import Section
 from teton.units import GB, MIB, TB
 
 
-class StorageSystem(BaseModel):
+class StorageSystem(Section):
     """A storage tier that checkpoints and training data live on."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # inf would reach --json
@@ -250,7 +251,7 @@ def spec_storage(spec) -> StorageSystem:
     return storage_system(spec.storage, spec.cluster.storage)
 
 
-class CheckpointPolicy(BaseModel):
+class CheckpointPolicy(Section):
     """The ``storage.checkpoint`` part of a spec."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
