@@ -44,6 +44,19 @@ def cli(capsys, monkeypatch):
     return run
 
 
+@pytest.fixture(autouse=True)
+def _sigint_handler_restored():
+    """``teton.cli.main()`` ignores Ctrl-C once its verb is over (a late one must not turn the exit
+    into a traceback): a test that calls it in-process gets the handler back, so that the processes
+    later tests start do not inherit an ignored SIGINT."""
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    if signal.getsignal(signal.SIGINT) is not handler:
+        signal.signal(signal.SIGINT, handler)
+
+
 os.environ.setdefault("COLUMNS", "200")
 
 

@@ -34,27 +34,29 @@ def test_routing_and_failures_options(cli):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["--gpus", "0"], "gpus"),
-    (["--gpus", "30000"], "gpus"),
-    (["--op", "all_gatherx"], "op"),
-    (["--routing", "ospf", "--fidelity", "flow"], "routing"),
-    (["--algo", "bruck"], "algo"),
-    (["--min-bytes", "1Q"], "min_bytes"),
-    (["--max-bytes", "-5"], "max_bytes"),
-    (["--min-bytes", "1G", "--max-bytes", "1M"], "min_bytes"),
-    (["--cluster", "meta-roce-48k"], "cluster"),
+    (["--gpus", "0"], "--gpus"),
+    (["--gpus", "30000"], "--gpus"),
+    (["--op", "all_gatherx"], "--op"),
+    (["--routing", "ospf", "--fidelity", "flow"], "--routing"),
+    (["--algo", "bruck"], "--algo"),
+    (["--min-bytes", "1Q"], "--min-bytes"),
+    (["--max-bytes", "-5"], "--max-bytes"),
+    (["--min-bytes", "1G", "--max-bytes", "1M"], "--min-bytes"),
+    (["--cluster", "meta-roce-48k"], "--cluster"),
     (["--policy", "best"], "--policy"),
-    (["--fidelity", "packet"], "fidelity"),
-    (["--fail-links", "-1", "--fidelity", "flow"], "fail_links"),
+    (["--fidelity", "packet"], "--fidelity"),
+    (["--fail-links", "-1", "--fidelity", "flow"], "--fail-links"),
     (["--routing", "ecmp"], "--fidelity flow"),  # routing means nothing to the analytical model
-    (["--qps", "0", "--fidelity", "flow"], "qps"),
-    (["--gpus", "abc"], "gpus"),
+    (["--qps", "0", "--fidelity", "flow"], "--qps"),
+    (["--gpus", "abc"], "--gpus"),
 ])
 def test_bad_arguments_give_one_line_errors_and_exit_2(cli, args, needle):
     code, out, err = cli("collective", *args)
     assert code == 2
     lines = [x for x in err.strip().splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
+    if " " not in needle:  # the option at fault, as a flag (its parameter's name before issue 22)
+        assert lines[0].startswith(f"error: {needle} = "), lines[0]
 
 
 def test_fidelity_defaults_to_analytical_as_in_every_verb(cli):
