@@ -109,3 +109,30 @@ def test_binary_calibration_files_are_one_line_errors(tmp_path, cli):
     for args in (("calibrate", str(path)), ("validate", "--calibration", str(path))):
         code, _, err = cli(*args)
         assert code == 2 and "not a UTF-8 JSON file" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("content, needle", [
+    # a string where a number goes: ValueError from float() before the file had a schema
+    ({"efficiency_overrides": {"gemm_bf16": "x"}}, "calibration.efficiency_overrides.gemm_bf16 = 'x'"),
+    ({"gemm_bf16": True}, "calibration.efficiency_overrides.gemm_bf16 = True"),
+    ('{"gemm_bf16": 1e400}', "calibration.efficiency_overrides.gemm_bf16 = inf"),
+    ({"efficiency_overrides": []}, "calibration.efficiency_overrides"),
+    ({"efficiency_overrides": {"gemm_bf16": 0.7}, "layer": {"tokens": "a"}}, "calibration.layer.tokens"),
+    ({"efficiency_overrides": {"gemm_bf16": 0.7}, "layer": {"tokens": 8192, "hidden": 1e30, "ffn": 1, "heads": 1,
+                                                             "kv_heads": 1, "tp": 1}}, "calibration.layer.hidden"),
+    ({"efficiency_overrides": {"gemm_bf16": 0.7}, "device": 5}, "calibration.device = 5"),
+    ([1], "must be a JSON object"),
+    ('{"a": ' + "9" * 5000 + "}", "too large"),
+])
+def test_a_bad_calibration_file_is_one_line(tmp_path, cli, content, needle):
+    path = tmp_path / "c.json"
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    code, _, err = cli("calibrate", str(path))
+    assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_profile_override_is_no_measured_row(tmp_path, cli):
+    """``profile: burst`` is a name: float('burst') was a traceback."""
+    code, out, err = cli("calibrate", str(_calibration(tmp_path, {"profile": "burst", "gemm_bf16": 0.7})), "--json")
+    assert code == 0, err
+    assert [r["key"] for r in json.loads(out)["rows"]] == ["gemm_bf16"]

@@ -218,7 +218,19 @@ def test_tflops_per_gpu_runs_become_step_times(tmp_path):
 @pytest.mark.parametrize("content, args, needle", [
     (None, ["missing.yaml"], "no such file"),
     ("name,spec\nx,job.yaml\n", ["runs.csv"], "step_time_s or tflops_per_gpu column"),
-    ({"runs": [{"spec": "job.yaml", "step_time_s": -1}]}, ["runs.yaml"], "a positive number"),
+    ({"runs": [{"spec": "job.yaml", "step_time_s": -1}]}, ["runs.yaml"], "must be a finite number in [1e-06, 1e+07]"),
+    # each a traceback or a silent absurd fit before the runs file had a schema (RunEntry)
+    ("spec,step_time_s\njob.yaml,1e400\n", ["runs.csv"], "runs[0].step_time_s = '1e400'"),  # inf: least squares
+    ("spec,step_time_s\njob.yaml,nan\n", ["runs.csv"], "runs[0].step_time_s = 'nan'"),
+    ("spec,step_time_s\njob.yaml,1e300\n", ["runs.csv"], "runs[0].step_time_s"),  # fitted silently
+    ("spec,tflops_per_gpu\njob.yaml,1e-300\n", ["runs.csv"], "runs[0].tflops_per_gpu"),
+    ("spec,step_time_s\njob.yaml,1,2\n", ["runs.csv"], "more cells than the header"),
+    ("- spec: job.yaml\n  step_time_s: 1e300\n", ["runs.yaml"], "runs[0].step_time_s = 1e+300"),  # was text
+    ("- spec: job.yaml\n  step_time_s: true\n", ["runs.yaml"], "not a boolean"),
+    ("- spec: job.yaml\n  spec: job.yaml\n  step_time_s: 1\n", ["runs.yaml"], "given twice"),
+    ("- spec: [job.yaml]\n  step_time_s: 1\n", ["runs.yaml"], "runs[0].spec"),
+    ("- spec: job.yaml\n  step_time_s: 1\n  set: {job.tp: 8}\n", ["runs.yaml"], "runs[0].set"),
+    ({"runs": [{"spec": "job.yaml", "tflops_per_gpu": 1e-9}]}, ["runs.yaml"], "implies a step of"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1, "tflops_per_gpu": 3}]}, ["runs.yaml"], "exactly one"),
     ({"runs": [{"spec": "job.yaml", "step_time": 1}]}, ["runs.yaml"], "runs[0].step_time"),
     ({"runs": []}, ["runs.yaml"], "non-empty list"),

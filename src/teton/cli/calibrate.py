@@ -9,7 +9,6 @@ accepts as ``cluster: <file>``. Measured values replace catalogued ones; nothing
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +16,7 @@ import typer
 
 from teton.cli._common import JsonFlag, print_json
 from teton.errors import SpecError
-from teton.validation.calibration import calibrated_cluster, layer_comparison, override_rows, read_overrides
+from teton.validation.calibration import calibrated_cluster, layer_comparison, override_rows, read_calibration
 
 
 def register(app: typer.Typer) -> None:
@@ -37,12 +36,13 @@ def register(app: typer.Typer) -> None:
         from teton.spec.load import DEFAULT_CLUSTER
 
         cluster = cluster or DEFAULT_CLUSTER
-        overrides, provenance = read_overrides(calibration)
+        read = read_calibration(calibration)
+        overrides, provenance = dict(read.efficiency_overrides), read.provenance
         spec = calibrated_cluster(cluster, overrides)
         gpu = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
         rows = override_rows(gpu, overrides)
-        layer = json.loads(calibration.read_text()).get("layer")
-        layer_row = layer_comparison(layer, provenance, gpu.name, overrides) if isinstance(layer, dict) else None
+        layer = None if read.layer is None else read.layer.model_dump()
+        layer_row = None if layer is None else layer_comparison(layer, provenance, gpu.name, overrides)
         if out is not None:
             header = f"# {cluster} calibrated from {calibration.name}"
             if provenance:

@@ -43,6 +43,16 @@ _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^
 def read_file(path: str | Path) -> dict[str, Any]:
     """Parse a YAML / TOML / JSON file into a mapping, with line numbers on syntax errors."""
     path = Path(path)
+    data = read_data(path)
+    if not isinstance(data, dict):
+        raise SpecError("spec", type(data).__name__, "the top level must be a mapping", where=str(path))
+    return data
+
+
+def read_data(path: str | Path) -> Any:
+    """Parse a YAML / TOML / JSON file as :func:`read_file` does, whatever its top level (an
+    auxiliary file's may be a list); None for an empty file."""
+    path = Path(path)
     try:
         text = path.read_text()
     except OSError as err:
@@ -74,12 +84,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
         raise SpecError("toml", str(err), "malformed TOML", where=str(path)) from None
     except ValueError:  # an integer past Python's 4,300-digit conversion limit (YAML, JSON, TOML)
         raise SpecError("spec", str(path), "holds a number too large to read (over 4,300 digits)") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SpecError("spec", type(data).__name__, "the top level must be a mapping", where=str(path))
     check_tree(data, "spec", str(path), where=str(path))
-    return data
+    return {} if data is None else data
 
 
 MAX_DEPTH = 32  # levels of nesting in a spec: its deepest real key (cluster.layers.0.span_gpus) has 4

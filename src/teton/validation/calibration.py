@@ -12,13 +12,57 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
-from teton.errors import SpecError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
+
+from teton.errors import SpecError, from_validation
+from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, MAX_WIDTH, Section
 
 
-def read_overrides(path: Path) -> tuple[dict[str, float], dict]:
-    """(overrides, provenance) from a calibration JSON: the script's whole output (its
-    ``efficiency_overrides``) or a plain mapping of override keys to fractions of peak."""
+class CalibrationLayer(Section):
+    """The one decoder layer ``calibrate_hopper.py`` timed (its ``layer``)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    tokens: int = Field(gt=0, le=MAX_SEQ_LEN)
+    hidden: int = Field(gt=0, le=MAX_WIDTH)
+    ffn: int = Field(gt=0, le=MAX_WIDTH)
+    heads: int = Field(gt=0, le=MAX_WIDTH)
+    kv_heads: int = Field(gt=0, le=MAX_WIDTH)
+    tp: int = Field(gt=0, le=MAX_GPUS)
+    kernel_fusion: Literal["fused", "eager"] = "eager"
+    burst_s: float | None = Field(default=None, gt=0)
+    sustained_s: float | None = Field(default=None, gt=0)
+
+
+class CalibrationFile(Section):
+    """A calibration JSON: the script's output (other keys it writes are kept out), or a plain
+    mapping of override keys, read into ``efficiency_overrides``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
+
+    efficiency_overrides: dict[str, float | str] = Field(min_length=1)
+    device: str | None = None
+    torch: str | None = None
+    layer: CalibrationLayer | None = None
+
+    @field_validator("efficiency_overrides")
+    @classmethod
+    def _numbers(cls, v: dict[str, float | str]) -> dict[str, float | str]:
+        for key, value in v.items():
+            if key != "profile" and not isinstance(value, (int, float)):
+                raise SpecError(f"calibration.efficiency_overrides.{key}", value, "must be a number (a fraction "
+                                "of peak, or seconds for a duration)")
+        return v
+
+    @property
+    def provenance(self) -> dict:
+        return {k: getattr(self, k) for k in ("device", "torch") if getattr(self, k) is not None}
+
+
+def read_calibration(path: Path) -> CalibrationFile:
+    """A calibration JSON, checked (one-line errors naming ``calibration.<field>``)."""
     try:
         data = json.loads(path.read_text())
     except UnicodeDecodeError:
@@ -29,13 +73,22 @@ def read_overrides(path: Path) -> tuple[dict[str, float], dict]:
         raise SpecError("calibration", str(path), f"is not JSON (line {err.lineno}: {err.msg})") from None
     except RecursionError:
         raise SpecError("calibration", str(path), "is nested too deeply to be a calibration file") from None
+    except ValueError:  # an integer past Python's 4,300-digit limit
+        raise SpecError("calibration", str(path), "holds a number too large to read") from None
     if not isinstance(data, dict):
         raise SpecError("calibration", str(path), "must be a JSON object")
-    overrides = data.get("efficiency_overrides", data)
-    if not isinstance(overrides, dict) or not overrides:
-        raise SpecError("calibration.efficiency_overrides", overrides, "a non-empty mapping of key -> fraction of peak")
-    provenance = {k: data[k] for k in ("device", "torch") if k in data}
-    return overrides, provenance
+    fields = data if "efficiency_overrides" in data else {"efficiency_overrides": data}
+    try:
+        return CalibrationFile(**fields)
+    except ValidationError as err:
+        raise from_validation(err, "calibration", where=lambda loc: str(path)) from None
+
+
+def read_overrides(path: Path) -> tuple[dict[str, float], dict]:
+    """(overrides, provenance) from a calibration JSON: the script's whole output (its
+    ``efficiency_overrides``) or a plain mapping of override keys to fractions of peak."""
+    calibration = read_calibration(path)
+    return dict(calibration.efficiency_overrides), calibration.provenance
 
 
 def catalog_value(eff, key: str) -> float | None:
@@ -52,7 +105,7 @@ def override_rows(gpu, overrides: dict[str, float]) -> list[dict]:
 
     catalog = cluster_efficiency(gpu)
     return [{"key": k, "catalog": catalog_value(catalog, k), "measured": float(v)}
-            for k, v in sorted(overrides.items())]
+            for k, v in sorted(overrides.items()) if k != "profile"]  # profile: a name, not a measurement
 
 
 def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] | None = None) -> float:

@@ -25,11 +25,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teton.errors import SpecError
+from pydantic import ConfigDict, Field, ValidationError
+
+from teton.errors import SpecError, from_validation
 from teton.spec import Spec, load_spec
+from teton.spec.fields import Section
 
 MEASURES = ("step_time_s", "tflops_per_gpu")  # what a user's runs file may give
 PUBLISHED_METRICS = (*MEASURES, "tokens_per_s_per_gpu")
+# A measured step: from a microsecond to a hundred days (outside, a typo or a unit slip); a
+# measured rate up to 100,000 TFLOP/s per GPU (the fastest GPU's fp4 peak is ~10,000).
+STEP_RANGE_S = (1e-6, 1e7)
+MAX_TFLOPS_PER_GPU = 1e5
+
+
+class RunEntry(Section):
+    """One entry of a user's runs file (a YAML / JSON mapping, or a CSV row), checked at read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    name: str | None = None
+    spec: str | dict[str, Any]  # a spec file (relative to the runs file) or an inline spec
+    set: list[str] = []  # --set style overrides
+    step_time_s: float | None = Field(default=None, ge=STEP_RANGE_S[0], le=STEP_RANGE_S[1])
+    tflops_per_gpu: float | None = Field(default=None, gt=0, le=MAX_TFLOPS_PER_GPU)
+    source: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,10 @@ def measured_run(name: str, spec: Spec, metric: str, value: float, **meta: Any) 
         raise SpecError(f"{name}.{metric}", value, "a positive number")
     step = float(value) if metric == "step_time_s" else model_flops_per_step(spec) / (
         spec.job.gpus * float(value) * 1e12)
+    lo, hi = STEP_RANGE_S
+    if not lo <= step <= hi:
+        raise SpecError(f"{name}.{metric}", value, f"implies a step of {step:.3g} s; a measured step is "
+                        f"{lo:g} to {hi:g} s")
     return MeasuredRun(name, spec, metric, float(value), step, **meta)
 
 
@@ -87,27 +112,25 @@ def _entry_run(entry: Any, i: int, base_dir: Path, where: str) -> MeasuredRun:
     field = f"runs[{i}]"
     if not isinstance(entry, dict):
         raise SpecError(field, entry, "a mapping with spec and step_time_s or tflops_per_gpu", where=where)
-    unknown = set(entry) - {"name", "spec", "set", *MEASURES, "source", "note"}
-    if unknown:
-        raise SpecError(f"{field}.{sorted(unknown)[0]}", entry[sorted(unknown)[0]],
-                        "unknown; known: name, spec, set, step_time_s, tflops_per_gpu, source, note", where=where)
-    given = [m for m in MEASURES if m in entry]
+    if isinstance(entry.get("set"), str):
+        entry = {**entry, "set": [entry["set"]]}
+    entry = {**entry, **{k: str(v) for k, v in entry.items()  # a number as a name (2024) is its text
+                         if k in ("name", "source", "note") and isinstance(v, (int, float)) and not isinstance(v, bool)}}
+    try:
+        run = RunEntry(**entry)
+    except ValidationError as err:
+        known = ", ".join(RunEntry.model_fields)
+        raise from_validation(err, field, unknown_field=lambda loc: f"unknown; known: {known}",
+                              where=lambda loc: where) from None
+    given = [m for m in MEASURES if getattr(run, m) is not None]
     if len(given) != 1:
-        raise SpecError(field, entry.get("name", i), "give exactly one of step_time_s or tflops_per_gpu", where=where)
-    spec_src = entry.get("spec")
+        raise SpecError(field, run.name or i, "give exactly one of step_time_s or tflops_per_gpu", where=where)
+    spec_src: Any = run.spec
     if isinstance(spec_src, str):
         spec_src = (base_dir / spec_src) if not Path(spec_src).is_absolute() else Path(spec_src)
-    elif not isinstance(spec_src, dict):
-        raise SpecError(f"{field}.spec", spec_src, "a spec file path or a spec mapping", where=where)
-    overrides = entry.get("set") or []
-    if isinstance(overrides, str):
-        overrides = [overrides]
-    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
-        raise SpecError(f"{field}.set", overrides, "a list of key.path=value strings", where=where)
-    name = str(entry.get("name") or f"run {i + 1}")
-    spec = load_spec(spec_src, overrides)
-    return measured_run(name, spec, given[0], entry[given[0]], source=str(entry.get("source", "")),
-                        note=str(entry.get("note", "")))
+    name = run.name or f"run {i + 1}"
+    spec = load_spec(spec_src, run.set)
+    return measured_run(name, spec, given[0], getattr(run, given[0]), source=run.source, note=run.note)
 
 
 def _csv_runs(path: Path) -> list[MeasuredRun]:
@@ -127,12 +150,10 @@ def _csv_runs(path: Path) -> list[MeasuredRun]:
         where = f"{path}:{i + 2}"
         sets = [f"{k}={v}" for k, v in row.items() if k and "." in k and v not in (None, "")]
         given = {m: row[m] for m in MEASURES if row.get(m) not in (None, "")}
-        entry: dict[str, Any] = {"name": row.get("name") or f"row {i + 2}", "spec": row["spec"], "set": sets}
-        for m, v in given.items():
-            try:
-                entry[m] = float(v)
-            except ValueError:
-                raise SpecError(m, v, "a number", where=where) from None
+        entry: dict[str, Any] = {"name": row.get("name") or f"row {i + 2}", "spec": row["spec"], "set": sets,
+                                 **given}  # the cells as text: RunEntry reads the numbers
+        if None in row:  # csv.DictReader puts a row's cells past the header under None
+            raise SpecError("runs", row[None], f"row {i + 2} has more cells than the header", where=where)
         try:
             out.append(_entry_run(entry, i, path.parent, where))
         except SpecError as err:
@@ -142,7 +163,7 @@ def _csv_runs(path: Path) -> list[MeasuredRun]:
 
 def load_runs(path: str | Path) -> list[MeasuredRun]:
     """Measured runs from a YAML / JSON / TOML file (``runs:`` list, or a top-level list) or a CSV."""
-    from teton.spec.load import read_file
+    from teton.spec.read import read_data
 
     path = Path(path)
     if not os.path.exists(path):
@@ -151,18 +172,7 @@ def load_runs(path: str | Path) -> list[MeasuredRun]:
         runs = _csv_runs(path)
         _unique_names(runs, str(path))
         return runs
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:  # a top-level list is allowed here (read_file wants a mapping)
-            data = yaml.safe_load(path.read_text())
-        except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as err:
-            raise SpecError("runs", str(path), f"not a readable YAML file ({type(err).__name__})") from None
-        from teton.spec.load import check_tree
-
-        check_tree(data, "runs", str(path), where=str(path))
-    else:
-        data = read_file(path)
+    data = read_data(path)  # a top-level list is allowed here; duplicate keys are refused
     entries = data.get("runs") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
         raise SpecError("runs", str(path), "a non-empty list of runs (top level, or under runs:)")
