@@ -151,3 +151,22 @@ def test_bundled_alibaba_sample():
     t = tr.read_trace(DATA / "pai_task_table-synthetic-sample.csv")
     assert t.format == "alibaba" and len(t.jobs) == 36 and t.issues == ()
     assert "SYNTHETIC SAMPLE" in (DATA / "pai_task_table-synthetic-sample.csv").read_text().splitlines()[0]
+
+
+@pytest.mark.parametrize("row, message", [
+    ("a,1e300,8,100", "arrival_s = '1e300': must be a number in [0, 1e+11]"),
+    ("a,0,8,1e300", "duration_s = '1e300': must be a number in (0, 1e+11]"),
+    ("a,0,100000000000,100", "gpus = '100000000000': must be a number in (0, 1e+07]"),
+    ("a,0,8,100,1e400", "tokens = '1e400'"),
+    ("a,0,nan,100", "gpus = 'nan'"),
+    ("a,0,8.5,100", "gpus = '8.5': not an integer"),
+])
+def test_a_cell_out_of_range_is_a_bad_line(row, message):
+    """A huge but finite cell was read and overflowed the schedule; each column is bounded now."""
+    t = tr.parse_ours("job_id,arrival_s,gpus,duration_s" + (",tokens\n" if row.count(",") == 4 else "\n") + row + "\n")
+    assert t.jobs == () and message in str(t.issues[0])
+
+
+def test_alibaba_cells_are_bounded():
+    t = tr.parse_alibaba("j,t,1e300,Terminated,0,10,,,100,V100\n")
+    assert t.jobs == () and "inst_num = '1e300'" in str(t.issues[0])

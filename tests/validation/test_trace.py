@@ -284,11 +284,16 @@ def test_shapes_stripped(tmp_path, raw16):
     (2, "stream", [7], "trace.traceEvents[2].args.stream"),
     (0, "External id", [3], "trace.traceEvents[0].args.External id"),
     (2, "cat", ["kernel"], "trace.traceEvents[2].cat"),
+    # past float range: OverflowError in float() before times were bounded; inf and NaN read silently
+    (2, "ts", 10**400, "trace.traceEvents[2].ts"),
+    (2, "ts", float("inf"), "trace.traceEvents[2].ts"),
+    (2, "dur", float("nan"), "trace.traceEvents[2].dur"),
+    (0, "ts", 1e300, "trace.traceEvents[0].ts"),
 ])
 def test_malformed_ids_and_times(tmp_path, event, key, value, field):
     """Ids and times the linking keys dicts by, of the wrong type: a SpecError, not a TypeError."""
     events = _launch(1, 100, "aten::mm", [[64, 64], [64, 64]], ["float", "float"], start=200.0)
-    target = events[event] if key in ("ts", "cat") else events[event]["args"]
+    target = events[event] if key in ("ts", "dur", "cat") else events[event]["args"]
     target[key] = value
     assert _err(_write(tmp_path, _trace(events))).field == field
 
@@ -320,3 +325,18 @@ def test_the_burst_gemm_time_is_the_engines(trace16, monkeypatch):
     moved = calibrate_from_trace(trace16).achieved["gemm"]
     assert len(seen) == base["ops_with_shapes"] and {p for p, *_ in seen} == {"tf32"}
     assert moved["burst_s"] == pytest.approx(2.0 * base["burst_s"], rel=1e-12)
+
+
+def test_gemm_dims_past_any_real_gemm_give_no_flops(tmp_path):
+    """Dims of 10^50 made 2 b m n k overflow a float; such an op is no GEMM that ran."""
+    big = 10**50
+    events = _launch(1, 100, "aten::mm", [[big, big], [big, big]], ["float", "float"], start=200.0)
+    trace = read_kineto(_write(tmp_path, _trace(events)))
+    assert [k.flops for k in trace.kernels] == [None]
+    assert gemm_flops("aten::mm", [[64, 32], [32, 16]]) == 2.0 * 64 * 32 * 16
+
+
+def test_a_trace_with_a_number_past_the_digit_limit(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [{"ts": ' + "9" * 5000 + "}]}")
+    assert "too large" in _err(path).allowed

@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from teton.errors import SpecError, closest
+from teton.spec.fields import MAX_GPUS, MAX_REAL
 from teton.spec.model import MODEL_PRESETS
 
 FORMATS = ("ours", "philly", "alibaba")
@@ -101,18 +102,26 @@ class _Collector:
         self.issues.append(TraceIssue(line, message))
 
 
+# The largest number a trace cell may hold, by column: GPUs (and tp, pp, tasks) as a job's, a
+# time up to 10^11 s (arrivals, durations, Unix timestamps: 3,000 years), tokens as a run's.
+CELL_MAX = {"gpus": MAX_GPUS, "tp": MAX_GPUS, "pp": MAX_GPUS, "inst_num": MAX_GPUS, "plan_gpu": 100.0 * MAX_GPUS,
+            "tokens": MAX_REAL}
+MAX_TRACE_S = 1e11
+
+
 def _num(text: str, name: str, kind=float, positive: bool = False):
+    """The cell ``text`` of column ``name`` as a number of ``kind``, >= 0 (> 0 if ``positive``)
+    and at most the column's :data:`CELL_MAX`; ValueError (a bad line) otherwise."""
+    hi = CELL_MAX.get(name, MAX_TRACE_S)
     try:
-        v = kind(float(text)) if kind is int else kind(text)
+        v = float(text)
     except (TypeError, ValueError):
         raise ValueError(f"{name} = {text!r}: not a number") from None
-    except OverflowError:  # int(inf), int(1e400)
-        raise ValueError(f"{name} = {text!r}: must be a finite number") from None
-    if kind is int and float(text) != v:
+    if kind is int and math.isfinite(v) and not v.is_integer():
         raise ValueError(f"{name} = {text!r}: not an integer")
-    if not math.isfinite(v) or v < 0 or (positive and v <= 0):
-        raise ValueError(f"{name} = {text!r}: must be {'> 0' if positive else '>= 0'}")
-    return v
+    if not (math.isfinite(v) and (v > 0 if positive else v >= 0) and v <= hi):
+        raise ValueError(f"{name} = {text!r}: must be a number in {'(' if positive else '['}0, {hi:g}]")
+    return int(v) if kind is int else v
 
 
 def _csv_cells(line: str) -> list[str]:

@@ -127,13 +127,19 @@ def _load(path: str | Path) -> Any:
                         "a Chrome trace .json or .json.gz") from None
     except RecursionError:
         raise SpecError("trace", str(path), "nested too deeply: a Chrome trace .json or .json.gz") from None
+    except ValueError:  # an integer past Python's 4,300-digit limit
+        raise SpecError("trace", str(path), "holds a number too large to read: a Chrome trace .json or .json.gz") from None
+
+
+MAX_TRACE_US = 1e18  # a time in a trace, microseconds (Unix epoch times are ~1.7e15)
 
 
 def _num(e: dict, key: str, i: int) -> float:
     v = e.get(key)
-    if type(v) is float or type(v) is int:  # not bool
+    if (type(v) is float or type(v) is int) and abs(v) <= MAX_TRACE_US:  # not bool, not NaN or inf
         return float(v)
-    raise SpecError(f"trace.traceEvents[{i}].{key}", v, f"a number of microseconds ({e.get('name', '')!r})")
+    raise SpecError(f"trace.traceEvents[{i}].{key}", v, f"a finite number of microseconds, at most "
+                    f"{MAX_TRACE_US:g} ({e.get('name', '')!r})")
 
 
 _ID_TYPES = (int, float, str, type(None))  # what the linking may key a dict or a set by

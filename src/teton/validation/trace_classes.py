@@ -75,6 +75,9 @@ GEMM_OPERANDS: dict[str, tuple[int, int]] = {
 }
 
 
+MAX_GEMM_MACS = 2**100  # beyond, recorded dims describe no GEMM that ran (and 2 b m n k overflows a float)
+
+
 def _dims(x) -> tuple[int, ...] | None:
     if not isinstance(x, list) or not x or not all(isinstance(d, int) and not isinstance(d, bool) for d in x):
         return None
@@ -103,7 +106,7 @@ def gemm_shape(op: str, input_dims) -> tuple[int, int, int, int] | None:
     else:
         batch = math.prod(a[:-2]) if len(a) > 2 else math.prod(b[:-2])
         m, k, k_b, n = a[-2], a[-1], b[-2], b[-1]
-    if k != k_b or min(batch, m, n, k) <= 0:
+    if k != k_b or min(batch, m, n, k) <= 0 or batch * m * n * k > MAX_GEMM_MACS:
         return None
     return batch, m, n, k
 
