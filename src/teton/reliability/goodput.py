@@ -137,8 +137,8 @@ def _storage_interval_s(spec: Any) -> float | None:
     return checkpoint_policy(spec).interval_s
 
 
-# a run length given as an argument (the CLI's flag) overrides the spec's field: name both
-_LENGTH_ARGUMENT_FIELDS = {"days": "reliability.days (--days)", "tokens": "reliability.tokens (--tokens)"}
+# a run length given as an argument overrides the spec's field: the error names the one that was given
+_LENGTH_ARGUMENT_FIELDS = {"days": "days", "tokens": "tokens"}
 _LENGTH_SPEC_FIELDS = {"days": "reliability.days", "tokens": "reliability.tokens"}
 
 
@@ -150,7 +150,7 @@ def _run_length(cfg: ReliabilitySpec, days: float | None,
     Returns (days, tokens, the field that set the length); exactly one of days, tokens is set."""
     if days is not None and tokens is not None:
         raise SpecError(_LENGTH_ARGUMENT_FIELDS["tokens"], tokens,
-                        "give either reliability.days (--days) or reliability.tokens (--tokens), not both")
+                        "give the run length in days or in tokens, not both")
     names = _LENGTH_ARGUMENT_FIELDS
     if days is None and tokens is None:
         names = _LENGTH_SPEC_FIELDS

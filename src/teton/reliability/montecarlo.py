@@ -312,5 +312,5 @@ def simulate_runs(inp: MCInputs, runs: int, seed: int, progress: Callable[[int, 
     if st.active.any():
         raise SpecError("reliability", f"{int(st.active.sum())} of {runs} runs",
                         f"still running after {max_steps:,} Monte Carlo steps (one interruption each): "
-                        "shorten the run (reliability.days / .tokens, --days / --tokens) or lower the failure rates")
+                        "shorten the run (its days or tokens) or lower the failure rates")
     return st.result()
