@@ -96,3 +96,18 @@ def test_a_huge_power_in_a_filter_is_an_error_not_a_hang(small_sweep):
     small_sweep["filter"] = ["job.tp ** 2 <= 16"]
     points, filtered = parse_sweep(small_sweep).points()
     assert filtered == 4 and len(points) == 8
+
+
+@pytest.mark.parametrize("expr", ["((10 ** 1000) ** 1000) ** 1000 > job.tp",  # hung: 10^(10^9)
+                                  "len('x' * 10 ** 15) > job.tp", "'x' * 10 ** 15 == job.tp"])
+def test_a_filter_result_past_the_bound_is_an_error_not_a_hang(small_sweep, expr):
+    small_sweep["filter"] = [expr]
+    with pytest.raises(SpecError, match="filter"):
+        parse_sweep(small_sweep).points()
+
+
+def test_a_grid_of_too_many_points_is_refused_up_front(small_sweep):
+    """10 keys of 10 values (10^10 points) hung building the points before the first simulation."""
+    small_sweep["grid"] = {f"job.{k}": list(range(1, 11)) for k in ("tp", "pp", "cp", "ep", "dp", "micro_batch")}
+    with pytest.raises(SpecError, match="at most 100,000 points before filtering"):
+        parse_sweep(small_sweep)

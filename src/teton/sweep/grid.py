@@ -44,6 +44,7 @@ from teton.spec.load import SPEC_SECTIONS, read_file, set_path
 
 SWEEP_KEYS = ("base", "grid", "zip", "filter", "notes")  # notes: free text, ignored
 STORE_SCHEMA = 1  # bump when the row layout or the hashed content changes
+MAX_SWEEP_POINTS = 100_000  # grid points before filtering: each is set, hashed and filtered up front
 
 # Sections that may be varied whole (a preset name or mapping) or by sub-key.
 _WHOLE_OR_FIELD = ("cluster", "model", "network", "storage", "reliability")
@@ -102,6 +103,19 @@ def point_key(merged_spec: dict[str, Any]) -> str:
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: lambda a, b: _power(a, b)}
+MAX_FILTER_BITS = 4096  # an integer a filter computes: ((10**1000)**1000)**1000 would take hours
+
+
+def _arith(op, a, b):
+    """``op(a, b)`` of a filter, its integer result bounded (a sequence's repeat too: 'x' * 10**12)."""
+    if op is operator.mul and (isinstance(a, (str, tuple)) or isinstance(b, (str, tuple))):
+        n = b if isinstance(a, (str, tuple)) else a
+        if isinstance(n, int) and n > MAX_SWEEP_POINTS:
+            raise ValueError(f"a repeat of {n} is too long")
+    out = op(a, b)
+    if isinstance(out, int) and out.bit_length() > MAX_FILTER_BITS:
+        raise ValueError(f"a result of {out.bit_length():,} bits is too large (at most {MAX_FILTER_BITS:,})")
+    return out
 
 
 def _power(base, exponent):
@@ -193,7 +207,7 @@ class FilterExpr:
             v = self._eval(node.operand, lookup)
             return (not v) if isinstance(node.op, ast.Not) else (-v if isinstance(node.op, ast.USub) else +v)
         if isinstance(node, ast.BinOp):
-            return _BIN[type(node.op)](self._eval(node.left, lookup), self._eval(node.right, lookup))
+            return _arith(_BIN[type(node.op)], self._eval(node.left, lookup), self._eval(node.right, lookup))
         if isinstance(node, ast.Compare):
             left = self._eval(node.left, lookup)
             for op, comp in zip(node.ops, node.comparators, strict=True):
@@ -363,6 +377,12 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
         axes.append((tuple(group), tuple(zip(*cols, strict=True))))
     if not axes:
         raise SpecError("grid", grid, "empty; give at least one dotted spec key with a list of values", where=where)
+    size = 1
+    for _, rows in axes:
+        size *= len(rows)
+    if size > MAX_SWEEP_POINTS:
+        raise SpecError("grid", f"{size:,} points", f"at most {MAX_SWEEP_POINTS:,} points before filtering; split "
+                        "the sweep", where=where)
     keys = [k for ks, _ in axes for k in ks]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
