@@ -23,8 +23,8 @@ Type labels (what ``--help`` shows after a flag):
 
 Output files are named by what they hold: ``--out``/``-o`` is always an offline HTML page;
 ``--db`` a DuckDB results store; ``--png`` one figure; ``--png-dir`` a folder of figures;
-``--parquet`` a Parquet export; ``--cluster-out`` a cluster spec (YAML); ``--timeline`` a Chrome /
-Perfetto trace; ``--slurm-topology`` a Slurm ``topology.conf``.
+``--parquet`` a Parquet export; ``--cluster-out`` a cluster spec (YAML); ``--spec-out`` a teton spec
+(YAML); ``--timeline`` a Chrome / Perfetto trace; ``--slurm-topology`` a Slurm ``topology.conf``.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ FLAGS: dict[str, Flag] = {
     "--op": F("NAME", "the collective: all_gather | reduce_scatter | all_reduce | all_to_all | send_recv | "
                       "broadcast", "all_reduce"),
     "--gpus": F("COUNTS", "GPU counts: collective, the ranks of its one communicator; plan, the candidates "
-                          "(default: 0.5x ... 2x the spec's)", None, (("collective", "8"),)),
+                          "(default: 0.5x ... 2x the spec's); import, the job's one count where the config leaves "
+                          "it to the launcher", None, (("collective", "8"),)),
     "--min-bytes": F("SIZE", "smallest message size", "1M", short="-b"),
     "--max-bytes": F("SIZE", "largest message size", "1G", short="-e"),
     "--step-factor": F("INT", "size multiplier per row", 2, short="-f"),
@@ -159,6 +160,9 @@ FLAGS: dict[str, Flag] = {
     "--storage-servers": F("COUNTS", "storage sizes in servers; default: the storage preset's"),
     "--global-batch": F("NAME|TOKENS", "the batch at every GPU count: fixed (the spec's) | per_gpu | a token "
                                        "count like 16M; default: fixed"),
+    # import
+    "--framework": F("NAME", "the config's framework: auto | megatron | nemo | torchtitan | maxtext", "auto"),
+    "--spec-out": F("FILE", "write the imported teton spec (YAML) here; default: print it"),
     # every verb
     "--help": F(SWITCH, "show the verb's help and exit", False),
 }
@@ -166,7 +170,7 @@ FLAGS: dict[str, Flag] = {
 # Positional arguments: the metavar --help and the usage line show.
 ARGUMENTS: dict[str, str] = {
     "spec": "SPEC", "spec_a": "SPEC", "spec_b": "SPEC_B", "sweep_file": "SWEEP", "trace": "TRACE", "runs": "RUNS",
-    "calibration": "CALIBRATION",
+    "calibration": "CALIBRATION", "config": "CONFIG",
 }
 
 # The Python types a type label accepts (``list`` for repeatable options).

@@ -1,0 +1,177 @@
+"""teton import: one realistic 70B job config per framework, in that project's own format
+(tests/data/frameworks/), becomes a spec that loads and runs, with its degrees, batch, precision
+and stack carried over, every key it does not map named, and bad input a one-line error."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import teton
+from teton.errors import SpecError
+from teton.spec.frameworks import detect, import_config
+from teton.spec.frameworks.shell import parse_flags, read_command
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "frameworks"
+MEGATRON = DATA / "megatron-llama3-70b.sh"
+NEMO2 = DATA / "nemo2-llama3-70b.yaml"
+NEMO1 = DATA / "nemo1-llama3-70b.yaml"
+TORCHTITAN = DATA / "torchtitan-llama3-70b.toml"
+MAXTEXT = DATA / "maxtext-llama3-70b.yaml"
+
+# (config, framework, job fields, software fields) the import must carry over
+EXPECTED = [
+    (MEGATRON, "megatron", dict(gpus=128, tp=8, pp=4, dp=4, virtual_stages=5, pp_schedule="interleaved",
+                                micro_batch=1, global_batch=128, seq_len=8192, precision="fp8", zero=1,
+                                sequence_parallel=True, recompute="none"),
+     dict(name="megatron-core-0.8", fp8_recipe="current", tp_comm_overlap="full", cross_entropy="fused",
+          attention="cudnn", overlap_dp_comm=True)),
+    (NEMO2, "nemo", dict(gpus=128, tp=8, pp=4, dp=4, virtual_stages=5, micro_batch=1, global_batch=128,
+                         seq_len=8192, precision="fp8", zero=1, sequence_parallel=True),
+     dict(name="nemo-25.04", fp8_recipe="current", tp_comm_overlap="full", grad_accum_dtype="bf16")),
+    (NEMO1, "nemo", dict(gpus=64, tp=4, pp=4, dp=4, virtual_stages=5, micro_batch=1, global_batch=128,
+                         seq_len=8192, precision="bf16", zero=1, sequence_parallel=True, recompute="selective"),
+     dict(name="nemo-24.07", tp_comm_overlap="full", grad_accum_dtype="bf16", overlap_param_gather=True)),
+    (TORCHTITAN, "torchtitan", dict(gpus=128, tp=8, pp=1, dp=16, micro_batch=8, global_batch=128, seq_len=8192,
+                                    precision="bf16", zero=3, recompute="full"),
+     dict(name="unknown", framework="torchtitan", elementwise="fused", tp_comm_overlap="full",
+          grad_accum_fusion=False, cross_entropy="eager")),
+    (MAXTEXT, "maxtext", dict(gpus=64, tp=1, dp=64, micro_batch=2, global_batch=128, seq_len=8192,
+                              precision="bf16", zero=3, recompute="full"),
+     dict(framework="maxtext", attention="cudnn", elementwise="fused")),
+]
+
+
+@pytest.mark.parametrize("path,framework,job,software", EXPECTED, ids=lambda x: getattr(x, "name", ""))
+def test_each_framework_config_becomes_a_spec_that_runs(path, framework, job, software):
+    assert detect(path.read_text(), path.suffix, str(path)) == framework
+    spec, report = import_config(path)
+    assert report.framework == framework
+    loaded = teton.load_spec(yaml.safe_load(yaml.safe_dump(spec)))  # what --spec-out writes reads back
+    for field, value in job.items():
+        assert getattr(loaded.job, field) == value, field
+    for field, value in software.items():
+        assert getattr(loaded.job.software, field) == value, field
+    r = teton.simulate(spec)
+    assert r.step_time_s > 0 and 0 < r.mfu < 1 and r.fits_in_memory
+    fields = {row.field for row in report.mapped}
+    assert {"job.gpus", "job.micro_batch", "job.global_batch", "job.seq_len", "job.precision"} <= fields | {
+        row.field for row in report.defaulted}
+
+
+def test_every_key_is_mapped_or_named():
+    """Nothing is dropped in silence: every argument of the Megatron script is a mapped or a
+    no-meaning row, and every teton job field the script leaves out is a defaulted one."""
+    _, report = import_config(MEGATRON)
+    launcher, args = read_command(MEGATRON.read_text())
+    flags = set(parse_flags(args))
+    keys = {r.key for r in report.mapped} | {r.key for r in report.no_meaning}
+    split = {k.strip() for r in report.mapped for k in r.key.split(" x ")}
+    assert flags <= keys | split
+    assert next(r for r in report.mapped if r.field == "job.gpus").key == "torchrun --nnodes x --nproc-per-node"
+    ignored = {r.key: r.why for r in report.no_meaning}
+    assert "training hyper-parameter" in ignored["--lr"] and "data" in ignored["--data-path"]
+    assert "--save" in ignored and "torchrun --rdzv-backend" in ignored
+    defaulted = {r.field for r in report.defaulted}
+    assert {"job.cp", "job.dp", "cluster", "software.cuda_graphs"} <= defaulted
+
+
+def test_megatron_defaults_are_megatrons_not_tetons():
+    """A flag left out takes Megatron-LM's default: no sequence parallelism, no distributed
+    optimizer, no DP overlap, GELU, LayerNorm, learned positions, tied embeddings, dropout."""
+    text = ("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 24 --hidden-size 2048 "
+            "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 2 --global-batch-size 64 --bf16 "
+            "--tensor-model-parallel-size 2 --vocab-size 50257")
+    spec, report = import_config(text)
+    s = teton.load_spec(spec)
+    assert (s.job.gpus, s.job.tp, s.job.dp) == (16, 2, 8)
+    assert not s.job.sequence_parallel and s.job.zero == 0 and not s.job.overlap_dp_comm
+    assert (s.model.mlp, s.model.norm, s.model.position_embedding) == ("gelu", "layernorm", "learned")
+    assert s.model.tied_embeddings and s.model.dropout and s.model.bias
+    assert s.model.ffn_hidden == 4 * 2048 and s.model.vocab == 50432  # padded to 128 x tp
+    assert s.job.tp_overlap == "bwd"
+    why = {r.field: r.why for r in report.defaulted}
+    assert "Megatron-LM" in why["job.sequence_parallel"] and "Megatron-LM" in why["model.mlp"]
+
+
+def test_megatron_script_shell_features():
+    text = ('N=4\nARGS=(\n  --num-layers 8   # a comment\n  --hidden-size ${HIDDEN:-1024}\n)\n'
+            'CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes=$N --nproc_per_node 8 pretrain_gpt.py ${ARGS[@]} \\\n'
+            '  --data-path a b c\n')
+    launcher, args = read_command(text)
+    assert launcher == ["torchrun", "--nnodes=4", "--nproc_per_node", "8"]
+    assert parse_flags(args) == {"--num-layers": "8", "--hidden-size": "1024", "--data-path": ["a", "b", "c"]}
+
+
+def test_vocab_from_a_set_override_and_a_known_tokenizer():
+    text = MEGATRON.read_text().replace("--tokenizer-model $TOKENIZER_MODEL", "--tokenizer-model /tok.model")
+    with pytest.raises(SpecError, match=r"--vocab-size.*add --vocab-size N"):
+        import_config(text)
+    spec, report = import_config(text, overrides=["model.vocab=128256"])
+    assert teton.load_spec(spec).model.vocab == 128256
+    assert any(r.key == "override" and r.field == "model.vocab" for r in report.mapped)
+
+
+def test_gpus_from_the_option_only_where_the_config_has_none():
+    titan = TORCHTITAN.read_text().replace("data_parallel_shard_degree = 16", "data_parallel_shard_degree = -1")
+    with pytest.raises(SpecError, match="give --gpus N"):
+        import_config(titan, "torchtitan")
+    spec, _ = import_config(titan, "torchtitan", gpus=256)
+    assert teton.load_spec(spec).job.dp == 32
+    with pytest.raises(SpecError, match="the config gives 128 GPUs"):
+        import_config(MEGATRON, gpus=64)
+
+
+@pytest.mark.parametrize("path,old,new,match", [
+    (MEGATRON, "--tensor-model-parallel-size 8", "--tensor-model-parallel-size 16",
+     r"^--tensor-model-parallel-size = '16': must divide model.kv_heads \(8\)"),
+    (MEGATRON, "--bf16\n    --fp8-format hybrid\n", "", r"^--bf16 = None: missing: .* fp32"),
+    (MEGATRON, "--fp8-format hybrid", "--fp8-format e5m2", r"^--fp8-format = 'e5m2': one of hybrid, e4m3"),
+    (MEGATRON, "--num-layers 80", "--num-layers $LAYERS", r"unset shell variable"),
+    (MEGATRON, "--cross-entropy-loss-fusion", "--recompute-granularity full --recompute-method block "
+     "--recompute-num-layers 2", r"^--recompute-num-layers = '2': with --recompute-method = 'block'"),
+    (MEGATRON, "--manual-gc", "--some-new-flag 3", None),
+    (NEMO2, "fp8_recipe: tensorwise", "fp8_recipe: rowwise", r"^trainer.plugins.fp8_recipe = 'rowwise': one of"),
+    (NEMO2, "Llama3Config70B", "Llama4Config", r"^model.config._target_ = .*not a model config teton has a preset"),
+    (TORCHTITAN, 'flavor = "70B"', 'flavor = "1T"', r"^model.flavor = '1T': one of 8B, 70B, 405B for llama3"),
+    (TORCHTITAN, "data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 2", r"HSDP"),
+    (TORCHTITAN, 'mode = "full"', 'mode = "partial"', r"^activation_checkpoint.mode = 'partial': one of none"),
+    (MAXTEXT, 'remat_policy: "full"', 'remat_policy: "minimal"', r"^remat_policy = 'minimal': one of full"),
+    (MAXTEXT, "dcn_data_parallelism: 1", "dcn_data_parallelism: 2", r"axes multiply to 128, not 64|HSDP"),
+    (MAXTEXT, 'hardware: "gpu"', 'hardware: "tpu"', r"GPU clusters"),
+])
+def test_bad_input_is_one_line_naming_their_key(path, old, new, match):
+    text = path.read_text()
+    assert old in text
+    fw = {".sh": "megatron", ".toml": "torchtitan"}.get(path.suffix, "nemo" if "nemo" in path.name else "maxtext")
+    if match is None:  # a harmless edit still imports
+        import_config(text.replace(old, new), fw)
+        return
+    with pytest.raises(SpecError, match=match) as err:
+        import_config(text.replace(old, new), fw)
+    assert "\n" not in str(err.value)
+
+
+def test_not_a_config_and_not_a_framework():
+    with pytest.raises(SpecError, match="cannot tell the framework"):
+        import_config("a: 1\n")
+    with pytest.raises(SpecError, match="already a teton spec"):
+        import_config(str(Path(__file__).resolve().parents[2] / "examples" / "llama3-405b-16k.yaml"))
+    with pytest.raises(SpecError, match="one of auto, megatron"):
+        import_config(MEGATRON, "deepspeed")
+
+
+def test_cli_writes_the_spec_and_lists_what_it_did_not_map(cli, tmp_path):
+    out = tmp_path / "spec.yaml"
+    code, stdout, _ = cli("import", str(NEMO2), "--spec-out", str(out))
+    assert code == 0 and "no meaning in teton" in stdout and "optim.config.lr" in stdout
+    text = out.read_text()
+    assert "# no meaning in teton: optim.config.lr" in text
+    assert teton.simulate(out).step_time_s > 0
+    code, stdout, _ = cli("import", str(MAXTEXT), "--json")
+    import json
+
+    doc = json.loads(stdout)
+    assert doc["spec"]["job"]["zero"] == 3 and any(r["key"] == "learning_rate" for r in doc["no_meaning"])
+    code, _, err = cli("import", str(TORCHTITAN), "--set", "job.tp=3")
+    assert code == 2 and err.strip().startswith("error: --set job.tp=3") and len(err.strip().splitlines()) == 1
