@@ -113,7 +113,7 @@ def _model(m: Mapper) -> None:
         m.default("model.dropout", False, "MaxText's dropout_rate default: 0")
     seq = m.get("max_target_length")
     if seq is None:
-        m.default("job.seq_len", 2048, "MaxText's max_target_length default")
+        raise SpecError("max_target_length", None, "missing: teton needs the sequence length")
     else:
         m.put("job.seq_len", as_int("max_target_length", seq), "max_target_length", seq)
 
