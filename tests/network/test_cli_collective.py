@@ -49,6 +49,9 @@ def test_routing_and_failures_options(cli):
     (["--routing", "ecmp"], "--fidelity flow"),  # routing means nothing to the analytical model
     (["--qps", "0", "--fidelity", "flow"], "--qps"),
     (["--gpus", "abc"], "--gpus"),
+    (["--step-factor", "1"], "--step-factor"),
+    (["--leaf-uplink-ratio", "100", "--fidelity", "flow"], "--leaf-uplink-ratio"),
+    (["--seed", "-1"], "--seed"),  # accepted before
 ])
 def test_bad_arguments_give_one_line_errors_and_exit_2(cli, args, needle):
     code, out, err = cli("collective", *args)
@@ -87,3 +90,10 @@ def test_pinning_study_fits_a_small_cluster(cli):
 def test_study_only_options_are_not_silently_ignored(cli, args):
     code, _, err = cli("collective", "--gpus", "8", *args)
     one_line_error(code, err, "--placement-study only")
+
+
+def test_an_error_names_flags_not_parameters(cli):
+    """``--min-bytes 1G --max-bytes 1M`` said ``must not exceed max_bytes``: a name no user types."""
+    code, _, err = cli("collective", "--min-bytes", "1G", "--max-bytes", "1M")
+    line = one_line_error(code, err, "--min-bytes = ")
+    assert "max_bytes" not in line and "min_bytes" not in line

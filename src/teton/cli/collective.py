@@ -143,6 +143,8 @@ def register(app: typer.Typer) -> None:
                                 "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo})
         cluster = cluster or DEFAULT_CLUSTER
         seed = 0 if seed is None else seed
+        if seed < 0:  # as every verb's --seed
+            raise SpecError("--seed", seed, "must be a non-negative integer")
         gpus = _one_count(gpus)
         routing = routing or "e-ecmp"
         if pinning_study:

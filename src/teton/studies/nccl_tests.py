@@ -58,7 +58,7 @@ def collective_sweep(cluster: ClusterSpec, op: str, gpus: int, placement: str = 
     if fidelity not in FIDELITIES:
         raise SpecError("fidelity", fidelity, closest(fidelity, FIDELITIES))
     if min_bytes > max_bytes:
-        raise SpecError("min_bytes", min_bytes, f"must not exceed max_bytes ({max_bytes})")
+        raise SpecError("min_bytes", min_bytes, f"must be at most the largest size ({max_bytes:,} bytes)")
     if step_factor < 2:
         raise SpecError("step_factor", step_factor, "must be an integer >= 2")
     if op == "send_recv" and gpus < 2:
