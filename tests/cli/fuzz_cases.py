@@ -39,6 +39,7 @@ SPEC_EXAMPLES = tuple(sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".yam
                              and not p.name.startswith("sweep")))
 SWEEP_EXAMPLES = tuple(sorted(EXAMPLES.glob("sweep*.yaml")))
 KINETO_TRACES = tuple(sorted((ROOT / "tests" / "data" / "traces").glob("*.json.gz")))
+FRAMEWORK_CONFIGS = tuple(sorted((ROOT / "tests" / "data" / "frameworks").iterdir()))  # teton import's CONFIGs
 
 # Small inline specs: cheap to simulate, and one with every optional section.
 SMALL_SPECS = (
@@ -356,7 +357,7 @@ def spec_arg(draw, b: _Builder) -> str:
     return draw(st.sampled_from(("missing.yaml", "adir", "afile", "nodir/spec.yaml", "afile/x.yaml", "", "-")))
 
 
-OUT_SUFFIX = {"--out": ".html", "--db": ".duckdb", "--png": ".png", "--parquet": ".parquet", "--cluster-out": ".yaml",
+OUT_SUFFIX = {"--spec-out": ".yaml", "--out": ".html", "--db": ".duckdb", "--png": ".png", "--parquet": ".parquet", "--cluster-out": ".yaml",
               "--timeline": ".json", "--slurm-topology": ".conf"}
 
 
@@ -423,6 +424,7 @@ NAME_CHOICES = {
     "--attention-kernel": ("flash", "math"),
     # the cheap validation cases only (llama3-405b-table4 and korthikanti-2022-table5 refit the training set)
     "--case": ("korthikanti-2022-figure1", "tectonic-llama3-storage", "llama3-405b-54-days"),
+    "--framework": ("auto", "auto", "megatron", "nemo", "torchtitan", "maxtext"),
     "--gpu": ("a100-40gb", "a100-80gb", "h100-sxm", "h100-96gb", "h200", "b200"),
 }
 SECTIONS = ("step", "memory", "ops", "timeline", "placement", "checkpoint", "goodput")  # not search, validation
@@ -450,6 +452,7 @@ CAPS: dict[tuple[str, str], st.SearchStrategy[str]] = {
     ("sweep", "--batch"): mostly(("1", "8", "64"), ("0", "-1", "x")),
     ("sweep", "--executor"): mostly(("serial",), ("local", "ray", "Serial", "", "x")),
     # teton plan searches layouts and runs the Monte Carlo per GPU count: seconds even for one count
+    ("import", "--gpus"): mostly(("64", "128", "256"), ("0", "-8", "x", "", "64,128", "3")),
     ("plan", "--runs"): mostly(("1", "2"), ("0", "-1", "x")),
     ("plan", "--gpus"): mostly(("64", "256", "16384"), ("0", "-8", "x", "", "64:32", "1:2:0", "64,x")),
     ("plan", "--storage-servers"): mostly(("100", "1000"), ("0", "-1", "x", "10:5")),
@@ -700,6 +703,36 @@ def runs_arg(draw, b: _Builder) -> str:
     return b.file(".yaml", _dump(data, "yaml"))
 
 
+@st.composite
+def config_arg(draw, b: _Builder) -> str:
+    """A CONFIG of ``teton import``: a framework config from tests/data/frameworks, as it is or with
+    a line dropped, a value replaced or a line of junk added; random text; or a bad path."""
+    how = draw(weighted((2, st.just("as-is")), (4, st.just("mutated")), (1, st.just("text")), (1, st.just("path"))))
+    if how == "path":
+        return draw(st.sampled_from(("missing.sh", "adir", "afile", "")))
+    if how == "text":
+        return b.file(draw(st.sampled_from((".sh", ".yaml", ".toml", ".txt", ""))),
+                      draw(st.one_of(ANY_TEXT.map(str.encode), st.binary(max_size=64), st.sampled_from(HOSTILE_BYTES))))
+    source = draw(st.sampled_from(FRAMEWORK_CONFIGS))
+    if how == "as-is":
+        return str(source)
+    lines = source.read_text().splitlines()
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(lines) - 1))
+        edit = draw(st.sampled_from(("drop", "value", "junk")))
+        if edit == "drop":
+            lines.pop(i)
+        elif edit == "value":
+            head = lines[i].rsplit(" ", 1)[0] if " " in lines[i].strip() else lines[i]
+            lines[i] = f"{head} {draw(st.sampled_from(('0', '-1', '3', 'x', 'true', '[]', '1e9', '', '$X', '{a: 1}')))}"
+        else:
+            lines.insert(i, draw(st.sampled_from(("--bogus-flag 3", "bogus: 1", "bogus = 1", "[bogus]", "\\", "(",
+                                                  "X=(", "  - 1", "'"))))
+        if not lines:
+            lines = [""]
+    return b.file(source.suffix, ("\n".join(lines) + "\n").encode())
+
+
 @functools.cache
 def verb_arguments(verb: str) -> list[tuple[str, bool]]:
     """(name, required) of each positional argument of ``verb``, from its click params."""
@@ -725,6 +758,8 @@ def cases(draw, verb: str) -> Case:
             b.add(draw(schedule_trace(b)))
         elif name == "calibration":
             b.add(draw(calibration_file(b)))
+        elif name == "config":
+            b.add(draw(config_arg(b)))
         elif name == "runs":
             runs = draw(runs_arg(b))
             b.add(runs)

@@ -61,7 +61,7 @@ def _read(path_or_text: str | Path) -> tuple[str, str, str]:
 
 def _structured(text: str, suffix: str, source: str) -> Any:
     """The YAML / JSON / TOML ``text`` parsed (keys unique), or a one-line error."""
-    from teton.spec.read import _UniqueKeyLoader, check_tree
+    from teton.spec.read import _DuplicateKey, _UniqueKeyLoader, check_tree
 
     try:
         if suffix == ".toml":
@@ -73,6 +73,9 @@ def _structured(text: str, suffix: str, source: str) -> Any:
     except (yaml.YAMLError, json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise SpecError("CONFIG", source, f"not readable as {suffix.lstrip('.') or 'YAML'} ({first})") from None
+    except _DuplicateKey as err:
+        raise SpecError(err.key, "given twice", "each key once per mapping (the second would silently win)",
+                        where=f"{source}:{err.line}") from None
     except RecursionError:
         raise SpecError("CONFIG", source, "nested too deeply") from None
     check_tree(data, "CONFIG", source)
