@@ -86,32 +86,48 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
 
 
 def _print(d: dict) -> None:
-    from rich.table import Table
-
+    """``--measure``'s comparison, else the checkpoint's table and the writer-scaling study."""
     from teton.cli._common import console as output_console
 
     con = output_console()
     if "measure" in d:
-        m = d["measure"]
-        t = Table(title=f"measured vs modelled ({m['storage']}): {m['files']} files, {m['writers']} writers, "
-                        f"{m['total_bytes'] / 1e6:,.1f} MB, scale {m['scale']:g}")
-        for c in ("phase", "measured", "modelled", "measured/modelled", "model bottleneck"):
-            t.add_column(c)
-        for r in m["rows"]:
-            t.add_row(r["phase"], _bw(r["measured_bw_bytes_s"]), _bw(r["modelled_bw_bytes_s"]),
-                      f"{r['measured_over_modelled']:.2f}", r["modelled_bottleneck"])
-        con.print(t)
-        con.print(f"files removed: {m['files_removed']}")
-        cal = m["calibration"]
-        if not cal["bandwidth_bound"]:
-            con.print(f"no calibration: at {m['total_bytes'] / m['files'] / 1e3:,.1f} kB per file the model is "
-                      "metadata-bound, so these rates time file creation, not the drive; "
-                      "rerun with a larger --scale (e.g. 1e-2) to calibrate the local tier")
-            return
-        con.print("calibrate the local tier: --set storage.preset=local-nvme --set storage.ssds_per_server=1 "
-                  f"--set storage.ssd_write_gbytes_s={cal['ssd_write_gbytes_s']:.3g} "
-                  f"--set storage.ssd_read_gbytes_s={cal['ssd_read_gbytes_s']:.3g}")
+        _print_measure(con, d["measure"])
         return
+    _print_checkpoint(con, d)
+    if d.get("scaling"):
+        _print_scaling(con, d["scaling"])
+    if d.get("scaling_plot"):
+        con.print(f"plot: {d['scaling_plot']}")
+
+
+def _print_measure(con, m: dict) -> None:
+    """Measured against modelled rates on local files, and the overrides that calibrate the tier."""
+    from rich.table import Table
+
+    t = Table(title=f"measured vs modelled ({m['storage']}): {m['files']} files, {m['writers']} writers, "
+                    f"{m['total_bytes'] / 1e6:,.1f} MB, scale {m['scale']:g}")
+    for c in ("phase", "measured", "modelled", "measured/modelled", "model bottleneck"):
+        t.add_column(c)
+    for r in m["rows"]:
+        t.add_row(r["phase"], _bw(r["measured_bw_bytes_s"]), _bw(r["modelled_bw_bytes_s"]),
+                  f"{r['measured_over_modelled']:.2f}", r["modelled_bottleneck"])
+    con.print(t)
+    con.print(f"files removed: {m['files_removed']}")
+    cal = m["calibration"]
+    if not cal["bandwidth_bound"]:
+        con.print(f"no calibration: at {m['total_bytes'] / m['files'] / 1e3:,.1f} kB per file the model is "
+                  "metadata-bound, so these rates time file creation, not the drive; "
+                  "rerun with a larger --scale (e.g. 1e-2) to calibrate the local tier")
+        return
+    con.print("calibrate the local tier: --set storage.preset=local-nvme --set storage.ssds_per_server=1 "
+              f"--set storage.ssd_write_gbytes_s={cal['ssd_write_gbytes_s']:.3g} "
+              f"--set storage.ssd_read_gbytes_s={cal['ssd_read_gbytes_s']:.3g}")
+
+
+def _print_checkpoint(con, d: dict) -> None:
+    """The checkpoint's save, restore, storage limits, data loading and job start, one row each."""
+    from rich.table import Table
+
     t = Table(title=f"checkpoint on {d['storage']} ({d['mode']}, writers: {d['writer_policy']})")
     t.add_column("quantity")
     t.add_column("value", justify="right")
@@ -149,19 +165,22 @@ def _print(d: dict) -> None:
     for r in rows:
         t.add_row(*r)
     con.print(t)
-    if d.get("scaling"):
-        s = Table(title="writer scaling")
-        for c in ("writers", "hosts", "GB/writer", "time s", "peak rate", "delivered", "bottleneck", "tail s",
-                  "slowest/median"):
-            s.add_column(c, justify="right")
-        for p in d["scaling"]:
-            ratio = p["slowest_writer_s"] / p["median_writer_s"] if p["median_writer_s"] else 1.0
-            s.add_row(f"{p['writers']:,}", f"{p['hosts']:,}", f"{p['bytes_per_writer'] / 1e9:,.2f}",
-                      f"{p['time_s']:.2f}", _bw(p["peak_rate_bytes_s"]), _bw(p["delivered_bw_bytes_s"]),
-                      p["bottleneck"], f"{p['tail_s']:.2f}", f"{ratio:.2f}")
-        con.print(s)
-    if d.get("scaling_plot"):
-        con.print(f"plot: {d['scaling_plot']}")
+
+
+def _print_scaling(con, scaling: list[dict]) -> None:
+    """The writer-scaling study: one row per writer count."""
+    from rich.table import Table
+
+    s = Table(title="writer scaling")
+    for c in ("writers", "hosts", "GB/writer", "time s", "peak rate", "delivered", "bottleneck", "tail s",
+              "slowest/median"):
+        s.add_column(c, justify="right")
+    for p in scaling:
+        ratio = p["slowest_writer_s"] / p["median_writer_s"] if p["median_writer_s"] else 1.0
+        s.add_row(f"{p['writers']:,}", f"{p['hosts']:,}", f"{p['bytes_per_writer'] / 1e9:,.2f}",
+                  f"{p['time_s']:.2f}", _bw(p["peak_rate_bytes_s"]), _bw(p["delivered_bw_bytes_s"]),
+                  p["bottleneck"], f"{p['tail_s']:.2f}", f"{ratio:.2f}")
+    con.print(s)
 
 
 def register(app: typer.Typer) -> None:
