@@ -175,3 +175,52 @@ def test_cli_writes_the_spec_and_lists_what_it_did_not_map(cli, tmp_path):
     assert doc["spec"]["job"]["zero"] == 3 and any(r["key"] == "learning_rate" for r in doc["no_meaning"])
     code, _, err = cli("import", str(TORCHTITAN), "--set", "job.tp=3")
     assert code == 2 and err.strip().startswith("error: --set job.tp=3") and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("path", [MEGATRON, NEMO2, NEMO1, TORCHTITAN, MAXTEXT], ids=lambda p: p.name)
+def test_no_key_is_dropped_in_silence(path):
+    """Every key of the config has a row: mapped (alone or in a product like ``a x b``) or no meaning."""
+    import tomllib
+
+    from teton.spec.frameworks.common import flatten
+
+    _, report = import_config(path)
+    if path.suffix == ".sh":
+        launcher, args = read_command(path.read_text())
+        keys = set(parse_flags(args)) | {f"torchrun {k}" for k in parse_flags(launcher[1:])}
+    else:
+        keys = set(flatten(tomllib.loads(path.read_text()) if path.suffix == ".toml" else yaml.safe_load(path.read_text())))
+    rows = {part.strip() for r in report.mapped for part in r.key.split(" x ")} | {r.key for r in report.no_meaning}
+    rows |= {"torchrun " + k for k in rows}
+    assert keys <= rows, sorted(keys - rows)
+
+
+def test_a_nemo_field_over_its_preset_and_a_megatron_moe():
+    text = NEMO2.read_text().replace("    cross_entropy_loss_fusion: true", "    cross_entropy_loss_fusion: true\n"
+                                     "    num_layers: 40\n    hidden_size: 8192")
+    spec, report = import_config(text, "nemo")
+    assert spec["model"] == {"base": "llama3-70b", "layers": 40}
+    assert any(r.key == "model.config.hidden_size" and r.note == "as preset llama3-70b" for r in report.mapped)
+    assert teton.load_spec(spec).model.layers == 40
+    moe = ("pretrain_gpt.py --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+           "--group-query-attention --num-query-groups 8 --seq-length 4096 --micro-batch-size 1 "
+           "--global-batch-size 256 --bf16 --swiglu --normalization RMSNorm --position-embedding-type rope "
+           "--untie-embeddings-and-output-weights --disable-bias-linear --vocab-size 32000 --num-experts 8 "
+           "--moe-router-topk 2 --expert-model-parallel-size 8 --tensor-model-parallel-size 2 "
+           "--sequence-parallel --use-distributed-optimizer --attention-dropout 0 --hidden-dropout 0")
+    spec, _ = import_config(moe, gpus=64)
+    s = teton.load_spec(spec)
+    assert (s.model.experts, s.model.top_k, s.job.ep, s.job.dp) == (8, 2, 8, 32)
+    assert teton.simulate(s).step_time_s > 0
+
+
+def test_a_cluster_file_is_written_relative_to_the_spec(cli, tmp_path):
+    cluster = tmp_path / "clusters" / "mine.yaml"
+    cluster.parent.mkdir()
+    cluster.write_text("base: dgx-h100-superpod\n")
+    out = tmp_path / "specs" / "job.yaml"
+    out.parent.mkdir()
+    code, _, err = cli("import", str(MAXTEXT), "--cluster", str(cluster), "--spec-out", str(out))
+    assert code == 0, err
+    assert yaml.safe_load(out.read_text())["cluster"] == "../clusters/mine.yaml"
+    assert teton.load_spec(out).cluster.gpus == 1024

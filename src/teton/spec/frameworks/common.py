@@ -24,6 +24,7 @@ RUNTIME = "a runtime or launcher setting teton does not price"
 FP8_KNOB = "an fp8 scaling hyper-parameter: the recipe's cost is priced by software.fp8_recipe"
 NOT_MODELLED = "changes the step, but teton has no field for it (not modelled)"
 UNKNOWN = "not a key the importer reads"
+NULL = "null (not set): the framework's default applies"
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,17 @@ class Mapper:
         self.ignored.append(NoMeaning(key, raw, why))
 
     def leftovers(self) -> None:
-        """Every key not read yet: a no-meaning row (the framework's reason, else unknown)."""
+        """Every key not read yet: a no-meaning row (the framework's reason, else unknown); a key
+        read without a row of its own (a null, a switch that only qualifies another key) gets one
+        too, so that no key is dropped in silence."""
+        covered = {part.strip() for r in (*self.mapped, *self.ignored) for part in r.key.split(" x ")}
         for key, raw in self.config.items():
             if key not in self.used:
                 self.ignore(key, raw, self.reason(key))
+            elif key not in covered and key.removeprefix("torchrun ") not in covered:
+                why = self.reason(key)
+                self.ignore(key, raw, NULL if raw is None else why if why != UNKNOWN else
+                            "read, but no teton field of its own")
 
     def reason(self, key: str) -> str:
         """The no-meaning reason of ``key``: the table's entry for it or for its last part, or the

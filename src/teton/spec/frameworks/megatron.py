@@ -121,11 +121,12 @@ def _layout(m: Mapper) -> None:
         if m.has(flag):
             m.put(f"job.{field}", as_int(flag, m.get(flag)), flag, m.get(flag))
     tp = m.spec["job"].get("tp", 1)
-    if m.has("--expert-tensor-parallel-size") and as_int("--expert-tensor-parallel-size",
-                                                         m.get("--expert-tensor-parallel-size")) != tp:
-        raise SpecError("--expert-tensor-parallel-size", m.get("--expert-tensor-parallel-size"),
-                        f"teton shards experts with the dense layers' TP: must equal --tensor-model-parallel-size ({tp})")
-    m.get("--expert-tensor-parallel-size")
+    etp_key, etp = m.first("--expert-tensor-parallel-size")
+    if etp_key is not None:
+        if as_int(etp_key, etp) != tp:
+            raise SpecError(etp_key, etp, "teton shards experts with the dense layers' TP: must equal "
+                            f"--tensor-model-parallel-size ({tp})")
+        m.put("job.tp", tp, etp_key, etp, "experts sharded with the dense layers' TP")
     if m.get("--sequence-parallel"):
         m.put("job.sequence_parallel", True, "--sequence-parallel", True)
     else:
@@ -361,7 +362,8 @@ def _attention(m: Mapper, local: bool) -> None:
     elif local:
         m.default("software.attention", "unfused", "--transformer-impl local without --use-flash-attn: "
                   "Megatron's own softmax attention")
-    m.get("--use-flash-attn")
+    if m.has("--attention-backend") and m.has("--use-flash-attn"):
+        m.ignore("--use-flash-attn", m.get("--use-flash-attn"), "superseded by --attention-backend")
 
 
 def _cuda_graphs(m: Mapper) -> None:

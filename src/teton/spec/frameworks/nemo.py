@@ -54,6 +54,7 @@ NO_MEANING = {
                      "trainer.log_every_n_steps", "model.nsys_profile.", "resume.", "limit_val_batches",
                      "limit_test_batches", "val_check_interval", "check_for_nan_in_grad", "trainer.num_sanity_val_steps",
                      "trainer.enable_progress_bar", "trainer.benchmark", "trainer.use_distributed_sampler"), LOGGING),
+    "make_vocab_size_divisible_by": "read with the vocabulary: it pads model.vocab",
     **dict.fromkeys(("fp8_amax_history_len", "fp8_amax_compute_algo", "fp8_margin", "fp8_interval", "fp8_hybrid",
                      "fp8_e4m3", "reduce_amax"), FP8_KNOB),
     **dict.fromkeys(("defer_embedding_wgrad_compute", "wgrad_deferral_limit", "overlap_param_gather_with_optimizer_step",
@@ -227,9 +228,12 @@ def _ddp_v2(m: Mapper) -> None:
             m.put(f"software.{field}", as_bool(d + name, m.get(d + name)), d + name, m.config[d + name])
         else:
             m.default(f"software.{field}", False, f"{d}{name} not given: Megatron-Core's DDP default is off")
-    key, raw = m.first(d + "grad_reduce_in_fp32", find(m, "trainer.plugins", "grad_reduce_in_fp32") or "-")
+    plugin = find(m, "trainer.plugins", "grad_reduce_in_fp32") or "-"
+    key, raw = m.first(d + "grad_reduce_in_fp32", plugin)
     if key is not None:
         m.put("software.grad_accum_dtype", "fp32" if as_bool(key, raw) else "bf16", key, raw)
+    if key != plugin and m.has(plugin):
+        m.ignore(plugin, m.config[plugin], f"superseded by {key}")
 
 
 def _stack_common(m: Mapper, c: str, tp_overlap_key: str) -> None:
@@ -275,8 +279,10 @@ def _v1(m: Mapper) -> None:
         on = as_bool(p + "use_flash_attention", m.get(p + "use_flash_attention"))
         m.put("software.attention", "cudnn" if on else "unfused", p + "use_flash_attention", m.config[p + "use_flash_attention"],
               "TE's fused / flash attention" if on else "NeMo sets NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=0")
-    if m.has(p + "transformer_engine") and not as_bool(p + "transformer_engine", m.get(p + "transformer_engine")):
-        m.put("software.fused_norm_linear", False, p + "transformer_engine", False)
+    if m.has(p + "transformer_engine"):
+        te = as_bool(p + "transformer_engine", m.get(p + "transformer_engine"))
+        m.put("software.fused_norm_linear", te, p + "transformer_engine", m.config[p + "transformer_engine"],
+              "TE's LayerNormLinear / LayerNormMLP" if te else "")
     mcore.recompute(m, (p + "activations_checkpoint_granularity", p + "activations_checkpoint_method",
                         p + "activations_checkpoint_num_layers"), mcore.layers_per_chunk(m),
                     "model.activations_checkpoint_granularity null: no recompute")
@@ -314,6 +320,8 @@ def _v1_precision(m: Mapper, p: str) -> None:
     if not m.has("trainer.precision"):
         raise SpecError("trainer.precision", None, "missing: teton prices bf16 and fp8 (NeMo's default is fp32)")
     _bf16(m, "trainer.precision", m.get("trainer.precision"))
+    if m.has(p + "fp8"):
+        m.put("job.precision", "bf16", p + "fp8", m.config[p + "fp8"], "fp8 off")
 
 
 def _v1_optim(m: Mapper, p: str) -> None:

@@ -75,8 +75,7 @@ def _model(m: Mapper) -> None:
     preset = FLAVORS[name].get(str(flavor))
     if preset is None:
         raise SpecError("model.flavor", flavor, f"one of {', '.join(FLAVORS[name])} for {name}")
-    m.put("model", preset, "model.flavor", f"{name} {flavor}")
-    m.used.add("model.name")
+    m.put("model", preset, "model.name x model.flavor", f"{name} {flavor}")
 
 
 def _degree(m: Mapper, name: str, field: str | None) -> int | None:
@@ -113,9 +112,10 @@ def _layout(m: Mapper) -> None:
     if replicate > 1 and shard > 1:
         raise SpecError("parallelism.data_parallel_replicate_degree", replicate, "HSDP (replicate x shard) is not "
                         "modelled: teton shards ZeRO-3 over the whole DP group; use one of the two")
-    m.put("job.dp", replicate * shard, "data_parallel_replicate_degree x data_parallel_shard_degree",
+    keys = [k for k in (_par(m, "data_parallel_replicate_degree")[0], _par(m, "data_parallel_shard_degree")[0]) if k]
+    m.put("job.dp", replicate * shard, " x ".join(keys) or "data_parallel_shard_degree (default -1)",
           f"{replicate} x {shard}")
-    m.put("job.zero", 3 if shard > 1 else 0, "parallelism.data_parallel_shard_degree", shard,
+    m.put("job.zero", 3 if shard > 1 else 0, keys[-1] if keys else "data_parallel_shard_degree", shard,
           "FSDP2: parameters, gradients and optimizer state sharded" if shard > 1 else "DDP")
     m.put("job.sequence_parallel", True, "tensor_parallel_degree", tp, "torchtitan's TP shards norms over the "
           "sequence (SequenceParallel)")
