@@ -56,3 +56,16 @@ def test_devx_bad_input():
 
     with pytest.raises(SpecError, match="devx.clients"):
         devx_job_start(storage_system("hammerspace-pnfs"), clients=0)
+
+
+def test_the_checkpoint_report_loads_data_at_the_simulators_tokens_per_s(spec16k):
+    """No step simulator passed (and no tokens/s anywhere): data loading is skipped, not simulated
+    behind the caller's back; with one, it runs at the simulated tokens/s."""
+    from teton.spec.storage import checkpoint_policy
+    from teton.storage.checkpoint_report import checkpoint_with_data_loading
+
+    policy = checkpoint_policy(spec16k)
+    _, without = checkpoint_with_data_loading(spec16k, policy)
+    _, with_sim = checkpoint_with_data_loading(spec16k, policy, simulate=teton.simulate)
+    assert without["data_loading"] is None
+    assert with_sim["data_loading"]["tokens_per_s"] == pytest.approx(teton.simulate(spec16k).tokens_per_s)

@@ -36,12 +36,12 @@ def checkpoint_with_data_loading(spec, policy: CheckpointPolicy, tokens_per_s: f
     tps, skip_data = tokens_per_s, False
     dl_raw = (spec.storage or {}).get("data_loading") or {}
     if tps is None and (not isinstance(dl_raw, dict) or dl_raw.get("tokens_per_s") is None):
-        try:
-            if simulate is None:
-                raise SpecError("simulate", None, "no step simulator to give the job's tokens/s")
-            tps = job_tokens_per_s(spec, simulate)
-        except SpecError:  # the step model cannot simulate it: data loading is reported as skipped
-            skip_data = True
+        skip_data = simulate is None  # no step simulator: data loading is reported as skipped
+        if simulate is not None:
+            try:
+                tps = job_tokens_per_s(spec, simulate)
+            except SpecError:  # the step model cannot simulate it: skipped too
+                skip_data = True
     dl = None if skip_data else data_loading(spec, tokens_per_s=tps)  # None: the spec's tokens_per_s
     res = simulate_checkpoint(spec, policy, data_bytes_s=dl.needed_bytes_s if dl else 0.0)
     summary = res.summary()
