@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import teton
-from teton.engine.block_timer import block_flops
+from teton.engine.block_timer import recompute_flops
 from teton.spec import load_spec
 from teton.sweep import SearchSpace, candidate_jobs
 from teton.workload.items import ComputeOp
@@ -151,7 +151,7 @@ def test_layer_interval_mixes_full_and_plain_layers_per_chunk(example_spec):
     none = _simulate(example_spec, "none")
     r = teton.simulate(spec)
     extra = r.hardware_flops_per_step - none.hardware_flops_per_step
-    per_layer = block_flops(full) - block_flops(plain[0])
+    per_layer = recompute_flops(full) - recompute_flops(plain[0])
     assert extra == pytest.approx(ckpt[1].sum() * per_layer * spec.job.micro_batches * spec.job.gpus / spec.job.pp,
                                   rel=1e-12)
 

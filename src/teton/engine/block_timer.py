@@ -34,25 +34,30 @@ from teton.placement import Placement
 from teton.workload.items import Block, Collective, ComputeOp, HostCopy
 
 _COMPUTE_S = IdentityMemo()
-_BLOCK_FLOPS = IdentityMemo()
+_RECOMPUTE_FLOPS = IdentityMemo()
 _SM_FRACTION = IdentityMemo()
 _BLOCK_S = IdentityMemo()
 
 
-def block_flops(block: Block) -> float:
-    """FLOPs one GPU executes for ``block`` per micro-batch, forward and backward (recompute
-    included), memoised per block."""
-    return _BLOCK_FLOPS.get((block,), (), lambda: sum(
-        i.flops for i in (*block.fwd, *block.bwd) if isinstance(i, ComputeOp)))
+def recompute_flops(block: Block) -> float:
+    """FLOPs one GPU executes again for ``block`` per micro-batch: the forward ops its backward
+    re-runs (``recompute.*``, activation recomputation), memoised per block."""
+    return _RECOMPUTE_FLOPS.get((block,), (), lambda: sum(
+        i.flops for i in block.bwd if isinstance(i, ComputeOp) and i.name.startswith("recompute.")))
 
 
-def hardware_flops_per_step(work, job) -> float:
-    """FLOPs all GPUs execute in one step: every pipeline rank's layers (selective_layer: its plain
-    and its checkpointed ones), embedding and head, per micro-batch, times the micro-batches and
-    the tp x cp x dp GPUs of each pipeline rank. Recomputed forward ops count (HFU)."""
-    per_pipeline = (sum(float(n.sum()) * block_flops(block) for block, n in work.layer_mix())
-                    + block_flops(work.embedding) + block_flops(work.head))
-    return per_pipeline * work.micro_batches * job.gpus / job.pp
+def hardware_flops_per_step(work, lay, model_flops_per_step: float) -> float:
+    """FLOPs the GPUs execute in one step, as PaLM (Chowdhery et al. 2022, Appendix B) and
+    Korthikanti et al. 2022 count them for HFU: the model FLOPs plus the rematerialised ones.
+
+    The two counts share one convention (the model count's: attention over the full ``s x s``
+    matrix), so ``hfu >= mfu`` always and ``hfu == mfu`` without recompute; summing the kernels'
+    own FLOPs instead would count attention causally in one and not the other (HFU below MFU).
+    Rematerialised: every pipeline rank's layers' recomputed forward ops (selective_layer: its
+    checkpointed layers only), per micro-batch, times the micro-batches and the tp x cp x dp GPUs
+    of each pipeline rank."""
+    per_pipeline = sum(float(n.sum()) * recompute_flops(block) for block, n in work.layer_mix())
+    return model_flops_per_step + per_pipeline * work.micro_batches * lay.gpus / lay.pp
 
 
 def sm_fraction(placement: Placement, axis: str, cluster) -> float:

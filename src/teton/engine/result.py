@@ -41,8 +41,8 @@ class StepResult:
     fidelity: str
     placement: str
     comm_times_s: dict[str, float] = field(default_factory=dict)
-    # hardware FLOPs utilisation (Korthikanti et al. 2022): the FLOPs the kernels execute
-    # (recompute included, causal attention as executed) over the same peak as ``mfu``
+    # hardware FLOPs utilisation (Korthikanti et al. 2022): the hardware FLOPs
+    # (the model FLOPs plus the recomputed ones, ``engine.block_timer``) over the same peak as ``mfu``
     hfu: float = 0.0
     hardware_flops_per_step: float = 0.0
     # MFU against the dense bf16 peak whatever the precision: ``mfu`` of an fp8 job is against

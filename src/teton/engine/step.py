@@ -26,7 +26,8 @@ al. 2022, PaLM, Appendix B; also Narayanan et al. 2021's Megatron formula and to
 matmul parameters a token touches (the input-embedding lookup is not a matmul) and the attention
 QK^T and PV matmuls, forward and backward, over the full s x s score matrix. A causal kernel
 executes about half of that attention term; the compute model times what kernels execute, this
-count only sets the MFU / TFLOPs-per-GPU scale. Recompute is not counted.
+count only sets the MFU / TFLOPs-per-GPU scale. Recompute is not counted; HFU adds it
+(``engine.block_timer.hardware_flops_per_step``).
 """
 
 from __future__ import annotations
@@ -333,11 +334,11 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
     model, job, cluster = spec.model, spec.job, spec.cluster
     band = in_situ_band(cluster.gpu_spec, cluster.efficiency, job.software.name)
     mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency, job.software.name)
-    hw_flops = hardware_flops_per_step(work, job)
     mem, _rank = memory_per_gpu(model, job)
     gpu = cluster.gpu_spec
     tokens = job.tokens_per_step
     flops = model_flops_per_token(spec) * tokens
+    hw_flops = hardware_flops_per_step(work, lay, flops)
     return StepResult(
         step_time_s=step,
         mfu=flops / (step * job.gpus * gpu.peak_flops(job.precision)),
