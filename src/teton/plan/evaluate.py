@@ -105,7 +105,7 @@ def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
     run = goodput(run_spec, parse_reliability(rel), tokens=task.tokens, runs=task.runs, seed=task.seed, samples=True,
                   simulate=simulate_step)
     days = np.asarray(run.time_to_train_samples_days, dtype=float)
-    g = run.to_dict()
+    figures = run.to_dict()
     band = step.step_time_s_low is not None and step.step_time_s_high is not None
     if band:
         rng = np.random.default_rng(task.seed)
@@ -117,11 +117,11 @@ def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
         "storage_preset": task.storage_preset, "storage_servers": servers, "storage_usable_tb": usable_tb,
         "days_p10": p10, "days_p50": p50, "days_p90": p90,
         "days_spread": "failures and the step-time band" if band else "failures only (no step-time band)",
-        "gpu_hours": g["gpu_hours"], "energy_mwh": g["energy_mwh"], "gpu_cost_usd": g["cost_usd"],
-        "storage_cost_usd": storage_usd, "cost_usd": g["cost_usd"] + storage_usd,
-        "ettr": g["ettr"], "checkpoint_interval_s": g["checkpoint_interval_s"],
-        "checkpoint_interval_source": g["checkpoint_interval_source"],
-        "goodput": {k: g[k] for k in GOODPUT_KEYS if k in g},
+        "gpu_hours": run.time.gpu_hours, "energy_mwh": run.energy.energy_mwh, "gpu_cost_usd": run.energy.cost_usd,
+        "storage_cost_usd": storage_usd, "cost_usd": run.energy.cost_usd + storage_usd,
+        "ettr": run.time.ettr, "checkpoint_interval_s": run.checkpoint.checkpoint_interval_s,
+        "checkpoint_interval_source": run.checkpoint.checkpoint_interval_source,
+        "goodput": {k: figures[k] for k in GOODPUT_KEYS if k in figures},
         "reproduce": {"set": overrides(task.base, run_spec, storage, task.usd_per_gpu_hour),
                       "tokens": task.tokens, "runs": task.runs, "seed": task.seed},
     }
