@@ -12,13 +12,10 @@ from teton.hardware import GPUS
 from teton.hardware.efficiency import cluster_efficiency
 from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
-from teton.spec.layout import Layout
+from teton.spec.layout import Layout, data_parallel_degree
 from teton.spec.model import ModelSpec
 from teton.spec.software import SoftwareSpec
 
-# Micro-batches per DP rank per step: the pipeline schedule keeps every one (Llama 3 405B runs 16;
-# memory and time grow with them: 20M sequences a step on 128 DP ranks took 2 GB and 13 s).
-MAX_MICRO_BATCHES = 65_536
 RECOMPUTE_INTERVAL_DEFAULT = 2  # job.recompute_interval (torchtitan's selective_ac_option default "2")
 
 class JobSpec(Section):
@@ -132,7 +129,7 @@ class JobSpec(Section):
     @property
     def pp_round_size(self) -> int:
         """N: consecutive micro-batches per chunk in the interleaved schedule (default pp)."""
-        return self.pp_round or self.pp
+        return self.layout.pp_round_size
 
     @property
     def grad_reduce_mode(self) -> str:
@@ -145,20 +142,16 @@ class JobSpec(Section):
 
     @property
     def sequences_per_step(self) -> int:
-        if self.global_batch:
-            return self.global_batch
-        if self.global_batch_tokens:
-            return self.global_batch_tokens // self.seq_len
-        return self.dp_degree * self.micro_batch
+        return self.layout.sequences_per_step
 
     @property
     def micro_batches(self) -> int:
         """Micro-batches per DP rank per step (the gradient-accumulation count, m)."""
-        return self.sequences_per_step // (self.dp_degree * self.micro_batch)
+        return self.layout.micro_batches
 
     @property
     def tokens_per_step(self) -> int:
-        return self.sequences_per_step * self.seq_len
+        return self.layout.tokens_per_step
 
 
 BATCH_FIELDS = ("global_batch", "global_batch_tokens")  # two ways to give one batch
@@ -175,56 +168,14 @@ def job_defaults(job: JobSpec) -> tuple[str, ...]:
 
 
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
-    """Cross-field rules between job, model and cluster; returns the job with dp filled in."""
-    model_par = job.tp * job.cp * job.pp
+    """Cross-field rules between job, model and cluster; returns the job with dp filled in. The
+    degrees' and the batch's rules are the Layout's (``Layout.check``)."""
     if job.dp is None:
-        if job.gpus % model_par:
-            raise SpecError("job.gpus", job.gpus, f"must be a multiple of tp*cp*pp = {model_par}")
-        job = job.model_copy(update={"dp": job.gpus // model_par})
-    if model_par * job.dp_degree != job.gpus:
-        raise SpecError("job.dp", job.dp,
-                        f"tp*cp*pp*dp = {job.tp}*{job.cp}*{job.pp}*{job.dp} = {model_par * job.dp_degree} "
-                        f"must equal job.gpus ({job.gpus})")
+        job = job.model_copy(update={"dp": data_parallel_degree(job)})
     if job.gpus > cluster.gpus:
         raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
-    if model.heads % job.tp:
-        raise SpecError("job.tp", job.tp, f"must divide model.heads ({model.heads})")
-    if model.n_kv_heads % job.tp:
-        raise SpecError("job.tp", job.tp, f"must divide model.kv_heads ({model.n_kv_heads})")
-    if model.ffn_hidden % job.tp:
-        raise SpecError("job.tp", job.tp, f"must divide model.ffn_hidden ({model.ffn_hidden})")
+    job.layout.check(job, model, cluster.gpus_per_host)
     _check_kernels(job, cluster)
-    if job.tp > cluster.gpus_per_host and job.tp % cluster.gpus_per_host:
-        raise SpecError("job.tp", job.tp, f"must divide or be a multiple of GPUs per host ({cluster.gpus_per_host})")
-    chunks = job.pp * job.virtual_stages
-    slots = model.layers + (2 if job.pp_embedding_slots else 0)
-    if chunks > slots:
-        raise SpecError("job.pp", job.pp,
-                        f"pp*virtual_stages = {chunks} exceeds the model's {model.layers} layers")
-    if job.seq_len % (2 * job.cp) and job.cp > 1:
-        raise SpecError("job.seq_len", job.seq_len, f"must be divisible by 2*cp = {2 * job.cp} (load-balanced chunks)")
-    if job.seq_len % job.tp and job.sequence_parallel:
-        raise SpecError("job.seq_len", job.seq_len, f"must be divisible by tp ({job.tp}) with sequence parallelism")
-    if model.experts > 1 and model.experts % job.ep:
-        raise SpecError("job.ep", job.ep, f"must divide model.experts ({model.experts})")
-    if model.experts == 1 and job.ep != 1:
-        raise SpecError("job.ep", job.ep, "expert parallelism needs a MoE model (model.experts > 1)")
-    if job.ep > 1 and job.dp_degree % job.ep:
-        raise SpecError("job.ep", job.ep, f"must divide dp ({job.dp_degree}): experts are spread over DP ranks")
-    if job.global_batch_tokens and job.global_batch_tokens % job.seq_len:
-        raise SpecError("job.global_batch_tokens", job.global_batch_tokens,
-                        f"must be a whole number of sequences: a multiple of job.seq_len ({job.seq_len})")
-    seqs = job.sequences_per_step
-    per = job.dp_degree * job.micro_batch
-    if seqs <= 0 or seqs % per:
-        what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
-        val = job.global_batch if what == "job.global_batch" else job.global_batch_tokens
-        raise SpecError(what, val, f"must be a positive multiple of dp*micro_batch = {per} sequences")
-    if job.micro_batches > MAX_MICRO_BATCHES:  # the step is simulated micro-batch by micro-batch
-        what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
-        raise SpecError(what, job.global_batch or job.global_batch_tokens,
-                        f"gives {job.micro_batches:,} micro-batches per DP rank; at most {MAX_MICRO_BATCHES:,} "
-                        "(a larger job.micro_batch takes fewer)")
     if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
         why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else
                "Linear biases (aten.addmm is not in its save list)" if model.bias else
@@ -233,16 +184,6 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
             raise SpecError("job.recompute", job.recompute,
                             f"models torchtitan's per-op policy on bf16 dense bias-free blocks, not {why}; "
                             "use selective_layer or full")
-    if job.pp_round is not None and job.pp_schedule != "interleaved":
-        raise SpecError("job.pp_round", job.pp_round, "needs job.pp_schedule = interleaved")
-    if job.pp_round is not None and (job.pp_round < job.pp or job.micro_batches % job.pp_round):
-        raise SpecError("job.pp_round", job.pp_round, f"must be at least pp ({job.pp}) and divide the "
-                        f"micro-batches per DP rank ({job.micro_batches}); {job.micro_batches} itself always works")
-    if (job.pp_schedule == "interleaved" and job.pp > 1 and job.virtual_stages > 1 and job.pp_round is None
-            and job.micro_batches % job.pp):  # with v = 1 it is plain 1F1B, which takes any m
-        raise SpecError("job.global_batch", seqs,
-                        f"the interleaved schedule needs micro-batches per DP rank ({job.micro_batches}) "
-                        f"divisible by pp ({job.pp}), or job.pp_round (Llama 3's N) dividing them")
     return job
 
 

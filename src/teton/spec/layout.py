@@ -13,20 +13,54 @@ Per-rank shapes of one micro-batch (Megatron-LM: Shoeybi et al. 2019 for TP, Kor
   adds see a shard of the sequence), else ``tokens``;
 - heads, KV heads, FFN width and vocabulary: the model's divided by ``tp`` (the vocabulary
   rounded up: the last shard is padded).
+
+The batch of a step: ``sequences_per_step`` (the job's global batch, in sequences), the
+``micro_batches`` of one DP rank (the gradient-accumulation count m) and the ``tokens_per_step``.
+
+The degrees' rules (:meth:`Layout.check`, and :func:`data_parallel_degree`, the one place dp is
+derived) are here with them: each a one-line ``SpecError`` naming ``job.<field>``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from teton.errors import SpecError
+
+if TYPE_CHECKING:
+    from teton.spec.model import ModelSpec
+
 BASE_AXES = ("tp", "cp", "pp", "dp")
+# Micro-batches per DP rank per step: the pipeline schedule keeps every one (Llama 3 405B runs 16;
+# memory and time grow with them: 20M sequences a step on 128 DP ranks took 2 GB and 13 s).
+MAX_MICRO_BATCHES = 65_536
+
+
+def data_parallel_degree(job) -> int:
+    """dp of a job: ``job.dp`` when given, else ``gpus / (tp cp pp)`` (which must divide)."""
+    if job.dp is not None:
+        return job.dp
+    model_par = job.tp * job.cp * job.pp
+    if job.gpus % model_par:
+        raise SpecError("job.gpus", job.gpus, f"must be a multiple of tp*cp*pp = {model_par}")
+    return job.gpus // model_par
+
+
+def sequences_per_step(job, dp: int) -> int:
+    """The job's global batch in sequences: given, from its tokens, or one micro-batch per DP rank."""
+    if job.global_batch:
+        return job.global_batch
+    if job.global_batch_tokens:
+        return job.global_batch_tokens // job.seq_len
+    return dp * job.micro_batch
 
 
 @dataclass(frozen=True)
 class Layout:
-    """Degrees, axis order and the local token counts of one rank, for one job."""
+    """Degrees, axis order, batch and the local token counts of one rank, for one job."""
 
     tp: int
     cp: int
@@ -38,21 +72,30 @@ class Layout:
     micro_batch: int
     seq_len: int
     sequence_parallel: bool  # in effect: asked for and tp > 1
+    sequences_per_step: int = 0  # 0: one micro-batch per DP rank
+    pp_round: int | None = None  # the interleaved schedule's N (None: pp)
 
     @classmethod
     def of(cls, job) -> Layout:
-        """The layout of a (checked) ``JobSpec``."""
+        """The layout of a ``JobSpec`` (dp derived when the job leaves it out)."""
         order = tuple(job.parallel_order)
         if job.ep > 1 and "ep" not in order:
             i = order.index("dp")
             order = (*order[:i], "ep", *order[i:])
-        return cls(tp=job.tp, cp=job.cp, pp=job.pp, dp=job.dp_degree, ep=job.ep,
+        dp = data_parallel_degree(job)
+        return cls(tp=job.tp, cp=job.cp, pp=job.pp, dp=dp, ep=job.ep,
                    virtual_stages=job.virtual_stages, order=order, micro_batch=job.micro_batch,
-                   seq_len=job.seq_len, sequence_parallel=job.sequence_parallel and job.tp > 1)
+                   seq_len=job.seq_len, sequence_parallel=job.sequence_parallel and job.tp > 1,
+                   sequences_per_step=sequences_per_step(job, dp), pp_round=job.pp_round)
 
     @property
     def gpus(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs of one model replica: ``tp cp pp``."""
+        return self.tp * self.cp * self.pp
 
     @property
     def degrees(self) -> dict[str, int]:
@@ -79,6 +122,25 @@ class Layout:
         return out
 
     @property
+    def micro_batches(self) -> int:
+        """Micro-batches per DP rank per step (the gradient-accumulation count, m)."""
+        return (self.sequences_per_step or self.dp * self.micro_batch) // (self.dp * self.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return (self.sequences_per_step or self.dp * self.micro_batch) * self.seq_len
+
+    @property
+    def pp_round_size(self) -> int:
+        """N: consecutive micro-batches per chunk in the interleaved schedule (default pp)."""
+        return self.pp_round or self.pp
+
+    @property
+    def chunks(self) -> int:
+        """Pipeline chunks of one replica: ``pp x virtual_stages``."""
+        return self.pp * self.virtual_stages
+
+    @property
     def tokens(self) -> int:
         """Tokens of one CP rank in one micro-batch: ``b s / cp``."""
         return self.micro_batch * self.seq_len // self.cp
@@ -95,3 +157,61 @@ class Layout:
     def local_vocab(self, vocab: int) -> int:
         """This TP rank's share of the vocabulary, rounded up (the last shard is padded)."""
         return -(-vocab // self.tp)
+
+    def check(self, job, model: ModelSpec, gpus_per_host: int) -> None:
+        """The degrees' rules against the job's GPUs, the model and the host size."""
+        self._check_degrees(job, model, gpus_per_host)
+        self._check_batch(job)
+
+    def _check_degrees(self, job, model: ModelSpec, gpus_per_host: int) -> None:
+        if self.gpus != job.gpus:
+            raise SpecError("job.dp", job.dp, f"tp*cp*pp*dp = {self.tp}*{self.cp}*{self.pp}*{self.dp} = "
+                            f"{self.gpus} must equal job.gpus ({job.gpus})")
+        for width, name in ((model.heads, "heads"), (model.n_kv_heads, "kv_heads"), (model.ffn_hidden, "ffn_hidden")):
+            if width % self.tp:
+                raise SpecError("job.tp", self.tp, f"must divide model.{name} ({width})")
+        if self.tp > gpus_per_host and self.tp % gpus_per_host:
+            raise SpecError("job.tp", self.tp, f"must divide or be a multiple of GPUs per host ({gpus_per_host})")
+        if self.chunks > model.layers + (2 if job.pp_embedding_slots else 0):
+            raise SpecError("job.pp", self.pp,
+                            f"pp*virtual_stages = {self.chunks} exceeds the model's {model.layers} layers")
+        if self.seq_len % (2 * self.cp) and self.cp > 1:
+            raise SpecError("job.seq_len", self.seq_len,
+                            f"must be divisible by 2*cp = {2 * self.cp} (load-balanced chunks)")
+        if self.seq_len % self.tp and job.sequence_parallel:
+            raise SpecError("job.seq_len", self.seq_len,
+                            f"must be divisible by tp ({self.tp}) with sequence parallelism")
+        if self.sequence_parallel and self.tokens % self.tp:
+            raise SpecError("job.micro_batch", self.micro_batch,
+                            f"micro_batch*seq_len/cp = {self.tokens} tokens per CP rank must be divisible by "
+                            f"tp ({self.tp}) with sequence parallelism (or job.sequence_parallel: false)")
+        if model.experts > 1 and model.experts % self.ep:
+            raise SpecError("job.ep", self.ep, f"must divide model.experts ({model.experts})")
+        if model.experts == 1 and self.ep != 1:
+            raise SpecError("job.ep", self.ep, "expert parallelism needs a MoE model (model.experts > 1)")
+        if self.ep > 1 and self.dp % self.ep:
+            raise SpecError("job.ep", self.ep, f"must divide dp ({self.dp}): experts are spread over DP ranks")
+
+    def _check_batch(self, job) -> None:
+        if job.global_batch_tokens and job.global_batch_tokens % self.seq_len:
+            raise SpecError("job.global_batch_tokens", job.global_batch_tokens,
+                            f"must be a whole number of sequences: a multiple of job.seq_len ({self.seq_len})")
+        seqs, per, m = self.sequences_per_step, self.dp * self.micro_batch, self.micro_batches
+        what = "job.global_batch" if job.global_batch or not job.global_batch_tokens else "job.global_batch_tokens"
+        if seqs <= 0 or seqs % per:
+            raise SpecError(what, job.global_batch if what == "job.global_batch" else job.global_batch_tokens,
+                            f"must be a positive multiple of dp*micro_batch = {per} sequences")
+        if m > MAX_MICRO_BATCHES:  # the step is simulated micro-batch by micro-batch
+            raise SpecError(what, job.global_batch or job.global_batch_tokens,
+                            f"gives {m:,} micro-batches per DP rank; at most {MAX_MICRO_BATCHES:,} "
+                            "(a larger job.micro_batch takes fewer)")
+        if self.pp_round is not None and job.pp_schedule != "interleaved":
+            raise SpecError("job.pp_round", self.pp_round, "needs job.pp_schedule = interleaved")
+        if self.pp_round is not None and (self.pp_round < self.pp or m % self.pp_round):
+            raise SpecError("job.pp_round", self.pp_round, f"must be at least pp ({self.pp}) and divide the "
+                            f"micro-batches per DP rank ({m}); {m} itself always works")
+        if (job.pp_schedule == "interleaved" and self.pp > 1 and self.virtual_stages > 1 and self.pp_round is None
+                and m % self.pp):  # with v = 1 it is plain 1F1B, which takes any m
+            raise SpecError("job.global_batch", seqs,
+                            f"the interleaved schedule needs micro-batches per DP rank ({m}) "
+                            f"divisible by pp ({self.pp}), or job.pp_round (Llama 3's N) dividing them")

@@ -1,0 +1,29 @@
+"""The Layout owns the degrees, their rules and every per-rank and per-step shape of a job."""
+
+import pytest
+
+from teton import SpecError, load_spec
+from teton.spec.layout import Layout
+
+
+def _spec(**job):
+    return {"cluster": "meta-roce-24k", "model": "llama3-8b", "job": {"gpus": 32, "tp": 8, "cp": 4, **job}}
+
+
+def test_sp_tokens_per_cp_rank_must_divide_by_tp():
+    """b s / cp = 48 / 4 = 12 tokens per CP rank do not shard over TP 8 under sequence parallelism
+    (seq_len 48 alone divides by tp and by 2 cp): a one-line error naming job.micro_batch."""
+    with pytest.raises(SpecError) as e:
+        load_spec(_spec(seq_len=48))
+    assert "job.micro_batch" in str(e.value) and "12 tokens" in str(e.value) and "tp (8)" in str(e.value)
+    assert "\n" not in str(e.value)
+    load_spec(_spec(seq_len=48, micro_batch=2))  # 24 tokens per CP rank shard 3 a TP rank
+    load_spec(_spec(seq_len=48, sequence_parallel=False))
+
+
+def test_layout_derives_dp_and_the_batch_once():
+    lay = load_spec(_spec(seq_len=8192, micro_batch=2, global_batch=64)).job.layout
+    assert (lay.dp, lay.gpus, lay.model_parallel) == (1, 32, 32)
+    assert (lay.sequences_per_step, lay.micro_batches, lay.tokens_per_step) == (64, 32, 64 * 8192)
+    assert (lay.tokens, lay.elementwise_tokens) == (2 * 8192 // 4, 2 * 8192 // 4 // 8)
+    assert lay == Layout.of(load_spec(_spec(seq_len=8192, micro_batch=2, global_batch=64)).job)
