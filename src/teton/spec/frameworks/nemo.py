@@ -222,7 +222,7 @@ def _ddp_v2(m: Mapper) -> None:
     elif key is not None:
         m.put("job.zero", 0, key, raw)
     else:
-        m.default("job.zero", 1, "NeMo 2.0's MegatronOptimizerModule default: the distributed optimizer")
+        m.default("job.zero", 0, "Megatron-Core's OptimizerConfig default: use_distributed_optimizer false")
     for name, field in (("overlap_grad_reduce", "overlap_dp_comm"), ("overlap_param_gather", "overlap_param_gather")):
         if m.has(d + name):
             m.put(f"software.{field}", as_bool(d + name, m.get(d + name)), d + name, m.config[d + name])
