@@ -59,7 +59,13 @@ def read_data(path: str | Path) -> Any:
         raise SpecError("spec", str(path), f"cannot read file ({err.strerror})") from None
     except UnicodeDecodeError:
         raise SpecError("spec", str(path), "not a UTF-8 text file (YAML, TOML or JSON)") from None
-    suffix = path.suffix.lower()
+    return parse_text(text, path.suffix.lower(), str(path))
+
+
+def parse_text(text: str, suffix: str, where: str) -> Any:
+    """``text`` parsed as :func:`read_data` parses a file: TOML or JSON by ``suffix``, else YAML;
+    errors name ``where`` (the file, or what the text came from)."""
+    path = where
     try:
         if suffix == ".toml":
             data = tomllib.loads(text)

@@ -10,13 +10,10 @@ config key it came from.
 
 from __future__ import annotations
 
-import json
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from teton.errors import SpecError
 from teton.spec.frameworks.common import ImportReport, Mapper
@@ -60,26 +57,10 @@ def _read(path_or_text: str | Path) -> tuple[str, str, str]:
 
 
 def _structured(text: str, suffix: str, source: str) -> Any:
-    """The YAML / JSON / TOML ``text`` parsed (keys unique), or a one-line error."""
-    from teton.spec.read import _DuplicateKey, _UniqueKeyLoader, check_tree
+    """The YAML / JSON / TOML ``text`` parsed as a spec file is (keys unique), or a one-line error."""
+    from teton.spec.read import parse_text
 
-    try:
-        if suffix == ".toml":
-            data = tomllib.loads(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except (yaml.YAMLError, json.JSONDecodeError, tomllib.TOMLDecodeError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise SpecError("CONFIG", source, f"not readable as {suffix.lstrip('.') or 'YAML'} ({first})") from None
-    except _DuplicateKey as err:
-        raise SpecError(err.key, "given twice", "each key once per mapping (the second would silently win)",
-                        where=f"{source}:{err.line}") from None
-    except RecursionError:
-        raise SpecError("CONFIG", source, "nested too deeply") from None
-    check_tree(data, "CONFIG", source)
-    return data
+    return parse_text(text, suffix, source)
 
 
 def detect(text: str, suffix: str, source: str) -> str:

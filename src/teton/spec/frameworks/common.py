@@ -27,6 +27,14 @@ UNKNOWN = "not a key the importer reads"
 NULL = "null (not set): the framework's default applies"
 
 
+
+class Why:
+    """The no-meaning reasons by name (``Why.TRAINING``), for the frameworks' tables."""
+
+    TRAINING, DATA, LOGGING, RUNTIME = TRAINING, DATA, LOGGING, RUNTIME
+    FP8_KNOB, NOT_MODELLED, UNKNOWN, NULL = FP8_KNOB, NOT_MODELLED, UNKNOWN, NULL
+
+
 @dataclass(frozen=True)
 class Mapped:
     """A config key that became a teton field."""

@@ -17,19 +17,7 @@ from typing import Any
 
 import teton.spec.frameworks.mcore as mcore
 from teton.errors import SpecError
-from teton.spec.frameworks.common import (
-    DATA,
-    LOGGING,
-    NOT_MODELLED,
-    RUNTIME,
-    TRAINING,
-    Mapper,
-    as_bool,
-    as_float,
-    as_int,
-    choice,
-    flatten,
-)
+from teton.spec.frameworks.common import Mapper, Why, as_bool, as_float, as_int, choice, flatten
 
 SLICE_GPUS = 8  # GPUs a MaxText ICI mesh spans on A3 / A4 VMs
 AXES = ("data", "fsdp", "fsdp_transpose", "sequence", "context", "context_autoregressive", "tensor",
@@ -46,22 +34,22 @@ NO_MEANING = {
                      "warmup_steps_fraction", "cosine_learning_rate_final_fraction", "learning_rate_schedule_steps",
                      "gradient_clipping_threshold", "init_weights_seed", "normalization_layer_epsilon", "rope_max_timescale",
                      "rope_min_timescale", "decoder_block", "load_balance_loss_weight", "enable_dropout",
-                     "dropout_rate"), TRAINING),
+                     "dropout_rate"), Why.TRAINING),
     **dict.fromkeys(("dataset_type", "dataset_path", "dataset_name", "tokenizer_path", "train_split", "eval_split",
-                     "hf_path", "hf_data_dir", "grain_train_files", "add_bos", "add_eos", "packing"), DATA),
+                     "hf_path", "hf_data_dir", "grain_train_files", "add_bos", "add_eos", "packing"), Why.DATA),
     **dict.fromkeys(("run_name", "base_output_directory", "enable_checkpointing", "async_checkpointing",
                      "checkpoint_period", "log_period", "enable_tensorboard", "profiler", "skip_first_n_steps_for_profiler",
                      "profiler_steps", "eval_interval", "eval_steps", "metrics_file", "gcs_metrics", "save_config_to_gcs",
-                     "load_parameters_path", "load_full_state_path"), LOGGING),
+                     "load_parameters_path", "load_full_state_path"), Why.LOGGING),
     **dict.fromkeys(("hardware", "num_slices", "skip_jax_distributed_system", "jax_cache_dir", "compile_topology",
                      "enable_single_controller", "allow_split_physical_axes", "reuse_example_batch", "scan_layers",
-                     "param_scan_axis"), RUNTIME),
+                     "param_scan_axis"), Why.RUNTIME),
     "base_config": "the config MaxText reads first: its defaults are the ones the importer fills in",
     "weight_dtype": "teton keeps fp32 master weights (mixed precision)",
-    "logits_dot_in_fp32": NOT_MODELLED,
-    "capacity_factor": NOT_MODELLED + " (teton's MoE layers are dropless)",
-    "megablox": NOT_MODELLED + " (one expert GEMM pricing)",
-    "sparse_matmul": NOT_MODELLED + " (one expert GEMM pricing)",
+    "logits_dot_in_fp32": Why.NOT_MODELLED,
+    "capacity_factor": Why.NOT_MODELLED + " (teton's MoE layers are dropless)",
+    "megablox": Why.NOT_MODELLED + " (one expert GEMM pricing)",
+    "sparse_matmul": Why.NOT_MODELLED + " (one expert GEMM pricing)",
 }
 
 

@@ -12,19 +12,7 @@ from __future__ import annotations
 
 import teton.spec.frameworks.mcore as mcore
 from teton.errors import SpecError
-from teton.spec.frameworks.common import (
-    DATA,
-    FP8_KNOB,
-    LOGGING,
-    NOT_MODELLED,
-    RUNTIME,
-    TRAINING,
-    Mapper,
-    as_int,
-    choice,
-    padded_vocab,
-    tokenizer_vocab,
-)
+from teton.spec.frameworks.common import Mapper, Why, as_int, choice, padded_vocab, tokenizer_vocab
 from teton.spec.frameworks.shell import parse_flags, read_command
 
 BASE = "megatron-core-0.8"
@@ -43,12 +31,12 @@ NO_MEANING = {
                      "--moe-token-dispatcher-type", "--moe-router-pre-softmax", "--moe-router-dtype",
                      "--calculate-per-token-loss", "--qk-layernorm", "--no-load-optim", "--no-load-rng",
                      "--finetune", "--use-checkpoint-args", "--override-opt-param-scheduler",
-                     "--use-checkpoint-opt_param-scheduler"), TRAINING),
+                     "--use-checkpoint-opt_param-scheduler"), Why.TRAINING),
     **dict.fromkeys(("--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--split",
                      "--tokenizer-type", "--tokenizer-model", "--vocab-file", "--merge-file", "--data-cache-path",
                      "--mock-data", "--num-workers", "--dataloader-type", "--no-create-attention-mask-in-dataloader",
                      "--reset-position-ids", "--reset-attention-mask", "--eod-mask-loss", "--data-args-path",
-                     "--blend", "--per-split-data-args-path"), DATA),
+                     "--blend", "--per-split-data-args-path"), Why.DATA),
     **dict.fromkeys(("--save", "--load", "--save-interval", "--eval-interval", "--eval-iters", "--log-interval",
                      "--tensorboard-dir", "--wandb-project", "--wandb-exp-name", "--wandb-save-dir",
                      "--log-throughput", "--log-timers-to-tensorboard", "--log-validation-ppl-to-tensorboard",
@@ -57,22 +45,22 @@ NO_MEANING = {
                      "--dist-ckpt-strictness", "--ckpt-fully-parallel-save", "--ckpt-fully-parallel-load",
                      "--profile", "--profile-step-start", "--profile-step-end", "--use-pytorch-profiler",
                      "--tensorboard-log-interval", "--log-loss-scale-to-tensorboard", "--non-persistent-save-interval",
-                     "--log-straggler", "--logging-level"), LOGGING),
+                     "--log-straggler", "--logging-level"), Why.LOGGING),
     **dict.fromkeys(("--distributed-backend", "--distributed-timeout-minutes", "--use-mcore-models",
                      "--use-legacy-models", "--manual-gc", "--manual-gc-interval", "--no-gradient-accumulation-fusion-check",
                      "--ddp-bucket-size", "--ddp-average-in-collective", "--bf16-reduce-dtype", "--use-cpu-initialization",
                      "--empty-unused-memory-level", "--check-for-nan-in-loss-and-grad", "--cross-entropy-fusion-impl",
                      "--num-distributed-optimizer-instances", "--tp-comm-overlap-cfg", "--deterministic-mode",
-                     "--local-rank"), RUNTIME),
+                     "--local-rank"), Why.RUNTIME),
     **dict.fromkeys(("--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-swiglu-fusion",
                      "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-persist-layer-norm"), _FUSION),
     **dict.fromkeys(("--fp8-margin", "--fp8-interval", "--fp8-amax-history-len", "--fp8-amax-compute-algo",
-                     "--no-fp8-wgrad"), FP8_KNOB),
-    "--fp8-param-gather": NOT_MODELLED + " (parameters are all-gathered in bf16)",
-    "--moe-grouped-gemm": NOT_MODELLED + " (one expert GEMM pricing)",
+                     "--no-fp8-wgrad"), Why.FP8_KNOB),
+    "--fp8-param-gather": Why.NOT_MODELLED + " (parameters are all-gathered in bf16)",
+    "--moe-grouped-gemm": Why.NOT_MODELLED + " (one expert GEMM pricing)",
     "--moe-permute-fusion": _FUSION,
     "--make-vocab-size-divisible-by": "read with the vocabulary: it pads model.vocab",
-    "torchrun ": RUNTIME,
+    "torchrun ": Why.RUNTIME,
 }
 
 
@@ -224,7 +212,7 @@ def _model_flags(m: Mapper) -> None:
         m.put("model.bias", False, "--disable-bias-linear", True)
         if m.has("--add-qkv-bias"):
             m.ignore("--add-qkv-bias", m.get("--add-qkv-bias"),
-                     NOT_MODELLED + " (model.bias is all or none: the QKV biases are left out)")
+                     Why.NOT_MODELLED + " (model.bias is all or none: the QKV biases are left out)")
     else:
         m.default("model.bias", True, "no --disable-bias-linear: Megatron-LM's linear layers have biases")
     mcore.dropout(m, lambda n: "--" + n.replace("_", "-"), 0.1, ("hidden_dropout", "attention_dropout"))

@@ -15,19 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from teton.errors import SpecError
-from teton.spec.frameworks.common import (
-    DATA,
-    FP8_KNOB,
-    LOGGING,
-    NOT_MODELLED,
-    RUNTIME,
-    TRAINING,
-    Mapper,
-    as_bool,
-    as_int,
-    choice,
-    flatten,
-)
+from teton.spec.frameworks.common import Mapper, Why, as_bool, as_int, choice, flatten
 
 # torchtitan [model] name -> {flavor: teton preset}
 FLAVORS = {
@@ -36,16 +24,16 @@ FLAVORS = {
 }
 NO_MEANING = {
     **dict.fromkeys(("optimizer.", "lr_scheduler.", "training.max_norm", "training.steps", "training.warmup_steps",
-                     "training.seed", "training.deterministic", "training.gc_freq", "training.gc_debug"), TRAINING),
-    **dict.fromkeys(("model.tokenizer_path", "model.hf_assets_path", "training.dataset", "training.dataset_path"), DATA),
+                     "training.seed", "training.deterministic", "training.gc_freq", "training.gc_debug"), Why.TRAINING),
+    **dict.fromkeys(("model.tokenizer_path", "model.hf_assets_path", "training.dataset", "training.dataset_path"), Why.DATA),
     **dict.fromkeys(("job.", "profiling.", "metrics.", "checkpoint.", "validation.", "comm.", "memory_estimation.",
-                     "fault_tolerance.", "experimental."), LOGGING),
-    **dict.fromkeys(("float8.filter_fqns", "float8.precompute_float8_dynamic_scale_for_fsdp"), FP8_KNOB),
-    "float8.enable_fsdp_float8_all_gather": NOT_MODELLED + " (parameters are all-gathered in bf16)",
-    "parallelism.fsdp_reshard_after_forward": NOT_MODELLED + " (ZeRO-3 re-gathers parameters in backward)",
-    "parallelism.disable_loss_parallel": NOT_MODELLED,
-    "parallelism.enable_compiled_autograd": RUNTIME,
-    "model.print_after_conversion": LOGGING,
+                     "fault_tolerance.", "experimental."), Why.LOGGING),
+    **dict.fromkeys(("float8.filter_fqns", "float8.precompute_float8_dynamic_scale_for_fsdp"), Why.FP8_KNOB),
+    "float8.enable_fsdp_float8_all_gather": Why.NOT_MODELLED + " (parameters are all-gathered in bf16)",
+    "parallelism.fsdp_reshard_after_forward": Why.NOT_MODELLED + " (ZeRO-3 re-gathers parameters in backward)",
+    "parallelism.disable_loss_parallel": Why.NOT_MODELLED,
+    "parallelism.enable_compiled_autograd": Why.RUNTIME,
+    "model.print_after_conversion": Why.LOGGING,
 }
 
 
@@ -212,7 +200,7 @@ def _precision(m: Mapper) -> None:
                                                                 "delayed": "delayed"},
                                                 "rowwise scaling is not modelled"), r_key, recipe)
     elif converters:
-        m.ignore("model.converters", converters, NOT_MODELLED)
+        m.ignore("model.converters", converters, Why.NOT_MODELLED)
 
 
 def _stack(m: Mapper) -> None:
