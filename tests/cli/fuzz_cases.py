@@ -4,11 +4,15 @@ Shared by the CI fuzz test (``tests/cli/test_fuzz.py``, a fixed seed and a small
 long run (``benchmarks/bench_fuzz.py``, 10,000 cases). A :class:`Case` is a verb, its argv and the
 files it needs; :func:`run_case` runs it in-process in a scratch directory and :func:`problems`
 says what is wrong with the outcome: an exit code other than 0 or 2, a traceback, an exit-2
-error that is not one ``error:`` line, or ``--json`` output that is not one strict JSON document.
+error that is not one ``error:`` line, ``--json`` output that is not one strict JSON document,
+or exit 0 on an input known to be invalid (``Case.invalid``).
 
 Specs start from the bundled examples (and three small inline ones), mutated: fields set to
 random values, dropped, of the wrong type, out of range, unknown keys, misspelt presets; or
-replaced by random text. ``--set`` overrides take random key paths of the spec schema and random
+replaced by random text. ``fuzz_hostile`` adds numbers past every limit (50- and 5,000-digit
+integers, 1e-300, -0, NaN, inf, 1e400), duplicate keys and run names, wrong containers, and
+broken auxiliary files of every format (runs YAML / CSV, calibration JSON, Kineto and schedule
+traces, sweep files). ``--set`` overrides take random key paths of the spec schema and random
 values. Each verb's options come from its click parameters and their type label in
 :data:`teton.cli.conventions.FLAGS` (INT, FLOAT, SIZE, LIST, NAME, FILE, ...), with the costly
 ones capped so that a case takes well under a second (``--runs`` <= 4, ``--trials`` <= 2,
@@ -30,7 +34,9 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fuzz_hostile as fh
 import yaml
+from fuzz_hostile import HOSTILE_NUMBERS, HOSTILE_TEXT
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,9 +144,11 @@ def presets() -> dict[str, tuple[str, ...]]:
             "software": tuple(SOFTWARE_PRESETS)}
 
 
-INTS = st.one_of(st.integers(-2, 64), st.sampled_from((0, -1, 128, 1024, 4096, 16384, 2**31, 2**63, -(2**63))))
+INTS = st.one_of(st.integers(-2, 64), st.sampled_from((0, -1, 128, 1024, 4096, 16384, 2**31, 2**63, -(2**63))),
+                 st.sampled_from(tuple(x for x in HOSTILE_NUMBERS if isinstance(x, int))))
 FLOATS = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                   st.floats(-2, 2), st.sampled_from((0.0, -0.0, 0.5, 1.0, 1e-9, 1e12, 1e308)))
+                   st.floats(-2, 2), st.sampled_from((0.0, -0.0, 0.5, 1.0, 1e-9, 1e12, 1e308)),
+                   st.sampled_from(tuple(x for x in HOSTILE_NUMBERS if isinstance(x, float))))
 
 
 @functools.cache
@@ -157,6 +165,7 @@ def set_value_text() -> st.SearchStrategy[str]:
     """The text after ``=`` in a ``--set``."""
     p = presets()
     return st.one_of(INTS.map(str), FLOATS.map(repr), st.sampled_from(NASTY_TEXT), IDENT, st.just(DEEP_SET),
+                     st.sampled_from(HOSTILE_TEXT),
                      names(tuple(n for v in p.values() for n in v)),
                      st.sampled_from(("1K", "16e6", "1.5e3", "8,16", "[8, 16]", "{mode: sync}", "fp8", "bf16",
                                       "flow", "analytical", "interleaved", "1f1b", "selective", "full")))
@@ -229,6 +238,7 @@ class Case:
     verb: str
     argv: list[str]
     files: dict[str, bytes] = field(default_factory=dict)
+    invalid: bool = False  # an input it reads is invalid (fuzz_hostile): exit 0 is a problem
 
     def command_line(self) -> str:
         import shlex
@@ -341,9 +351,18 @@ def spec_arg(draw, b: _Builder) -> str:
     """A SPEC argument: an example file, a mutated spec (YAML or JSON), random text, or a path
     that is missing, a directory or not a spec file."""
     how = draw(weighted((2, st.just("example")), (3, st.just("mutated")), (2, st.just("small")),
-                        (1, st.just("text")), (1, st.just("path"))))
+                        (1, st.just("text")), (1, st.just("path")), (1, st.just("hostile")), (1, st.just("dup"))))
     if how == "example":
         return str(draw(st.sampled_from(SPEC_EXAMPLES)))
+    if how == "hostile":  # a number past a limit, or a section of the wrong container (fuzz_hostile)
+        data, invalid = draw(fh.hostile_spec(draw(st.sampled_from(_base_specs()))))
+        b.case.invalid |= invalid
+        fmt = draw(st.sampled_from(("yaml", "json")))
+        return b.file(f".{fmt}", _dump(data, fmt) if fmt == "yaml" else fh.json_text(data))
+    if how == "dup":  # a key given twice
+        text = _dump(draw(st.sampled_from(_base_specs())), "yaml").decode()
+        b.case.invalid = True
+        return b.file(".yaml", fh.duplicate_a_key(text, draw(st.integers(0, 40))).encode())
     if how in ("mutated", "small"):
         data = draw(mutated_spec()) if how == "mutated" else draw(st.sampled_from(SMALL_SPECS))
         fmt = draw(st.sampled_from(("yaml", "yaml", "json")))
@@ -396,7 +415,11 @@ def calibration_file(b: _Builder) -> st.SearchStrategy[str]:
     @st.composite
     def make(draw):
         how = draw(weighted((5, st.just("doc")), (1, st.just("plain")), (1, st.just("text")), (1, st.just("path")),
-                            (1, st.just("nodoc"))))
+                            (1, st.just("nodoc")), (2, st.just("hostile"))))
+        if how == "hostile":
+            content, invalid = draw(fh.calibration_doc())
+            b.case.invalid |= invalid
+            return b.file(".json", content)
         if how == "nodoc":
             return b.file(".json", json.dumps(draw(st.dictionaries(IDENT, scalar_values(), max_size=3)),
                                               default=str).encode())
@@ -534,7 +557,8 @@ def option_value(verb: str, flag: str, label: str, b: _Builder) -> st.SearchStra
     if label == "FILE":
         if flag == "--trace":
             return st.one_of(st.sampled_from([str(p) for p in KINETO_TRACES]),
-                             st.sampled_from(("missing.json.gz", "adir", "afile", "__garbage_json__")))
+                             st.sampled_from(("missing.json.gz", "adir", "afile", "__garbage_json__")),
+                             fh.kineto_trace().map(lambda data: b.file(".json", data)))
         if flag == "--calibration":
             return calibration_file(b)
         return out_path(flag)
@@ -617,7 +641,11 @@ GOOD_GRID = {"job.tp": (1, 2, 4, 8), "job.pp": (1, 2), "job.seq_len": (2048, 409
 @st.composite
 def sweep_arg(draw, b: _Builder) -> str:
     """A SWEEP argument: a small generated sweep (a handful of points), mutated, or random text."""
-    how = draw(weighted((6, st.just("small")), (1, st.just("text")), (1, st.just("path"))))
+    how = draw(weighted((6, st.just("small")), (1, st.just("text")), (1, st.just("path")), (2, st.just("hostile"))))
+    if how == "hostile":
+        content, invalid = draw(fh.sweep_text(str(SPEC_EXAMPLES[0])))
+        b.case.invalid |= invalid
+        return b.file(".yaml", content)
     if how == "text":
         return b.file(".yaml", draw(st.one_of(ANY_TEXT.map(str.encode), st.sampled_from(HOSTILE_BYTES),
                                               st.sampled_from((b"base: x\n", b"grid: {}\n", b"- 1\n", b"")))))
@@ -646,7 +674,9 @@ def sweep_arg(draw, b: _Builder) -> str:
 
 @st.composite
 def schedule_trace(draw, b: _Builder) -> str:
-    how = draw(st.sampled_from(("synthetic", "synthetic", "ours", "philly", "alibaba", "odd", "hostile")))
+    how = draw(st.sampled_from(("synthetic", "synthetic", "ours", "philly", "alibaba", "odd", "hostile", "numbers")))
+    if how == "numbers":  # a cell past its column's range, or a job id twice
+        return b.file(".csv", draw(fh.schedule_trace_text()))
     if how == "hostile":
         return b.file(draw(st.sampled_from((".csv", ".json", "/pai_task_table.csv"))), draw(st.sampled_from(HOSTILE_BYTES)))
     if how == "synthetic":
@@ -680,9 +710,13 @@ def schedule_trace(draw, b: _Builder) -> str:
 @st.composite
 def runs_arg(draw, b: _Builder) -> str:
     """A RUNS argument of ``teton fit``: a small YAML list of measured runs, a CSV, or junk."""
-    how = draw(st.sampled_from(("yaml", "yaml", "csv", "text", "path")))
+    how = draw(st.sampled_from(("yaml", "yaml", "csv", "text", "path", "hostile", "hostile")))
     if how == "path":
         return draw(st.sampled_from(("missing.yaml", "adir", "afile")))
+    if how == "hostile":
+        suffix, content = draw(fh.runs_file(str(SPEC_EXAMPLES[0])))
+        b.case.invalid = True  # each measurement, name and container of fuzz_hostile.runs_file is invalid
+        return b.file(suffix, content)
     if how == "text":
         return b.file(draw(st.sampled_from((".yaml", ".csv", ".json"))),
                       draw(st.one_of(ANY_TEXT.map(str.encode), st.binary(max_size=32), st.sampled_from(HOSTILE_BYTES))))
@@ -884,6 +918,14 @@ def _strict_json(text: str):
     return json.loads(text, parse_constant=reject)
 
 
+def _asks_json(case: Case) -> bool:
+    """``--json`` is on the command line as the switch, not as the value of an option before it
+    (``--timeline --json`` names a file ``--json``)."""
+    takes_value = {flag for flag, _, switch in verb_options(case.verb) if not switch} if case.verb in verbs() else set()
+    argv = case.argv
+    return any(a == "--json" and not (i > 0 and argv[i - 1] in takes_value) for i, a in enumerate(argv))
+
+
 def problems(case: Case, o: Outcome) -> list[str]:
     """What is wrong with the outcome of ``case`` (nothing: an empty list)."""
     bad = []
@@ -898,7 +940,9 @@ def problems(case: Case, o: Outcome) -> list[str]:
         errors = [ln for ln in lines if ln.startswith("error:")]
         if not lines or not lines[-1].startswith("error:") or len(errors) != 1:
             bad.append("exit 2 without exactly one `error:` line, last on stderr")
-    if o.code == 0 and "--json" in case.argv and "--help" not in case.argv and "--" not in case.argv:
+    if o.code == 0 and case.invalid and "--help" not in case.argv and "--" not in case.argv:
+        bad.append("invalid input accepted (exit 0)")
+    if o.code == 0 and _asks_json(case) and "--help" not in case.argv and "--" not in case.argv:
         try:
             _strict_json(o.out)
         except ValueError as e:

@@ -54,3 +54,13 @@ def test_the_fuzz_covers_every_verb():
     from teton.cli import command
 
     assert set(verbs()) == set(command().commands)
+
+
+def test_an_invalid_input_accepted_is_a_problem():
+    """A case whose input no spec accepts (fuzz_hostile: NaN, 10^50, a duplicate key) must not exit 0;
+    and --json given as an option's value asks no JSON."""
+    case = Case("run", ["run", "f1.yaml", "--json"], invalid=True)
+    assert "invalid input accepted (exit 0)" in problems(case, Outcome(0, "{}", ""))
+    assert problems(case, Outcome(2, "", "error: job.tp = nan: must be an integer in 1..10,000,000\n")) == []
+    timeline = Case("run", ["run", "f1.yaml", "--timeline", "--json"])
+    assert problems(timeline, Outcome(0, "a table", "")) == []
