@@ -333,6 +333,26 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
     unknown = sorted(set(data) - set(SWEEP_KEYS))
     if unknown:
         raise SpecError(unknown[0], data[unknown[0]], closest(unknown[0], SWEEP_KEYS), where=where)
+    base = _sweep_base(data, base_dir, where)
+    axes = _sweep_axes(data, sweep_dir, where)
+    keys = [k for ks, _ in axes for k in ks]
+    raw_filters = data.get("filter") or []
+    if isinstance(raw_filters, str):
+        raw_filters = [raw_filters]
+    if not isinstance(raw_filters, list):
+        raise SpecError("filter", raw_filters, "must be an expression or a list of expressions", where=where)
+    filters = tuple(FilterExpr.parse(f) for f in raw_filters)
+    sweep = Sweep(base=base, axes=tuple(axes), filters=filters)
+    for f in filters:  # unknown names fail now, not half-way through the sweep
+        for name in f.names():
+            if name not in keys:
+                sweep._lookup({})(name, f.text)
+    return sweep
+
+
+def _sweep_base(data: dict[str, Any], base_dir: Path, where: str) -> dict[str, Any]:
+    """The sweep's ``base``: a spec file (relative to ``base_dir``) or an inline mapping, its
+    cluster and model file paths made absolute."""
     if "base" not in data:
         raise SpecError("base", None, "missing; give a spec path or an inline spec mapping", where=where)
     raw_base = data["base"]
@@ -346,8 +366,12 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
         base = copy.deepcopy(raw_base)
     else:
         raise SpecError("base", raw_base, "must be a spec path or an inline spec mapping", where=where)
-    base = {k: (_absolutise(v, base_dir) if k in ("cluster", "model") else v) for k, v in base.items()}
+    return {k: (_absolutise(v, base_dir) if k in ("cluster", "model") else v) for k, v in base.items()}
 
+
+def _sweep_axes(data: dict[str, Any], sweep_dir: Path, where: str) -> list[tuple[tuple[str, ...], tuple]]:
+    """The axes of the grid: one per ``grid`` key, one per ``zip`` group (keys whose lists vary
+    together); at least one, at most ``MAX_SWEEP_POINTS`` points, every key once."""
     axes: list[tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]] = []
     grid = data.get("grid") or {}
     if not isinstance(grid, dict):
@@ -387,16 +411,4 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
         raise SpecError("grid", dup[0], "a key may appear once across grid and zip")
-
-    raw_filters = data.get("filter") or []
-    if isinstance(raw_filters, str):
-        raw_filters = [raw_filters]
-    if not isinstance(raw_filters, list):
-        raise SpecError("filter", raw_filters, "must be an expression or a list of expressions", where=where)
-    filters = tuple(FilterExpr.parse(f) for f in raw_filters)
-    sweep = Sweep(base=base, axes=tuple(axes), filters=filters)
-    for f in filters:  # unknown names fail now, not half-way through the sweep
-        for name in f.names():
-            if name not in keys:
-                sweep._lookup({})(name, f.text)
-    return sweep
+    return axes
