@@ -224,3 +224,16 @@ def test_a_cluster_file_is_written_relative_to_the_spec(cli, tmp_path):
     assert code == 0, err
     assert yaml.safe_load(out.read_text())["cluster"] == "../clusters/mine.yaml"
     assert teton.load_spec(out).cluster.gpus == 1024
+
+
+def test_a_maxtext_command_line_reads_as_its_yaml():
+    """``python3 -m MaxText.train base.yml key=value ...`` is the same config as the YAML."""
+    from_yaml, _ = import_config(MAXTEXT)
+    keys = yaml.safe_load(MAXTEXT.read_text())
+    args = " ".join(f"{k}={'' if v == '' else v}" for k, v in keys.items() if k != "base_config" and v != "")
+    script = f"#!/bin/bash\nexport XLA_FLAGS=--xla_gpu_enable_latency_hiding_scheduler=true\n" \
+             f"python3 -m MaxText.train MaxText/configs/base.yml \\\n  {args}\n"
+    spec, report = import_config(script)
+    assert report.framework == "maxtext"
+    assert spec["job"] == from_yaml["job"] and spec["model"] == from_yaml["model"]
+    assert {"base_config", "learning_rate", "run_name"} <= {r.key for r in report.no_meaning}

@@ -67,6 +67,11 @@ def detect(text: str, suffix: str, source: str) -> str:
     """The framework of a config, from its suffix and its keys."""
     if suffix == ".toml":
         return "torchtitan"
+    if "maxtext" in text.lower() and suffix not in (".yaml", ".yml", ".json"):
+        from teton.spec.frameworks.maxtext import command_config
+
+        if command_config(text) is not None:
+            return "maxtext"
     if suffix in (".sh", ".bash", ".txt", ".args") or text.lstrip().startswith(("--", "#!", "torchrun", "python")):
         return "megatron"
     try:
@@ -101,7 +106,14 @@ def _import(framework: str, text: str, suffix: str, source: str, gpus: int | Non
         from teton.spec.frameworks.megatron import import_megatron
 
         return import_megatron(text, gpus)
-    if framework == "torchtitan":
+    command = None
+    if framework == "maxtext" and suffix not in (".yaml", ".yml", ".json"):
+        from teton.spec.frameworks.maxtext import command_config
+
+        command = command_config(text)
+    if command is not None:
+        data: Any = command
+    elif framework == "torchtitan":
         data = _structured(text, ".toml" if suffix in ("", ".toml") else suffix, source)
     else:
         data = _structured(text, suffix, source)

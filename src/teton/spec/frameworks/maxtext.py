@@ -53,6 +53,33 @@ NO_MEANING = {
 }
 
 
+TRAIN_SCRIPTS = ("MaxText/train.py", "MaxText.train", "maxtext/train.py", "src/MaxText/train.py")
+
+
+def command_config(text: str) -> dict[str, Any] | None:
+    """The ``key=value`` overrides of a ``python3 MaxText/train.py MaxText/configs/base.yml k=v ...``
+    (or ``-m MaxText.train``) command line, values read as YAML scalars; None when ``text`` runs
+    no MaxText training script. The base config's path is kept as ``base_config``."""
+    from teton.spec.frameworks.shell import command_lines
+    from teton.spec.load import parse_value
+
+    for tokens in command_lines(text):
+        at = next((i for i, t in enumerate(tokens) if t.endswith(TRAIN_SCRIPTS)), None)
+        if at is None:
+            continue
+        out: dict[str, Any] = {}
+        for i, token in enumerate(tokens[at + 1:]):
+            key, eq, value = token.partition("=")
+            if eq and key and not key.startswith("-"):
+                out[key] = parse_value(value)
+            elif token.endswith((".yml", ".yaml")) and "base_config" not in out:
+                out["base_config"] = token
+            else:
+                out[f"(argument {i + 1})"] = token
+        return out
+    return None
+
+
 def import_maxtext(data: dict[str, Any], gpus: int | None = None) -> Mapper:
     m = Mapper("maxtext", flatten(data), NO_MEANING)
     m.gpus_option = gpus

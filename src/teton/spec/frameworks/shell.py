@@ -76,6 +76,23 @@ def _expand(text: str, scalars: dict[str, str], arrays: dict[str, list[str]]) ->
 
 def read_command(text: str) -> tuple[list[str], list[str]]:
     """(launcher tokens, script argument tokens) of a launch script or argument list."""
+    commands = command_lines(text)
+    scripts = [c for c in commands if any(t.endswith(".py") for t in c)]
+    if not scripts:
+        return [], [t for c in commands for t in c]
+
+    def script_at(tokens: list[str]) -> int | None:
+        return next((i for i, t in enumerate(tokens) if t.endswith(".py") and "pretrain" in t), None)
+
+    chosen = next((c for c in scripts if script_at(c) is not None), scripts[0])
+    at = script_at(chosen)
+    if at is None:
+        at = next(i for i, t in enumerate(chosen) if t.endswith(".py"))
+    return chosen[:at], chosen[at + 1:]
+
+
+def command_lines(text: str) -> list[list[str]]:
+    """The tokens of each command of a script, variables expanded (assignments left out)."""
     scalars: dict[str, str] = {}
     arrays: dict[str, list[str]] = {}
     commands: list[list[str]] = []
@@ -95,18 +112,7 @@ def read_command(text: str) -> tuple[list[str], list[str]]:
             tokens = _split(_expand(line, scalars, arrays), line)
         if tokens:
             commands.append(tokens)
-    scripts = [c for c in commands if any(t.endswith(".py") for t in c)]
-    if not scripts:
-        return [], [t for c in commands for t in c]
-
-    def script_at(tokens: list[str]) -> int | None:
-        return next((i for i, t in enumerate(tokens) if t.endswith(".py") and "pretrain" in t), None)
-
-    chosen = next((c for c in scripts if script_at(c) is not None), scripts[0])
-    at = script_at(chosen)
-    if at is None:
-        at = next(i for i, t in enumerate(chosen) if t.endswith(".py"))
-    return chosen[:at], chosen[at + 1:]
+    return commands
 
 
 def parse_flags(tokens: list[str]) -> dict[str, object]:
