@@ -75,9 +75,21 @@ class ImportReport:
     no_meaning: tuple[NoMeaning, ...]
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-safe data (a config's dates, NaNs and other values as text)."""
         return {"framework": self.framework, "source": self.source,
-                "mapped": [asdict(r) for r in self.mapped], "defaulted": [asdict(r) for r in self.defaulted],
-                "no_meaning": [asdict(r) for r in self.no_meaning]}
+                "mapped": [_json_safe(asdict(r)) for r in self.mapped],
+                "defaulted": [_json_safe(asdict(r)) for r in self.defaulted],
+                "no_meaning": [_json_safe(asdict(r)) for r in self.no_meaning]}
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
 class Mapper:
