@@ -19,8 +19,8 @@ def run_extras(spec, result) -> dict[str, Any]:
         from teton.storage import checkpoint_summary
 
         extra.update(checkpoint_summary(spec))
-    rel = spec.reliability or {}
-    if any(k in rel for k in ("tokens", "days")):
+    rel = spec.reliability
+    if rel is not None and (rel.tokens is not None or rel.days is not None):
         from teton.reliability import run_summary
 
         extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step, result.breakdown))

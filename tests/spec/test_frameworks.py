@@ -94,6 +94,15 @@ def test_megatron_defaults_are_megatrons_not_tetons():
     assert "Megatron-LM" in why["job.sequence_parallel"] and "Megatron-LM" in why["model.mlp"]
 
 
+def test_torchrun_without_nnodes_is_one_node():
+    spec, report = import_config("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+                                 "--num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 --bf16 "
+                                 "--vocab-size 32000 --tensor-model-parallel-size 8")
+    assert spec["job"]["gpus"] == 8 and set(spec) <= {"cluster", "model", "software", "job", "notes"}
+    assert next(r for r in report.mapped if r.field == "job.gpus").key == "torchrun --nproc-per-node"
+    assert teton.simulate(spec).step_time_s > 0
+
+
 def test_megatron_script_shell_features():
     text = ('N=4\nARGS=(\n  --num-layers 8   # a comment\n  --hidden-size ${HIDDEN:-1024}\n)\n'
             'CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nnodes=$N --nproc_per_node 8 pretrain_gpt.py ${ARGS[@]} \\\n'

@@ -41,7 +41,7 @@ def run_spec(spec_path: Path, overrides: list[str] | None, trace: Path | None = 
 
     out.update(run_extras(spec, result))
     out["spec"], out["defaults"] = resolved_spec(spec), list(spec.job_defaults)
-    if spec.reliability is not None and not any(k in spec.reliability for k in ("tokens", "days")):
+    if spec.reliability is not None and spec.reliability.tokens is None and spec.reliability.days is None:
         out["notes"] = [*(out.get("notes") or []), "reliability: gives no run length (tokens or days), "
                         "so no goodput, time-to-train or cost is computed"]
     return out

@@ -90,10 +90,10 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
     tokens = parse_count(plan.tokens, "tokens")
     clusters = tuple(load_cluster(c, "plan.clusters") for c in plan.clusters) or (spec.cluster,)
     gpus = None if plan.gpus is None else parse_counts(plan.gpus, "gpus", spec.cluster.gpus_per_host)
-    storage = plan.storage or (spec.storage or {}).get("preset") or spec.cluster.storage or "tectonic-llama3"
+    storage = (plan.storage or (spec.storage.preset if spec.storage is not None else None) or spec.cluster.storage
+               or "tectonic-llama3")
     servers = _servers(plan.storage_servers, storage)
-    rel = spec.reliability or {}
-    runs = options.get("runs") or rel.get("runs") or 1000
+    runs = options.get("runs") or (spec.reliability.runs if spec.reliability is not None else None) or 1000
     return PlanRequest(spec=spec, tokens=tokens, clusters=clusters, gpus=gpus, storage_preset=storage,
                        storage_servers=servers, deadline_days=plan.deadline_days, budget_usd=plan.budget_usd,
                        global_batch=plan.global_batch, usd_per_gpu_hour=dict(plan.usd_per_gpu_hour),
@@ -138,9 +138,9 @@ def gpu_price(req: PlanRequest, cluster: ClusterSpec) -> float:
     name = cluster.gpu_spec.name
     if name in req.usd_per_gpu_hour:
         return float(req.usd_per_gpu_hour[name])
-    rel = req.spec.reliability or {}
-    if "usd_per_gpu_hour" in rel:
-        return float(rel["usd_per_gpu_hour"])
+    rel = req.spec.reliability
+    if rel is not None and "usd_per_gpu_hour" in rel.model_fields_set:
+        return float(rel.usd_per_gpu_hour)
     return USD_PER_GPU_HOUR.get(name, USD_PER_GPU_HOUR["h100-sxm"])
 
 

@@ -60,8 +60,9 @@ def overrides(base, spec, storage: dict[str, Any], price: float) -> list[str]:
     a, b = base.job.model_dump(mode="json"), spec.job.model_dump(mode="json")
     out += [f"job.{k}={json.dumps(v) if isinstance(v, (list, dict)) else _scalar(v)}"
             for k, v in b.items() if a.get(k) != v]
-    out += [f"storage.{k}={v}" for k, v in storage.items() if (base.storage or {}).get(k) != v]
-    if (base.reliability or {}).get("usd_per_gpu_hour") != price:
+    out += [f"storage.{k}={v}" for k, v in storage.items() if (base.storage.given(k) if base.storage else None) != v]
+    rel = base.reliability
+    if (rel.usd_per_gpu_hour if rel is not None and "usd_per_gpu_hour" in rel.model_fields_set else None) != price:
         out.append(f"reliability.usd_per_gpu_hour={price!r}")
     return out
 
@@ -97,12 +98,13 @@ def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
     from teton.engine.step import simulate_step
     from teton.reliability import goodput
     from teton.spec.reliability import parse_reliability
-    from teton.spec.storage import storage_system
+    from teton.spec.storage import StorageSection
 
-    storage = {**(task.spec.storage or {}), "preset": task.storage_preset, "servers": servers}
-    rel = {**(task.spec.reliability or {}), "usd_per_gpu_hour": task.usd_per_gpu_hour}
-    run_spec = spec.model_copy(update={"storage": storage, "reliability": rel})
-    run = goodput(run_spec, parse_reliability(rel), tokens=task.tokens, runs=task.runs, seed=task.seed, samples=True,
+    storage = {"preset": task.storage_preset, "servers": servers}  # what the plan sets over the spec's section
+    section = (task.spec.storage or StorageSection()).on(task.storage_preset, servers=servers)
+    rel = parse_reliability(task.spec.reliability, {"usd_per_gpu_hour": task.usd_per_gpu_hour})
+    run_spec = spec.model_copy(update={"storage": section, "reliability": rel})
+    run = goodput(run_spec, rel, tokens=task.tokens, runs=task.runs, seed=task.seed, samples=True,
                   simulate=simulate_step)
     days = np.asarray(run.time_to_train_samples_days, dtype=float)
     figures = run.to_dict()
@@ -111,7 +113,7 @@ def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
         rng = np.random.default_rng(task.seed)
         days = days * rng.uniform(step.step_time_s_low, step.step_time_s_high, days.size) / step.step_time_s
     p10, p50, p90 = (float(x) for x in np.percentile(days, [10, 50, 90]))
-    usable_tb = storage_system(storage).usable_capacity_bytes() / 1e12
+    usable_tb = section.system().usable_capacity_bytes() / 1e12
     storage_usd = usable_tb * task.usd_per_tb_month * float(np.mean(days)) / DAYS_PER_MONTH
     return {
         "storage_preset": task.storage_preset, "storage_servers": servers, "storage_usable_tb": usable_tb,

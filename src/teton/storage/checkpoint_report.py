@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from teton.errors import SpecError
-from teton.spec.storage import CheckpointPolicy, StorageSystem
+from teton.spec.storage import DEVX_NFS, CheckpointPolicy, StorageSystem
 from teton.storage.checkpoint import CheckpointResult
-
-DEVX_NFS = "hammerspace-pnfs"  # the job-start storage when the spec's storage.devx names none
 
 
 def checkpoint_with_data_loading(spec, policy: CheckpointPolicy, tokens_per_s: float | None = None,
@@ -34,8 +32,8 @@ def checkpoint_with_data_loading(spec, policy: CheckpointPolicy, tokens_per_s: f
     from teton.storage.dataload import data_loading, job_tokens_per_s
 
     tps, skip_data = tokens_per_s, False
-    dl_raw = (spec.storage or {}).get("data_loading") or {}
-    if tps is None and (not isinstance(dl_raw, dict) or dl_raw.get("tokens_per_s") is None):
+    given = None if spec.storage is None else spec.storage.data_loading.tokens_per_s
+    if tps is None and given is None:
         skip_data = simulate is None  # no step simulator: data loading is reported as skipped
         if simulate is not None:
             try:
@@ -54,7 +52,7 @@ def devx_storage(spec) -> tuple[str, StorageSystem, int]:
     :data:`DEVX_NFS`) and every host of the job."""
     from teton.spec.storage import storage_system
 
-    nfs = ((spec.storage or {}).get("devx") or {}).get("nfs", DEVX_NFS)
+    nfs = DEVX_NFS if spec.storage is None else spec.storage.devx.nfs
     hosts = -(-spec.job.gpus // spec.cluster.gpus_per_host)
     return nfs, storage_system({"preset": nfs}), hosts
 

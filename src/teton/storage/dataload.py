@@ -23,12 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from teton.errors import SpecError, closest
-from teton.spec.storage import StorageSystem, spec_storage
+from teton.errors import SpecError
+from teton.spec.storage import DataLoadingSpec, StorageSystem, spec_storage
 from teton.storage.transfer import transfer
 
-TOKEN_BYTES = 4  # int32 token ids (vocab 128,256 > 65,536)
-DATA_LOADING_KEYS = ("tokens_per_s", "bytes_per_token")  # the ``storage.data_loading`` fields
+DATA_LOADING_KEYS = tuple(DataLoadingSpec.model_fields)  # the ``storage.data_loading`` fields
 
 
 @dataclass(frozen=True)
@@ -63,19 +62,14 @@ def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float
     """Does reading the training data keep up with the job? Its tokens/s: ``tokens_per_s``, else
     the spec's ``storage.data_loading.tokens_per_s``, else the step simulator ``simulate``'s."""
     system = system or spec_storage(spec)
-    raw = (spec.storage or {}).get("data_loading") or {}
-    if not isinstance(raw, dict):
-        raise SpecError("storage.data_loading", raw, "must be a mapping")
-    for key in raw:
-        if key not in DATA_LOADING_KEYS:
-            raise SpecError(f"storage.data_loading.{key}", raw[key], closest(str(key), DATA_LOADING_KEYS))
+    loader = DataLoadingSpec() if spec.storage is None else spec.storage.data_loading  # checked at load
     if bytes_per_token is None:
-        bytes_per_token = float(raw.get("bytes_per_token", TOKEN_BYTES))
+        bytes_per_token = float(loader.bytes_per_token)
     if bytes_per_token <= 0:
         raise SpecError("storage.data_loading.bytes_per_token", bytes_per_token, "must be > 0")
     field = "tokens_per_s"
     if tokens_per_s is None:  # the spec's figure (0 is a bad value, not "absent"), else the step model
-        given = raw.get("tokens_per_s")
+        given = loader.tokens_per_s
         field = "storage.data_loading.tokens_per_s" if given is not None else field
         if given is None and simulate is None:
             raise SpecError("tokens_per_s", None, "give the job's tokens/s, storage.data_loading.tokens_per_s "

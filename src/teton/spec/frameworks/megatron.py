@@ -99,8 +99,9 @@ def _gpus(m: Mapper) -> None:
     n = as_int(nodes_key, nodes) if nodes_key else 1
     g = as_int(per_key, per) if per_key else 1
     if nodes_key is None:
-        m.default("(torchrun --nnodes)", 1, "torchrun's default: one node")
-    m.put("job.gpus", n * g, f"torchrun {nodes_key and '--nnodes'} x {per_key and '--nproc-per-node'}", f"{n} x {g}")
+        m.default("job.gpus", n * g, "torchrun without --nnodes: one node", write=False)
+    key = " x ".join(k for k in (nodes_key and "--nnodes", per_key and "--nproc-per-node") if k)
+    m.put("job.gpus", n * g, f"torchrun {key}", f"{n} x {g}")
 
 
 def _layout(m: Mapper) -> None:
