@@ -193,7 +193,7 @@ def _batch(m: Mapper) -> None:
     job = m.spec["job"]
     raw = m.get("per_device_batch_size", 12.0)
     if not m.has("per_device_batch_size"):
-        m.default("(per_device_batch_size)", 12.0, "MaxText's default", write=False)
+        m.default("job.global_batch", "12 x GPUs", "MaxText's per_device_batch_size default: 12", write=False)
     per = as_float("per_device_batch_size", raw)
     total = per * job["gpus"]
     if not total.is_integer() or total < 1:
