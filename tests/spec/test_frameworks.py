@@ -246,3 +246,18 @@ def test_a_maxtext_command_line_reads_as_its_yaml():
     assert report.framework == "maxtext"
     assert spec["job"] == from_yaml["job"] and spec["model"] == from_yaml["model"]
     assert {"base_config", "learning_rate", "run_name"} <= {r.key for r in report.no_meaning}
+
+
+def test_a_nemo_checkpoint_model_yaml():
+    """A NeMo 2.0 checkpoint's context/model.yaml: the model's class and TransformerConfig's degrees;
+    the GPU count and the batch come from the import's options."""
+    text = ("_target_: nemo.collections.llm.gpt.model.llama.LlamaModel\nconfig:\n"
+            "  _target_: nemo.collections.llm.gpt.model.llama.Llama3Config70B\n  num_layers: 80\n"
+            "  tensor_model_parallel_size: 8\n  pipeline_model_parallel_size: 4\n"
+            "  virtual_pipeline_model_parallel_size: 5\n  sequence_parallel: true\n  seq_length: 8192\n")
+    with pytest.raises(SpecError, match="give --gpus N"):
+        import_config(text)
+    spec, report = import_config(text, gpus=128, overrides=["job.global_batch=128"])
+    s = teton.load_spec(spec)
+    assert (s.model.name, s.job.tp, s.job.pp, s.job.virtual_stages, s.job.dp) == ("llama3-70b", 8, 4, 5, 4)
+    assert any(r.key == "model.config.num_layers" and r.note == "as preset llama3-70b" for r in report.mapped)

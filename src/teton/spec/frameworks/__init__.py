@@ -82,7 +82,7 @@ def detect(text: str, suffix: str, source: str) -> str:
         keys = set(data)
         if "job" in keys and ("cluster" in keys or "model" in keys):
             raise SpecError("CONFIG", source, "already a teton spec: teton run it")
-        if "trainer" in keys:
+        if "trainer" in keys or ("nemo" in str(data.get("_target_", "")) and isinstance(data.get("config"), dict)):
             return "nemo"
         if "model_name" in keys or "per_device_batch_size" in keys or any(str(k).startswith(("ici_", "dcn_"))
                                                                           for k in keys):

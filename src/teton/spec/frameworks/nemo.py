@@ -70,6 +70,8 @@ ACTIVATIONS = {"fast-swiglu": "swiglu", "swiglu": "swiglu", "gelu": "gelu", "fas
 
 
 def import_nemo(data: dict[str, Any], gpus: int | None = None) -> Mapper:
+    if "trainer" not in data and isinstance(data.get("config"), dict):  # a checkpoint's context/model.yaml
+        data = {"model": data}
     flat = flatten(data)
     v2 = any(k.startswith(("trainer.strategy.", "model.config.")) for k in flat)
     m = Mapper("nemo", flat, NO_MEANING)
@@ -96,37 +98,52 @@ def _gpus(m: Mapper) -> None:
     m.put("job.gpus", n * d, "trainer.num_nodes x trainer.devices", f"{n} x {d}")
 
 
-def _put_int(m: Mapper, key: str, field: str, note: str = "") -> int | None:
-    if not m.has(key) or m.config[key] is None:
-        m.get(key)
+def _put_int(m: Mapper, keys: str | tuple[str, ...], field: str, note: str = "") -> int | None:
+    """``field`` from the first of ``keys`` the config gives (not null); the same value under a
+    second key is named, a different one an error."""
+    given = [k for k in ((keys,) if isinstance(keys, str) else keys) if m.has(k) and m.config[k] is not None]
+    for k in (keys,) if isinstance(keys, str) else keys:
+        m.get(k)
+    if not given:
         return None
-    value = as_int(key, m.get(key))
-    m.put(field, value, key, m.config[key], note)
+    value = as_int(given[0], m.config[given[0]])
+    m.put(field, value, given[0], m.config[given[0]], note)
+    for other in given[1:]:
+        if as_int(other, m.config[other]) != value:
+            raise SpecError(other, m.config[other], f"differs from {given[0]} ({value}); give one value")
+        m.ignore(other, m.config[other], f"the same as {given[0]}, which is used")
     return value
 
 
-def _layout(m: Mapper, p: str) -> None:
-    """Degrees and sequence parallelism under prefix ``p`` (``trainer.strategy.`` or ``model.``)."""
+def _layout(m: Mapper, *prefixes: str) -> None:
+    """Degrees and sequence parallelism under the first of ``prefixes`` that gives each
+    (``trainer.strategy.``, then ``model.config.``; NeMo 1.0: ``model.``)."""
+    def keys(name: str) -> tuple[str, ...]:
+        return tuple(p + name for p in prefixes)
+
     for name, field in (("tensor_model_parallel_size", "tp"), ("pipeline_model_parallel_size", "pp"),
                         ("context_parallel_size", "cp"), ("expert_model_parallel_size", "ep")):
-        _put_int(m, p + name, f"job.{field}")
-    v = _put_int(m, p + "virtual_pipeline_model_parallel_size", "job.virtual_stages", "chunks per pipeline rank")
+        _put_int(m, keys(name), f"job.{field}")
+    v = _put_int(m, keys("virtual_pipeline_model_parallel_size"), "job.virtual_stages", "chunks per pipeline rank")
     if v and v > 1:
-        m.put("job.pp_schedule", "interleaved", p + "virtual_pipeline_model_parallel_size", v)
-    key = p + "sequence_parallel"
-    if m.has(key):
-        m.put("job.sequence_parallel", as_bool(key, m.get(key)), key, m.config[key])
+        m.put("job.pp_schedule", "interleaved", keys("virtual_pipeline_model_parallel_size")[0], v)
+    key, raw = m.first(*keys("sequence_parallel"))
+    if key is not None:
+        m.put("job.sequence_parallel", as_bool(key, raw), key, raw)
+        for other in keys("sequence_parallel"):
+            if other != key and m.has(other):
+                m.ignore(other, m.config[other], f"{key} is used")
     else:
-        m.default("job.sequence_parallel", False, f"{key} not given: NeMo's default is off")
+        m.default("job.sequence_parallel", False, f"{prefixes[0]}sequence_parallel not given: NeMo's default is off")
 
 
 def _v2(m: Mapper) -> None:
-    _layout(m, "trainer.strategy.")
+    _layout(m, "trainer.strategy.", "model.config.")
     m.default("software.base", "nemo-25.04", "a NeMo 2.0 dump names no release: NeMo 25.04")
     m.default("software.framework", "nemo", "the framework the config is for")
     _put_int(m, "data.micro_batch_size", "job.micro_batch")
     _put_int(m, "data.global_batch_size", "job.global_batch")
-    _put_int(m, "data.seq_length", "job.seq_len")
+    _put_int(m, ("data.seq_length", "model.config.seq_length"), "job.seq_len")
     _model_v2(m)
     _precision_v2(m)
     _ddp_v2(m)
