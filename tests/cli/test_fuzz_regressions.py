@@ -148,7 +148,7 @@ def test_a_calibration_value_that_is_a_mapping_or_a_list(cli, tmp_path, override
     cal = tmp_path / "cal.json"
     cal.write_text(json.dumps(overrides))  # a plain mapping of override keys
     for args in (("calibrate", cal), ("validate", "--case", "korthikanti-2022-figure1", "--calibration", cal)):
-        assert "cluster.efficiency." in one_error_line(*cli(*args)[::2])
+        assert "calibration.efficiency_overrides." in one_error_line(*cli(*args)[::2])  # the file's schema
 
 
 # ---- a CSV field larger than the csv module's limit

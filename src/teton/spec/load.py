@@ -23,10 +23,10 @@ from teton.spec.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
 from teton.spec.network import NetworkSpec
 from teton.spec.plan import PlanSpec
 from teton.spec.read import MAX_DEPTH, check_tree, read_file  # noqa: F401 - re-exported
-from teton.spec.reliability import parse_reliability
+from teton.spec.reliability import ReliabilitySpec, parse_reliability
 from teton.spec.schema import Spec
 from teton.spec.software import SOFTWARE_PRESETS, SoftwareSpec
-from teton.spec.storage import parse_checkpoint_policy, storage_system
+from teton.spec.storage import StorageSection, parse_storage
 
 SPEC_SECTIONS = {"cluster", "model", "job", "software", "network", "storage", "reliability", "plan", "seed", "notes",
                  "run"}
@@ -290,15 +290,14 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise SpecError("seed", seed, "must be a non-negative integer", where=str(path) if path else None)
     for section in ("storage", "reliability"):
-        if data.get(section) is not None and not isinstance(data[section], (dict, str)):
+        if data.get(section) is not None and not isinstance(data[section], (dict, str, StorageSection,
+                                                                            ReliabilitySpec)):
             raise SpecError(section, data[section], "must be a mapping or a preset name")
-    storage, reliability = ({"preset": v} if isinstance(v, str) else v
-                            for v in (data.get("storage"), data.get("reliability")))
-    if storage is not None:  # checked now, not when a verb first reads it
-        _check_section("storage", where, lambda: (storage_system(storage, cluster.storage),
-                                                  parse_checkpoint_policy(storage)))
-    if reliability is not None:
-        _check_section("reliability", where, lambda: parse_reliability(reliability))
+    storage = None if data.get("storage") is None else _check_section(
+        "storage", where, lambda: parse_storage(data["storage"], cluster.storage))
+    rel = data.get("reliability")
+    reliability = None if rel is None else _check_section(
+        "reliability", where, lambda: parse_reliability({"preset": rel} if isinstance(rel, str) else rel))
     plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
     return Spec(cluster=cluster, model=model, job=job, network=network, storage=storage, reliability=reliability,
                 plan=plan, seed=seed, notes=_notes(data.get("notes"), path), job_defaults=defaults)

@@ -151,10 +151,17 @@ class ReliabilitySpec(Section):
         return self
 
 
-def parse_reliability(raw: dict[str, Any] | None, overrides: dict[str, Any] | None = None) -> ReliabilitySpec:
-    """Validate a ``reliability:`` mapping (plus CLI overrides) into a config; SpecError on bad input."""
+def parse_reliability(raw: dict[str, Any] | ReliabilitySpec | None,
+                      overrides: dict[str, Any] | None = None) -> ReliabilitySpec:
+    """Validate a ``reliability:`` mapping or a loaded section (plus overrides) into a config;
+    SpecError on bad input."""
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if isinstance(raw, ReliabilitySpec):
+        if not given:
+            return raw
+        raw = raw.model_dump(exclude_unset=True)
     data = dict(raw or {})
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    data.update(given)
     preset = data.get("preset")
     if preset is not None and preset not in PRESETS:
         raise SpecError("reliability.preset", preset, closest(str(preset), PRESETS))

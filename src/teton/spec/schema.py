@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict
 
 from teton.spec.cluster import ClusterSpec
@@ -11,6 +9,8 @@ from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.spec.network import NetworkSpec
 from teton.spec.plan import PlanSpec
+from teton.spec.reliability import ReliabilitySpec
+from teton.spec.storage import StorageSection
 
 
 class Spec(BaseModel):
@@ -22,11 +22,10 @@ class Spec(BaseModel):
     model: ModelSpec
     job: JobSpec
     network: NetworkSpec = NetworkSpec()
-    # The storage and reliability sections as given: overlays (a preset plus the fields set) that
-    # the verbs' flags extend, so they stay mappings. ``load_spec`` validates both when the spec
-    # loads (``teton.spec.storage``, ``teton.spec.reliability``), blaming the file line or --set.
-    storage: dict[str, Any] | None = None
-    reliability: dict[str, Any] | None = None
+    # The storage and reliability sections, validated when the spec loads (``teton.spec.storage``,
+    # ``teton.spec.reliability``); None where the spec gives none.
+    storage: StorageSection | None = None
+    reliability: ReliabilitySpec | None = None
     plan: PlanSpec | None = None  # what `teton plan` chooses between (teton.spec.plan)
     seed: int = 0
     notes: tuple[str, ...] = ()

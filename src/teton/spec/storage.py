@@ -248,7 +248,9 @@ def storage_system(raw: dict[str, Any] | str | None, default_preset: str | None 
 
 def spec_storage(spec) -> StorageSystem:
     """The storage a resolved spec checkpoints to: its ``storage`` section, else the cluster's."""
-    return storage_system(spec.storage, spec.cluster.storage)
+    if spec.storage is None:
+        return storage_system(None, spec.cluster.storage)
+    return spec.storage.system(spec.cluster.storage)
 
 
 class CheckpointPolicy(Section):
@@ -265,22 +267,96 @@ class CheckpointPolicy(Section):
     interval_s: float | None = Field(default=None, gt=0)  # checkpoint every interval_s of training
 
 
+TOKEN_BYTES = 4  # int32 token ids (vocab 128,256 > 65,536)
+DEVX_NFS = "hammerspace-pnfs"  # the job-start storage when the spec's storage.devx names none
+
+
+class DataLoadingSpec(Section):
+    """The ``storage.data_loading`` part of a spec: what the data loader reads."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    tokens_per_s: float | None = Field(default=None, gt=0)  # the job's tokens/s; default: the step model's
+    bytes_per_token: float = Field(default=TOKEN_BYTES, gt=0)  # bytes of one token on storage
+
+
+class DevxSpec(Section):
+    """The ``storage.devx`` part of a spec: the developer-experience job start."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nfs: str = DEVX_NFS  # the storage preset every host reads the job-start files from
+
+    @model_validator(mode="after")
+    def _check(self) -> DevxSpec:
+        if self.nfs not in STORAGE_PRESETS:
+            raise SpecError("storage.devx.nfs", self.nfs, closest(self.nfs, STORAGE_PRESETS))
+        return self
+
+
+class StorageSection(Section):
+    """The ``storage:`` section as loaded: the system (a preset, default the cluster's, and the
+    fields set over it, kept to rebuild it on another preset), the checkpoint policy, the data
+    loader and the job start. :meth:`system` gives the :class:`StorageSystem`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    preset: str | None = None  # storage.preset (or storage.base); None: the cluster's storage
+    system_fields: tuple[tuple[str, Any], ...] = ()  # the StorageSystem fields set over the preset
+    checkpoint: CheckpointPolicy = CheckpointPolicy()
+    data_loading: DataLoadingSpec = DataLoadingSpec()
+    devx: DevxSpec = DevxSpec()
+
+    def system(self, default_preset: str | None = None) -> StorageSystem:
+        """The storage system: the preset (else ``default_preset``) with the fields set over it."""
+        return storage_system({"preset": self.preset, **dict(self.system_fields)}, default_preset)
+
+    def given(self, key: str) -> Any:
+        """The value the section gives ``key`` (``preset`` or a system field), None where it gives none."""
+        return self.preset if key == "preset" else dict(self.system_fields).get(key)
+
+    def on(self, preset: str, **fields: Any) -> StorageSection:
+        """The section on another ``preset``, with ``fields`` set over the ones it sets (checked)."""
+        merged = {**dict(self.system_fields), **fields}
+        storage_system({"preset": preset, **merged})
+        return self.model_copy(update={"preset": preset, "system_fields": tuple(merged.items())})
+
+
+def _part(cls, raw: dict[str, Any], key: str):
+    """The ``storage.<key>`` part of a ``storage:`` mapping as ``cls``; SpecError on bad input."""
+    part = raw.get(key) or {}
+    if isinstance(part, cls):
+        return part
+    if not isinstance(part, dict):
+        raise SpecError(f"storage.{key}", part, "must be a mapping")
+    try:
+        return cls(**part)
+    except ValidationError as err:
+        allowed = ", ".join(cls.model_fields)
+        raise from_validation(err, f"storage.{key}", unknown_field=lambda loc: f"unknown field; allowed: {allowed}") \
+            from None
+
+
+def parse_storage(raw: dict[str, Any] | str | StorageSection, default_preset: str | None = None) -> StorageSection:
+    """Validate a spec's ``storage:`` section (a preset name, or a mapping: ``preset``/``base``,
+    system fields, ``checkpoint``, ``data_loading``, ``devx``); SpecError on bad input."""
+    if isinstance(raw, StorageSection):
+        return raw
+    if isinstance(raw, str):
+        raw = {"preset": raw}
+    system = storage_system(raw, default_preset)  # the preset and system fields (unknown keys too)
+    given = [k for k in raw if k not in ("preset", "base", *POLICY_KEYS)]
+    preset = raw.get("preset") if raw.get("preset") is not None else raw.get("base")
+    return StorageSection(preset=preset, system_fields=tuple((k, getattr(system, k)) for k in given),
+                          checkpoint=_part(CheckpointPolicy, raw, "checkpoint"),
+                          data_loading=_part(DataLoadingSpec, raw, "data_loading"), devx=_part(DevxSpec, raw, "devx"))
+
+
 def checkpoint_policy(spec) -> CheckpointPolicy:
     """The checkpoint policy of a resolved spec (its ``storage.checkpoint``, else the defaults)."""
-    return parse_checkpoint_policy(spec.storage)
+    return CheckpointPolicy() if spec.storage is None else spec.storage.checkpoint
 
 
 def parse_checkpoint_policy(storage: dict[str, Any] | None) -> CheckpointPolicy:
     """Validate the ``checkpoint`` part of a ``storage:`` mapping; SpecError on bad input."""
-    raw = (storage or {}).get("checkpoint") or {}
-    if not isinstance(raw, dict):
-        raise SpecError("storage.checkpoint", raw, "must be a mapping")
-    try:
-        return CheckpointPolicy(**raw)
-    except ValidationError as err:
-        e = err.errors()[0]
-        name = "storage.checkpoint." + ".".join(str(x) for x in e["loc"])
-        if e["type"] == "extra_forbidden":
-            raise SpecError(name, e.get("input"),
-                            f"unknown field; allowed: {', '.join(CheckpointPolicy.model_fields)}") from None
-        raise SpecError(name, e.get("input"), e["msg"][0].lower() + e["msg"][1:]) from None
+    return _part(CheckpointPolicy, storage or {}, "checkpoint")

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from teton.errors import SpecError, from_validation
-from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, MAX_WIDTH, Section
+from teton.spec.fields import MAX_GPUS, MAX_REAL, MAX_SEQ_LEN, MAX_WIDTH, Section, number_problem
 
 
 class CalibrationLayer(Section):
@@ -42,18 +42,21 @@ class CalibrationFile(Section):
 
     model_config = ConfigDict(frozen=True, extra="ignore", allow_inf_nan=False)
 
-    efficiency_overrides: dict[str, float | str] = Field(min_length=1)
+    efficiency_overrides: dict[str, Any] = Field(min_length=1)  # numbers, and profile: a name
     device: str | None = None
     torch: str | None = None
     layer: CalibrationLayer | None = None
 
     @field_validator("efficiency_overrides")
     @classmethod
-    def _numbers(cls, v: dict[str, float | str]) -> dict[str, float | str]:
+    def _numbers(cls, v: dict[str, Any]) -> dict[str, Any]:
         for key, value in v.items():
-            if key != "profile" and not isinstance(value, (int, float)):
-                raise SpecError(f"calibration.efficiency_overrides.{key}", value, "must be a number (a fraction "
-                                "of peak, or seconds for a duration)")
+            if key == "profile" and isinstance(value, str):
+                continue
+            problem = number_problem(value, -MAX_REAL, MAX_REAL) if isinstance(value, (int, float)) else \
+                "must be a number (a fraction of peak, or seconds for a duration)"
+            if problem:
+                raise SpecError(f"calibration.efficiency_overrides.{key}", value, problem)
         return v
 
     @property
@@ -132,7 +135,7 @@ def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] |
     # a microbenchmark of one layer: the burst profile, with the measured kernel efficiencies
     efficiency = {**(efficiency or {}), "profile": "burst"}
     cluster_efficiency(gpu, efficiency)  # a bad override is a one-line error
-    compute = ComputeModel.for_gpu(gpu, "bf16", job.seq_len, efficiency, job.attention_kernel)
+    compute = ComputeModel.for_gpu(gpu, "bf16", job.layout.seq_len, efficiency, job.attention_kernel)
     block = layer_block(model, job)
     return sum(compute.time_s(op) for op in (*block.fwd, *block.bwd)
                if isinstance(op, ComputeOp) and op.name != "grad_accumulate")
