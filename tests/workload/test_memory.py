@@ -34,16 +34,17 @@ def test_korthikanti_without_sequence_parallel():
     assert layer_activation_bytes(spec.model, spec.job) - _stats(spec) == pytest.approx(expected, rel=1e-12)
 
 
-def test_sequence_parallel_shards_the_elementwise_activations_unrounded():
+def test_sequence_parallel_shards_the_elementwise_activations():
     """SP keeps 1/tp of the norm and GEMM inputs (4 bf16 hidden-state tensors) and of the norm
-    statistics (2 fp32 per token), also where a CP rank's tokens do not divide by tp (4092 over 8)."""
+    statistics (2 fp32 per token); a CP rank's tokens must divide by tp under SP (4096 over 8;
+    tests/spec/test_layout.py has the rule)."""
     def saved(sp):
         s = load_spec({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
-                       "job": {"gpus": 16, "tp": 8, "cp": 2, "seq_len": 8184, "global_batch": 1,
+                       "job": {"gpus": 16, "tp": 8, "cp": 2, "seq_len": 8192, "global_batch": 1,
                                "sequence_parallel": sp, "kernel_fusion": "fused"}})
         return layer_activation_bytes(s.model, s.job)
 
-    h, tok, t = 4096, 8184 // 2, 8
+    h, tok, t = 4096, 8192 // 2, 8
     assert saved(False) - saved(True) == pytest.approx((4 * 2 * h + 2 * 4) * tok * (1 - 1 / t), rel=1e-12)
 
 

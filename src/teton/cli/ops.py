@@ -37,8 +37,9 @@ def register(app: typer.Typer) -> None:
         from teton.cli._common import console as output_console
 
         j = spec.job
-        t = Table(title=f"{spec.model.name}: one micro-batch on one GPU, tp={j.tp} cp={j.cp} "
-                        f"seq={j.seq_len} mb={j.micro_batch} {j.precision}")
+        lay = j.layout
+        t = Table(title=f"{spec.model.name}: one micro-batch on one GPU, tp={lay.tp} cp={lay.cp} "
+                        f"seq={lay.seq_len} mb={lay.micro_batch} {j.precision}")
         cols = (["block"] if block == "all" else []) + ["op", "kind", "shape", "GFLOP", "MB", "%pk", "ms", "exp ms"]
         for col in cols:
             t.add_column(col, justify="left" if col in ("block", "op", "kind", "shape") else "right")

@@ -53,9 +53,9 @@ def resolved_spec(spec) -> dict:
     left to its default of one micro-batch per DP rank)."""
     job = spec.job
     return {"model": spec.model.name, "cluster": spec.cluster.name, "gpu": spec.cluster.gpu_spec.name,
-            "gpus": job.gpus, "precision": job.precision, "seq_len": job.seq_len,
-            "global_batch": job.sequences_per_step, "micro_batch": job.micro_batch,
-            "tokens_per_step": job.tokens_per_step}
+            "gpus": job.gpus, "precision": job.precision, "seq_len": job.layout.seq_len,
+            "global_batch": job.layout.sequences_per_step, "micro_batch": job.layout.micro_batch,
+            "tokens_per_step": job.layout.tokens_per_step}
 
 
 # the echoed fields whose defaults the header names: spec key -> job field

@@ -44,8 +44,8 @@ def register(app: typer.Typer) -> None:
                 ("tp", space.tp), ("cp", space.cp), ("pp", space.pp), ("virtual-stages", space.virtual_stages),
                 ("ep", ep_degrees(s, space))))
             raise SpecError("search", tried,
-                            f"no layout passes the job rules for {j.gpus} GPUs, {j.tokens_per_step:,} tokens a step "
-                            f"of {j.seq_len}-token sequences and {s.model.name} ({s.model.heads} heads, "
+                            f"no layout passes the job rules for {j.gpus} GPUs, {j.layout.tokens_per_step:,} tokens a step "
+                            f"of {j.layout.seq_len}-token sequences and {s.model.name} ({s.model.heads} heads, "
                             f"{s.model.n_kv_heads} KV heads, {s.model.layers} layers"
                             + (f", {s.model.experts} experts" if s.model.experts > 1 else "") + "); widen --tp/--cp/--pp"
                             + ("/--ep" if s.model.experts > 1 else ""))

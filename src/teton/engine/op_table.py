@@ -32,7 +32,7 @@ def op_rows(spec: Spec) -> list[dict]:
     of layer the job runs (``workload.layer_kinds``: block ``layer``, ``checkpointed_layer``,
     ``bf16_layer``, ``offloaded_layer`` and their combinations)."""
     model, job, cluster = spec.model, spec.job, spec.cluster
-    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
+    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.layout.seq_len, cluster.efficiency,
                                    job.attention_kernel, job.software.name)
     placement = default_placement(spec)
     timer = BlockTimer(compute, make_cost_model(spec), placement, cluster)

@@ -69,7 +69,7 @@ OPTIMIZER_BYTES_PER_PARAM = ADAM_BYTES_PER_PARAM + GRAD_CLIP_BYTES_PER_PARAM
 def model_flops_per_token(spec: Spec) -> float:
     """6 N (matmul params) + 12 L s d_attn (PaLM, Appendix B)."""
     m = spec.model
-    return 6.0 * m.matmul_params() + 12.0 * m.layers * spec.job.seq_len * m.q_width
+    return 6.0 * m.matmul_params() + 12.0 * m.layers * spec.job.layout.seq_len * m.q_width
 
 
 def slowest_gpu_factor(gpus: int, cv: float) -> float:
@@ -117,16 +117,17 @@ def pipeline_warnings(job, micro_batches: int, bubble_fraction: float) -> tuple[
     """A warning when a pipelined job runs fewer micro-batches per DP rank than it has stages:
     the 1F1B bubble, (p - 1) / (v m) of the compute, then dominates the step. A spec without
     ``job.global_batch`` (or ``global_batch_tokens``) runs one micro-batch per DP rank."""
-    p, m = job.pp, micro_batches
+    lay = job.layout
+    p, m = lay.pp, micro_batches
     if p <= 1 or m >= p:
         return ()
     unset = job.global_batch is None and job.global_batch_tokens is None
-    why = (f" job.global_batch is not set, so it defaulted to dp x micro_batch = {job.sequences_per_step} "
+    why = (f" job.global_batch is not set, so it defaulted to dp x micro_batch = {lay.sequences_per_step} "
            "sequences (one micro-batch per DP rank);" if unset else "")
     return (f"only {m} micro-batch{'es' if m != 1 else ''} per DP rank on pp={p}: the pipeline bubble is "
             f"{bubble_fraction * 100:.0f} % of the step time.{why} set job.global_batch (or "
             f"job.global_batch_tokens) so that micro-batches per DP rank >= pp, e.g. "
-            f"job.global_batch={job.dp_degree * job.micro_batch * p}",)
+            f"job.global_batch={lay.dp * lay.micro_batch * p}",)
 
 
 def blocking_p2p(fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -270,7 +271,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     model, job, cluster = spec.model, spec.job, spec.cluster
     if placement is None:
         placement = default_placement(spec)
-    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.seq_len, cluster.efficiency,
+    compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.layout.seq_len, cluster.efficiency,
                                    job.attention_kernel, job.software.name)
     cost = in_situ_cost(cost_model, compute.eff.collective_in_situ) if cost_model is not None else make_cost_model(spec)
     timer = BlockTimer(compute, cost, placement, cluster)
@@ -291,7 +292,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce their buckets layer by layer
     fsdp_units = np.maximum(1, work.split.layers)
     schedule = PipelineSchedule(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather,
-                                job.pp_round_size, fsdp_units)
+                                job.layout.pp_round_size, fsdp_units)
     dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
     ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
     opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)
@@ -336,7 +337,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
     mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency, job.software.name)
     mem, _rank = memory_per_gpu(model, job)
     gpu = cluster.gpu_spec
-    tokens = job.tokens_per_step
+    tokens = job.layout.tokens_per_step
     flops = model_flops_per_token(spec) * tokens
     hw_flops = hardware_flops_per_step(work, lay, flops)
     return StepResult(

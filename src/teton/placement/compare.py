@@ -69,9 +69,9 @@ def plural(name: str) -> str:
 
 def _estimate_row(spec, placement: Placement) -> dict[str, Any]:
     job = spec.job
-    shape = JobShape(model=spec.model.name, gpus=job.gpus, tp=job.tp, pp=job.pp, cp=job.cp,
-                     seq_len=job.seq_len, micro_batch=job.micro_batch, micro_batches=job.micro_batches,
-                     virtual_stages=job.virtual_stages)
+    shape = JobShape(model=spec.model.name, gpus=job.gpus, tp=job.layout.tp, pp=job.layout.pp, cp=job.layout.cp,
+                     seq_len=job.layout.seq_len, micro_batch=job.layout.micro_batch, micro_batches=job.layout.micro_batches,
+                     virtual_stages=job.layout.virtual_stages)
     est = step_estimate(spec.cluster, shape, placement, cost_model(spec.cluster, spec.network.fidelity))
     breakdown = {"compute": est.compute_s, "pipeline_bubble": est.bubble_s}
     breakdown.update({f"{a}_comm": est.exposed_s[a] for a in COMM_AXES})
@@ -198,7 +198,7 @@ def add_notes(spec, rows: list[dict[str, Any]], ideal_per_host: dict[str, int], 
                       "same GPUs, so they differ only in rank order")
     for r in rows:
         r["notes"] = list(common)
-        note = _faster_note(r, ideal_per_host, tuple(job.parallel_order))
+        note = _faster_note(r, ideal_per_host, tuple(job.layout.order))
         if note:
             r["notes"].append(note)
         if (r["policy"] == "random" and abs(r["slowdown"] - 1.0) < 1e-3 and spec.network.fidelity == "analytical"

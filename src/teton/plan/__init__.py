@@ -73,7 +73,7 @@ def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = N
         p["on_front"] = any(p is f for f in front)
         p["chosen"] = p is chosen
     return {
-        "model": req.spec.model.name, "tokens": req.tokens, "seq_len": req.spec.job.seq_len,
+        "model": req.spec.model.name, "tokens": req.tokens, "seq_len": req.spec.job.layout.seq_len,
         "global_batch_rule": req.global_batch, "deadline_days": req.deadline_days, "budget_usd": req.budget_usd,
         "runs": req.runs, "seed": req.seed, "storage_preset": req.storage_preset,
         "counts": [{k: v for k, v in c.items() if k != "plans"} for c in counts],

@@ -126,11 +126,11 @@ def batch_tokens(req: PlanRequest, gpus: int) -> int:
     """Tokens per step at ``gpus`` GPUs under the plan's batch rule (whole sequences)."""
     job = req.spec.job
     if req.global_batch == "fixed":
-        return job.tokens_per_step
+        return job.layout.tokens_per_step
     if req.global_batch == "per_gpu":
-        seqs = max(1, round(job.sequences_per_step * gpus / job.gpus))
-        return seqs * job.seq_len
-    return max(1, int(req.global_batch) // job.seq_len) * job.seq_len
+        seqs = max(1, round(job.layout.sequences_per_step * gpus / job.gpus))
+        return seqs * job.layout.seq_len
+    return max(1, int(req.global_batch) // job.layout.seq_len) * job.layout.seq_len
 
 
 def gpu_price(req: PlanRequest, cluster: ClusterSpec) -> float:
@@ -152,7 +152,7 @@ def count_tasks(req: PlanRequest) -> tuple[list[CountTask], list[str]]:
         notes += skipped
         for n in counts:
             tokens = batch_tokens(req, n)
-            job = req.spec.job.model_copy(update={"gpus": n, "global_batch": tokens // req.spec.job.seq_len,
+            job = req.spec.job.model_copy(update={"gpus": n, "global_batch": tokens // req.spec.job.layout.seq_len,
                                                   "global_batch_tokens": None})
             spec = req.spec.model_copy(update={"cluster": cluster, "job": job, "plan": None})
             tasks.append(CountTask(spec=spec, base=req.spec, cluster_name=cluster.name, gpus=n, tokens=req.tokens,

@@ -135,7 +135,7 @@ def evaluate_count(task: CountTask) -> dict[str, Any]:
     rows = [c.row() for c in ranked]
     job = task.spec.job
     head = {"cluster": task.cluster_name, "gpu": task.spec.cluster.gpu_spec.name, "gpus": task.gpus,
-            "batch_tokens": job.tokens_per_step, "batch_sequences": job.sequences_per_step,
+            "batch_tokens": job.layout.tokens_per_step, "batch_sequences": job.layout.sequences_per_step,
             "usd_per_gpu_hour": task.usd_per_gpu_hour, "layouts_evaluated": evaluated,
             "reproduce_search": search_by_hand(task),
             "layouts_fitting": fitting,
@@ -147,7 +147,7 @@ def evaluate_count(task: CountTask) -> dict[str, Any]:
     best, spec, step = rows[0], ranked[0].spec, ranked[0].result  # the fastest, as the search simulated it
     bd = step.breakdown
     comm = {k: v for k, v in bd.items() if k.endswith("_comm")}
-    layout = {"layout": {k: best[k] for k in LAYOUT_KEYS}, "micro_batches": spec.job.micro_batches,
+    layout = {"layout": {k: best[k] for k in LAYOUT_KEYS}, "micro_batches": spec.job.layout.micro_batches,
               "step_time_s": step.step_time_s, "step_time_s_low": step.step_time_s_low,
               "step_time_s_high": step.step_time_s_high, "mfu": step.mfu_bf16, "tokens_per_s": step.tokens_per_s,
               "memory_per_gpu_bytes": step.memory_per_gpu_bytes,

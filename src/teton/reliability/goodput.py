@@ -114,7 +114,7 @@ def _step(spec: Any, cfg: ReliabilitySpec, step_time_s: float | None, tokens_per
           breakdown: dict | None, simulate: Callable[[Any], Any] | None) -> tuple[float, float, dict | None, str]:
     """Step time and tokens per step: explicit > reliability section > the step simulator
     ``simulate(spec)`` the caller passes (``teton.simulate`` or the engine's ``simulate_step``)."""
-    tps = tokens_per_step or cfg.tokens_per_step or float(spec.job.tokens_per_step)
+    tps = tokens_per_step or cfg.tokens_per_step or float(spec.job.layout.tokens_per_step)
     st = step_time_s or cfg.step_time_s
     source = "given"
     if st is None:

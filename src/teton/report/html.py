@@ -80,8 +80,9 @@ def _figure_html(key: str, name: str, fig) -> str:
 def render_html(sections: Sequence[Section], spec, spec_path: str = "", overrides: Sequence[str] = ()) -> str:
     """The whole page of a spec's report as a string (see :func:`render_page`)."""
     j = spec.job
-    subtitle = (f"{spec.model.name} on {spec.cluster.name}: {j.gpus:,} GPUs, tp={j.tp} cp={j.cp} pp={j.pp} "
-                f"dp={j.dp_degree}")
+    lay = j.layout
+    subtitle = (f"{spec.model.name} on {spec.cluster.name}: {j.gpus:,} GPUs, tp={lay.tp} cp={lay.cp} pp={lay.pp} "
+                f"dp={lay.dp}")
     return render_page(sections, f"{spec.model.name} on {spec.cluster.name}", subtitle, spec_path, overrides)
 
 

@@ -64,6 +64,7 @@ def _kv(rows: list[tuple[str, str]], title: str = "") -> Table:
 def spec_section(ctx: Context) -> Section:
     spec = ctx.spec
     c, m, j = spec.cluster, spec.model, spec.job
+    lay = j.layout
     gpu = c.gpu_spec
     fabric = ", ".join(f"{layer.name} {layer.span_gpus:,} GPUs" + (f" (1:{layer.oversubscription:g} up)"
                                                                    if layer.oversubscription > 1 else "")
@@ -76,12 +77,12 @@ def spec_section(ctx: Context) -> Section:
     model = _kv([("model", m.name), ("parameters", f"{m.total_params() / 1e9:,.2f} B"),
                  ("layers x hidden", f"{m.layers} x {m.hidden} (FFN {m.ffn_hidden})"),
                  ("heads (KV heads)", f"{m.heads} ({m.n_kv_heads})"), ("vocabulary", f"{m.vocab:,}")], "model")
-    layout = _kv([("GPUs", f"{j.gpus:,}"), ("tp x cp x pp x dp", f"{j.tp} x {j.cp} x {j.pp} x {j.dp_degree}"
-                                             + (f" (ep {j.ep})" if j.ep > 1 else "")),
-                  ("schedule", f"{j.pp_schedule}, {j.virtual_stages} virtual stage(s)"),
-                  ("sequence x micro-batch", f"{j.seq_len:,} x {j.micro_batch}"),
-                  ("global batch", f"{j.sequences_per_step:,} sequences, {j.tokens_per_step:,} tokens"),
-                  ("micro-batches per DP rank", str(j.micro_batches)),
+    layout = _kv([("GPUs", f"{j.gpus:,}"), ("tp x cp x pp x dp", f"{lay.tp} x {lay.cp} x {lay.pp} x {lay.dp}"
+                                             + (f" (ep {lay.ep})" if lay.ep > 1 else "")),
+                  ("schedule", f"{j.pp_schedule}, {lay.virtual_stages} virtual stage(s)"),
+                  ("sequence x micro-batch", f"{lay.seq_len:,} x {lay.micro_batch}"),
+                  ("global batch", f"{lay.sequences_per_step:,} sequences, {lay.tokens_per_step:,} tokens"),
+                  ("micro-batches per DP rank", str(lay.micro_batches)),
                   ("ZeRO / recompute / precision", f"{j.zero} / {j.recompute} / {j.precision}"),
                   ("placement", j.placement), ("seed", str(spec.seed))], "layout")
     return Section("spec", "Spec", "What is simulated.", (cluster, model, layout), notes=tuple(spec.notes))

@@ -75,13 +75,14 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     """
     policy = policy or checkpoint_policy(spec)
     job, model = spec.job, spec.model
+    lay = job.layout
     split = split_layers(model, job)
     p_stage = params_per_rank(model, job, split)  # (pp,) per TP rank
     e_stage = np.zeros_like(p_stage)
     if model.experts > 1:
-        e_stage = split.layers_on_rank() * model.experts * model.mlp_params() / (job.tp * job.ep)
-    c = job.layout.coords()
-    dp, cp, ep = job.dp_degree, job.cp, job.ep
+        e_stage = split.layers_on_rank() * model.experts * model.mlp_params() / (lay.tp * lay.ep)
+    c = lay.coords()
+    dp, cp, ep = lay.dp, lay.cp, lay.ep
     wb = BF16_BYTES if policy.bf16_weights else 0
     n = job.gpus
     written, held, replicated = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -109,7 +110,7 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
         replicated += rep
         read_once += np.where(lead, h, h - rep)
         read_shard += h - rep + rep / reps
-        unique += float((wb + OPTIMIZER_BYTES) * stage.sum() * job.tp * distinct)
+        unique += float((wb + OPTIMIZER_BYTES) * stage.sum() * lay.tp * distinct)
     return RankState(written, held, replicated, default_placement(spec).gpu_of_rank, unique, read_once, read_shard)
 
 
@@ -260,8 +261,8 @@ def simulate_checkpoint(spec, policy: CheckpointPolicy | None = None, system: St
 def _rebuild_s(spec, st: RankState, op: str) -> float:
     """``op`` (broadcast / all_gather) of the replicated state over the ranks that hold the same
     weights (the DP x CP groups); each has read its own ZeRO shards."""
-    job = spec.job
-    if float(st.replicated_bytes.max()) == 0 or job.dp_degree * job.cp == 1:
+    lay = spec.job.layout
+    if float(st.replicated_bytes.max()) == 0 or lay.dp * lay.cp == 1:
         return 0.0
     pl = default_placement(spec)
     return network_cost_model(spec).collective_time(op, pl.groups("dp_cp"), float(st.replicated_bytes.max()))

@@ -84,8 +84,8 @@ def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float
     job = spec.job
     g = spec.cluster.gpus_per_host
     hosts = np.arange(math.ceil(job.gpus / g))
-    step_s = job.tokens_per_step / tokens_per_s
-    step_bytes = job.tokens_per_step * bytes_per_token
+    step_s = job.layout.tokens_per_step / tokens_per_s
+    step_bytes = job.layout.tokens_per_step * bytes_per_token
     t = transfer(system, spec.cluster, np.full(hosts.size, step_bytes / hosts.size), hosts, "read",
                  seed=spec.seed, metadata=False)
     needed = tokens_per_s * bytes_per_token

@@ -85,7 +85,8 @@ def ep_degrees(spec: Spec, space: SearchSpace) -> tuple[int, ...]:
 def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[Spec]:
     """Every layout in ``space`` that passes the job rules, as a full Spec."""
     job = spec.job
-    tokens = job.tokens_per_step
+    lay = job.layout
+    tokens = lay.tokens_per_step
     # ZeRO-2 both ways: gradients reduced once per step (Llama 3's FSDP; the unsharded accumulation
     # buffer stays) or after every micro-batch (DeepSpeed; sharded gradients, more traffic)
     zeros = [(z, gr) for z in space.zero for gr in ((None, "per_microbatch") if z == 2 else (None,))]
@@ -97,10 +98,10 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
             continue
         if v > 1 and pp == 1:
             continue
-        if cp > 1 and job.seq_len < 8192 * cp // 4:  # CP only pays for long sequences
+        if cp > 1 and lay.seq_len < 8192 * cp // 4:  # CP only pays for long sequences
             continue
         dp = job.gpus // model_par
-        seqs = tokens // job.seq_len
+        seqs = tokens // lay.seq_len
         if seqs % (dp * mb):
             continue
         interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
@@ -109,7 +110,7 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
                       pp_schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
                       global_batch=seqs, global_batch_tokens=None,
                       # Llama 3's round size N is the job's only for its own pipeline; others use pp
-                      pp_round=job.pp_round if (pp, v) == (job.pp, job.virtual_stages) else None,
+                      pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
                       pp_embedding_slots=job.pp_embedding_slots and pp > 1)
         try:
             candidate = check_job(job.model_copy(update=update), spec.model, spec.cluster)
@@ -133,9 +134,10 @@ class RankedLayout:
     def row(self) -> dict:
         """The search's JSON row: the layout's degrees and choices, the step's figures."""
         j, r = self.spec.job, self.result
+        lay = j.layout
         return {
-            "tp": j.tp, "cp": j.cp, "pp": j.pp, "dp": j.dp_degree, "ep": j.ep, "virtual_stages": j.virtual_stages,
-            "micro_batch": j.micro_batch, "recompute": j.recompute,
+            "tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "virtual_stages": lay.virtual_stages,
+            "micro_batch": lay.micro_batch, "recompute": j.recompute,
             "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
             "grad_reduce": j.grad_reduce_mode,
             "step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16, "tflops_per_gpu": r.tflops_per_gpu,
@@ -165,8 +167,8 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     ranked.sort(key=lambda c: (not c.result.fits_in_memory, c.result.step_time_s))
     unique, seen = [], set()
     for c in ranked:
-        j = c.spec.job
-        key = (j.tp, j.cp, j.pp, j.ep, j.virtual_stages, j.micro_batch, round(c.result.step_time_s, 12),
+        lay = c.spec.job.layout
+        key = (lay.tp, lay.cp, lay.pp, lay.ep, lay.virtual_stages, lay.micro_batch, round(c.result.step_time_s, 12),
                round(c.result.memory_per_gpu_bytes))
         if key not in seen:
             seen.add(key)

@@ -43,9 +43,9 @@ def run_features(run: MeasuredRun) -> dict[str, float]:
             shares[kind] += row["exposed_s"]
     total = sum(shares.values()) or 1.0
     return {
-        "tp": float(job.tp), "pp": float(job.pp), "cp": float(job.cp), "dp": float(job.dp_degree),
+        "tp": float(job.layout.tp), "pp": float(job.layout.pp), "cp": float(job.layout.cp), "dp": float(job.layout.dp),
         "log2_gpus": math.log2(job.gpus), "recompute": RECOMPUTE_LEVEL.get(job.recompute, 1.0),
-        "log2_seq_len": math.log2(job.seq_len), "log10_params": math.log10(model.total_params()),
+        "log2_seq_len": math.log2(job.layout.seq_len), "log10_params": math.log10(model.total_params()),
         **{f"{k}_share": v / total for k, v in shares.items()},
     }
 

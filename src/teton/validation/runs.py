@@ -90,7 +90,7 @@ def model_flops_per_step(spec: Spec) -> float:
     """Model FLOPs of one step (the MFU / TFLOPs-per-GPU numerator)."""
     from teton.engine.step import model_flops_per_token
 
-    return model_flops_per_token(spec) * spec.job.tokens_per_step
+    return model_flops_per_token(spec) * spec.job.layout.tokens_per_step
 
 
 def measured_run(name: str, spec: Spec, metric: str, value: float, **meta: Any) -> MeasuredRun:

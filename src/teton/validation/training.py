@@ -154,7 +154,7 @@ def korthikanti_memory_rows() -> list[dict]:
         base = load_spec(korthikanti_spec(row, "none", False))
         job = base.job
         per_param = ACT_BYTES + (FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES) + ADAM_STATE_BYTES
-        layers_per_gpu = base.model.layers / job.pp
+        layers_per_gpu = base.model.layers / job.layout.pp
         state = layers_per_gpu * layer_params_per_gpu(base.model, job) * per_param
         none_act = memory_per_gpu(base.model, job)[0].activations
         sel = load_spec(korthikanti_spec(row, "selective", True))

@@ -67,5 +67,6 @@ def layer_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
 
 def checkpoint_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes a fully checkpointed layer keeps per micro-batch: its input hidden state (SP-sharded)."""
-    return ACT_BYTES * job.micro_batch * job.seq_len / job.cp * model.hidden / (
-        job.tp if job.sequence_parallel and job.tp > 1 else 1)
+    lay = job.layout
+    return ACT_BYTES * lay.micro_batch * lay.seq_len / lay.cp * model.hidden / (
+        lay.tp if lay.sequence_parallel and lay.tp > 1 else 1)

@@ -108,7 +108,8 @@ def _chunk_layer_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> 
 
 def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """Peak activation bytes of each pipeline rank, in-flight micro-batches included."""
-    p, v, m = split.p, split.v, job.micro_batches
+    lay = job.layout
+    p, v, m = split.p, split.v, lay.micro_batches
     per_layer = layer_saved_bytes(model, job)
     per_chunk, ckpt, offload_buffer = _chunk_layer_bytes(model, job, split)  # (p, v) one micro-batch of each chunk
     ranks = np.arange(p)
@@ -117,7 +118,7 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         out = held * per_chunk[:, 0]
     else:
         # the chunk micro-batches held at the peak are the earliest forwards of the schedule's order
-        n_round = job.pp_round_size
+        n_round = lay.pp_round_size
         fwd, _ = chunk_orders(v, m, n_round)
         counts = np.zeros((p, v))
         for r in range(p):
@@ -148,27 +149,28 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
 @cached(512)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
+    lay = job.layout
     from teton.workload.step_work import dp_shard, step_work
 
     work = step_work(model, job)  # memoised: the split and chunk parameters the step uses too
     split = work.split
     params = work.chunk_params.sum(axis=1)
     # ZeRO shards over DP x CP; the routed experts' parameters over their dp / ep (x CP) expert-DP group
-    shard = dp_shard(params, work.expert_params.sum(axis=1), job.dp_degree, job.ep, job.cp)
+    shard = dp_shard(params, work.expert_params.sum(axis=1), lay.dp, lay.ep, lay.cp)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
     weights = (shard if job.zero >= 3 else params) * ACT_BYTES
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
     # buffer lives through the step whenever there is more than one micro-batch.
-    sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or job.micro_batches == 1)
+    sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or lay.micro_batches == 1)
     grads = (shard if sharded_grads else params) * grad_bytes
     optim = (shard if job.zero >= 1 else params) * ADAM_STATE_BYTES
     acts = activation_bytes_per_rank(model, job, split)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
-    tok = job.micro_batch * job.seq_len // job.cp
-    local_experts = model.experts // job.ep if model.experts > 1 else 1  # a MoE layer gathers all its experts
-    layer_params = (model.attention_params() + local_experts * model.mlp_params()) / job.tp
-    working = np.full(job.pp, RUNTIME_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / job.tp))
+    tok = lay.micro_batch * lay.seq_len // lay.cp
+    local_experts = model.experts // lay.ep if model.experts > 1 else 1  # a MoE layer gathers all its experts
+    layer_params = (model.attention_params() + local_experts * model.mlp_params()) / lay.tp
+    working = np.full(lay.pp, RUNTIME_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
     if sharded_grads:
         working += layer_params * grad_bytes
     if job.zero >= 3:

@@ -55,9 +55,10 @@ __all__ = ["ACT_BYTES", "FP32", "FP8_CAST_TRANSPOSE_BYTES", "Block", "embedding_
 
 def layer_params_per_gpu(model: ModelSpec, job: JobSpec) -> float:
     """Parameters of one transformer layer held by one GPU (TP- and EP-sharded)."""
-    t = job.tp
+    lay = job.layout
+    t = lay.tp
     if model.experts > 1:
-        return (model.attention_params() / t + model.experts * model.mlp_params() / (t * job.ep)
+        return (model.attention_params() / t + model.experts * model.mlp_params() / (t * lay.ep)
                 + 2 * model.norm_params() + model.hidden * model.experts)
     return (model.attention_params() + model.mlp_params()) / t + 2 * model.norm_params()
 
@@ -363,6 +364,7 @@ def pipeline_p2p_bytes(model: ModelSpec, job: JobSpec) -> float:
 def pipeline_p2p_gather_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes of the TP all-gather that rebuilds a scattered pipeline message on the receiving
     stage (``job.pp_scatter_gather`` without sequence parallelism), 0 otherwise."""
-    if not job.pp_scatter_gather or job.tp == 1 or job.sequence_parallel:
+    lay = job.layout
+    if not job.pp_scatter_gather or lay.tp == 1 or lay.sequence_parallel:
         return 0.0
     return ACT_BYTES * job.layout.tokens * model.hidden

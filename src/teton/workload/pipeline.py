@@ -33,8 +33,9 @@ class PipelineSplit:
 
 
 def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
-    v = job.virtual_stages if job.pp_schedule == "interleaved" else 1
-    return PipelineSplit(_split(model.layers, job.pp, v, job.pp_embedding_slots))
+    lay = job.layout
+    v = lay.virtual_stages if job.pp_schedule == "interleaved" else 1
+    return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots))
 
 
 @cached(1024)

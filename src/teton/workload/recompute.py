@@ -69,8 +69,9 @@ def sac_op_recompute(fwd: list[Item], model: ModelSpec, job: JobSpec, acc: int) 
     exchange, which runs inside it); without flash attention the core's ``aten.bmm``, softmax
     and dropout are not in the list and are recomputed.
     """
-    t = job.tp
-    tok = job.micro_batch * job.seq_len // job.cp
+    lay = job.layout
+    t = lay.tp
+    tok = lay.micro_batch * lay.seq_len // lay.cp
     widths = sac_op_widths(model, t)
     recomputed: dict[str, list[str]] = {}
     for gemm, proj, saved in sac_op_projections(model):
@@ -101,9 +102,10 @@ def sac_op_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     parallelism, the outputs of the two reduce-scatters. Nothing else: the norms' statistics,
     the rotary outputs, K, the SwiGLU product, dropout masks and a CP all-gather's K/V are
     recomputed."""
-    t, a, h = job.tp, ACT_BYTES, model.hidden
-    sp = job.sequence_parallel and t > 1
-    tok = job.micro_batch * job.seq_len // job.cp
+    lay = job.layout
+    t, a, h = lay.tp, ACT_BYTES, model.hidden
+    sp = lay.sequence_parallel and t > 1
+    tok = lay.micro_batch * lay.seq_len // lay.cp
     tok_e = tok / t if sp else tok
     widths = sac_op_widths(model, t)
     out = a * tok_e * h + a * tok * sum(widths[p] for _, p, saved in sac_op_projections(model) if saved)
@@ -118,9 +120,10 @@ def sac_op_recomputed_bytes(model: ModelSpec, job: JobSpec, plain_bytes: float) 
     """Bytes the recompute of one layer brings back for its backward under per-op SAC: what the
     layer would keep without recompute (``plain_bytes``) less the tensors it keeps anyway (its
     input, V = wv's output, w1's output and the flash kernel's output and log-sum-exp)."""
-    t, a = job.tp, ACT_BYTES
-    sp = job.sequence_parallel and t > 1
-    tok = job.micro_batch * job.seq_len // job.cp
+    lay = job.layout
+    t, a = lay.tp, ACT_BYTES
+    sp = lay.sequence_parallel and t > 1
+    tok = lay.micro_batch * lay.seq_len // lay.cp
     tok_e = tok / t if sp else tok
     kept = a * tok_e * model.hidden + a * tok * (model.kv_width + model.ffn_hidden) / t
     if job.flash_attention:

@@ -69,7 +69,7 @@ class StepWork:
 def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """Parameters one GPU holds for each (rank, chunk): its layers' TP shard, plus the embedding
     on (0, 0) and the output head on (p-1, v-1)."""
-    t = job.tp
+    t = job.layout.tp
     out = split.layers * layer_params_per_gpu(model, job)
     out = out.astype(float)
     # vocab-parallel matrices are split over TP; learned positions and the final norm are replicated
@@ -82,9 +82,10 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
 def chunk_expert_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """The routed experts' parameters one GPU holds for each (rank, chunk): its layers' experts
     (``experts / ep`` of them, TP-sharded); zeros for a dense model."""
+    lay = job.layout
     if model.experts <= 1:
         return np.zeros(split.layers.shape)
-    return split.layers * (model.experts * model.mlp_params() / (job.tp * job.ep))
+    return split.layers * (model.experts * model.mlp_params() / (lay.tp * lay.ep))
 
 
 def dp_shard(params: np.ndarray, expert_params: np.ndarray, dp: int, ep: int, cp: int = 1) -> np.ndarray:
@@ -163,7 +164,7 @@ def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
         embedding=embedding,
         head=head,
         split=split,
-        micro_batches=job.micro_batches,
+        micro_batches=job.layout.micro_batches,
         p2p_bytes=pipeline_p2p_bytes(model, job),
         p2p_gather_bytes=pipeline_p2p_gather_bytes(model, job),
         chunk_params=chunk_params(model, job, split),

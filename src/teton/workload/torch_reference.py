@@ -397,9 +397,10 @@ def compare_layer_flops(model: ModelSpec, job, attention_kernel: str = "flash",
     under ``job.recompute = selective_layer``; ``teton_recompute_per`` says which): the
     reference runs none. ``progress(done, total)`` after each of the reference layer and head.
     """
+    lay = job.layout
     from teton.workload.ops import head_block, layer_block
 
-    kw = dict(seq_len=job.seq_len, micro_batch=job.micro_batch, tp=job.tp, cp=job.cp)
+    kw = dict(seq_len=lay.seq_len, micro_batch=lay.micro_batch, tp=lay.tp, cp=lay.cp)
     tick = progress or (lambda done, total: None)
     tick(0, 2)
     ref = torch_layer_flops(model, attention_kernel=attention_kernel, **kw)
@@ -420,8 +421,8 @@ def compare_layer_flops(model: ModelSpec, job, attention_kernel: str = "flash",
     ]
     rows = [{"category": c, "teton_flops": t, "torch_flops": r, "ratio": t / r if r else math.nan,
              "expected_ratio": e} for c, t, r, e in spec_rows]
-    return {"model": model.name, "tp": job.tp, "cp": job.cp, "seq_len": job.seq_len,
-            "micro_batch": job.micro_batch, "attention_kernel": attention_kernel, "rows": rows,
+    return {"model": model.name, "tp": lay.tp, "cp": lay.cp, "seq_len": lay.seq_len,
+            "micro_batch": lay.micro_batch, "attention_kernel": attention_kernel, "rows": rows,
             "teton_recompute_flops": ours["recompute_flops"],
             "teton_recompute_per": "layer" if per_layer else f"checkpointed layer (1 in {job.recompute_interval})",
             "torch_other_flops": ref["other_flops"] + ref_head["other_flops"],
