@@ -57,7 +57,7 @@ def _par(m: Mapper, name: str) -> tuple[str | None, Any]:
 
 def _model(m: Mapper) -> None:
     name, flavor = m.get("model.name"), m.get("model.flavor")
-    if name not in FLAVORS:
+    if not isinstance(name, str) or name not in FLAVORS:
         raise SpecError("model.name", name, f"one of {', '.join(FLAVORS)} (the torchtitan models teton has presets "
                         "for)")
     preset = FLAVORS[name].get(str(flavor))
@@ -188,6 +188,8 @@ def _precision(m: Mapper) -> None:
     else:
         m.default("software.grad_accum_dtype", "fp32", "torchtitan's mixed_precision_reduce default: float32")
     converters = m.get("model.converters") or []
+    if not (isinstance(converters, list) and all(isinstance(c, str) for c in converters)):
+        raise SpecError("model.converters", converters, 'a list of names, like ["float8"]')
     fp8 = "float8" in converters or as_bool("float8.enable_float8_linear", m.get("float8.enable_float8_linear", False))
     if fp8:
         m.put("job.precision", "fp8", "model.converters" if "float8" in converters else "float8.enable_float8_linear",
@@ -213,6 +215,8 @@ def _stack(m: Mapper) -> None:
     key, raw = m.first("compile.enable", "training.compile")
     on = key is not None and as_bool(key, raw)
     components = m.get("compile.components")
+    if components is not None and not (isinstance(components, list) and all(isinstance(c, str) for c in components)):
+        raise SpecError("compile.components", components, 'a list of names, like ["model", "loss"]')
     if key is None:
         m.default("software.elementwise", "eager", "torch.compile off by default: PyTorch ops one by one")
     else:
