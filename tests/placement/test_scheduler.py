@@ -7,7 +7,7 @@ import pytest
 
 import teton.placement.traces as tr
 from teton.errors import SpecError
-from teton.placement.cost import JobShape, SlowdownModel, structure_key
+from teton.placement.cost import SlowdownModel, structure_key, trace_job_shape
 from teton.placement.scheduler import Allocator, simulate_schedule
 from teton.placement.traces import Trace, TraceJob
 
@@ -78,9 +78,9 @@ def test_public_format_sample_is_simulated():
 
 def test_tokens_jobs_and_oversized_jobs(small_cluster):
     sm = SlowdownModel(small_cluster)
-    shape = JobShape("llama3-8b", 16, tp=8, pp=1)
+    shape = trace_job_shape("llama3-8b", 16, tp=8, pp=1)
     step = sm.ideal(shape).step_s
-    tokens_per_step = shape.dp * shape.m * shape.seq_len
+    tokens_per_step = shape.layout.tokens_per_step
     trace = Trace((TraceJob("t", 0, 16, tokens=10 * tokens_per_step, model="llama3-8b", tp=8, pp=1),
                    TraceJob("big", 0, 256, 10.0)))
     r = simulate_schedule(trace, small_cluster, "topology-aware")
@@ -92,7 +92,7 @@ def test_tokens_jobs_and_oversized_jobs(small_cluster):
 
 def test_structure_key_is_exact_for_the_cost_model(roce):
     sm = SlowdownModel(roce)
-    shape = JobShape("llama3-70b", 64, tp=8, pp=4)
+    shape = trace_job_shape("llama3-70b", 64, tp=8, pp=4)
     a = np.arange(64)
     b = np.arange(3072, 3072 + 64)  # same shape one pod over: same key, same price
     c = np.concatenate([np.arange(32), np.arange(3072, 3072 + 32)])  # straddles two pods

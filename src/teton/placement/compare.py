@@ -68,10 +68,7 @@ def plural(name: str) -> str:
 
 
 def _estimate_row(spec, placement: Placement) -> dict[str, Any]:
-    job = spec.job
-    shape = JobShape(model=spec.model.name, gpus=job.gpus, tp=job.layout.tp, pp=job.layout.pp, cp=job.layout.cp,
-                     seq_len=job.layout.seq_len, micro_batch=job.layout.micro_batch, micro_batches=job.layout.micro_batches,
-                     virtual_stages=job.layout.virtual_stages)
+    shape = JobShape(model=spec.model.name, layout=spec.job.layout)
     est = step_estimate(spec.cluster, shape, placement, cost_model(spec.cluster, spec.network.fidelity))
     breakdown = {"compute": est.compute_s, "pipeline_bubble": est.bubble_s}
     breakdown.update({f"{a}_comm": est.exposed_s[a] for a in COMM_AXES})

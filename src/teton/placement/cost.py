@@ -13,7 +13,8 @@ compute_s: model FLOPs of one rank for the step (6 N_matmul tokens, plus causal 
   much as in a real step).
 bubble: (pp - 1) / (v m) (Narayanan et al. 2021, interleaved schedule).
 C_tp: sequence parallelism (Korthikanti et al. 2022): per layer and micro-batch 2 all-gathers
-  and 2 reduce-scatters of the b s h activation forward, the same backward.
+  and 2 reduce-scatters of the b s h activation forward, the same backward (without it, 2
+  all-reduces each way).
 C_cp: all-gather of K and V forward, reduce-scatter of their gradients backward (Llama 3 CP).
 C_pp: one activation send forward and one gradient send backward per micro-batch and virtual
   stage (b s h / tp with the scatter-gather optimisation).
@@ -32,7 +33,7 @@ cached per (job shape, structure) and identical structures are priced once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from teton.memo import cached
 from teton.network.cost_model import cost_model
 from teton.placement.mapping import Placement, place
 from teton.spec.cluster import ClusterSpec
+from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import MODEL_PRESETS, ModelSpec
 from teton.units import BF16_BYTES, FP32_BYTES
@@ -51,33 +53,30 @@ AXES_PRICED = ("tp", "cp", "pp", "ep", "dp")
 
 @dataclass(frozen=True)
 class JobShape:
-    """What the cheap model needs to know about a job: model and parallel layout."""
+    """What the cheap model needs to know about a job: its model's name and its parallel layout
+    (``teton.spec.layout``: degrees, axis order, batch, sequence parallelism; nothing of its own)."""
 
     model: str
-    gpus: int
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    ep: int = 1
-    seq_len: int = 8192
-    micro_batch: int = 1
-    micro_batches: int = 0  # per DP rank and step; 0: max(2 pp, 8)
-    virtual_stages: int = 1
+    layout: Layout
 
     @property
-    def dp(self) -> int:
-        return self.gpus // (self.tp * self.pp * self.cp)
+    def gpus(self) -> int:
+        return self.layout.gpus
 
-    @property
-    def m(self) -> int:
-        return self.micro_batches or max(2 * self.pp, 8)
 
-    @property
-    def layout(self) -> Layout:
-        """The parallel layout (``teton.spec.layout``): EP, when the job has it, just inside DP."""
-        order = ("tp", "cp", "pp", "ep", "dp") if self.ep > 1 else ("tp", "cp", "pp", "dp")
-        return Layout(tp=self.tp, cp=self.cp, pp=self.pp, dp=self.dp, ep=self.ep, virtual_stages=self.virtual_stages,
-                      order=order, micro_batch=self.micro_batch, seq_len=self.seq_len, sequence_parallel=self.tp > 1)
+# A trace gives no batch: micro-batches per DP rank enough to keep a pipeline of pp stages busy
+# (the 1F1B bubble (pp - 1) / m under a quarter, and at least 8)
+TRACE_MICRO_BATCHES_PER_STAGE, TRACE_MICRO_BATCHES_MIN = 2, 8
+
+
+@cached(4096)
+def trace_job_shape(model: str, gpus: int, tp: int = 1, pp: int = 1) -> JobShape:
+    """The shape of a trace job, which names at most its model, GPUs, tp and pp: a ``JobSpec``'s
+    layout with the job defaults for everything else (sequence, micro-batch, sequence
+    parallelism, axis order) and ``max(2 pp, 8)`` micro-batches per DP rank."""
+    lay = JobSpec(gpus=gpus, tp=tp, pp=pp).layout
+    m = max(TRACE_MICRO_BATCHES_PER_STAGE * lay.pp, TRACE_MICRO_BATCHES_MIN)
+    return JobShape(model=model, layout=replace(lay, sequences_per_step=lay.dp * lay.micro_batch * m))
 
 
 def default_layout(model: str, gpus: int, gpus_per_host: int = 8) -> JobShape:
@@ -91,7 +90,7 @@ def default_layout(model: str, gpus: int, gpus_per_host: int = 8) -> JobShape:
     while want_pp > 1 and (gpus % (tp * want_pp) or spec.layers < want_pp):
         want_pp //= 2
     pp = want_pp
-    return JobShape(model=model, gpus=gpus, tp=tp, pp=pp)
+    return trace_job_shape(model, gpus, tp, pp)
 
 
 @cached(64)
@@ -123,37 +122,38 @@ class StepEstimate:
 
 def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, cost_model) -> StepEstimate:
     """The cheap step-time model of the module docstring for one placement."""
-    model = get_model(shape.model)
+    model, lay = get_model(shape.model), shape.layout
     gpu = cluster.gpu_spec
     e = cluster_efficiency(gpu, cluster.efficiency)
-    b, s, h = shape.micro_batch, shape.seq_len, model.hidden
-    layers_stage = math.ceil(model.layers / shape.pp)
-    m, v = shape.m, shape.virtual_stages
+    b, s, h = lay.micro_batch, lay.seq_len, model.hidden
+    layers_stage = math.ceil(model.layers / lay.pp)
+    m, v = lay.micro_batches, lay.virtual_stages
     flops_mb = (6 * model.matmul_params() * b * s + 6 * b * s * s * model.q_width * model.layers) / (
-        shape.tp * shape.pp * shape.cp)
+        lay.tp * lay.pp * lay.cp)
     compute_mb = flops_mb / (gpu.peak_flops("bf16") * e.gemm_mamf["bf16"])
     compute_s = m * compute_mb
-    bubble_s = compute_s * (shape.pp - 1) / (v * m)
+    bubble_s = compute_s * (lay.pp - 1) / (v * m)
     ct = cost_model.collective_time
     comm = dict.fromkeys(AXES_PRICED, 0.0)
-    act = b * s * h * BF16_BYTES / shape.cp
-    if shape.tp > 1:
+    act = b * s * h * BF16_BYTES / lay.cp
+    if lay.tp > 1:  # sequence parallelism: 2 all-gathers and 2 reduce-scatters, else 2 all-reduces, each way
         g = placement.groups("tp")
-        comm["tp"] = m * layers_stage * 4 * (ct("all_gather", g, act) + ct("reduce_scatter", g, act))
-    if shape.cp > 1:
+        comm["tp"] = m * layers_stage * 4 * ((ct("all_gather", g, act) + ct("reduce_scatter", g, act))
+                                             if lay.sequence_parallel else ct("all_reduce", g, act))
+    if lay.cp > 1:
         g = placement.groups("cp")
-        kv = 2 * b * s * model.kv_width * BF16_BYTES / shape.tp
+        kv = 2 * b * s * model.kv_width * BF16_BYTES / lay.tp
         comm["cp"] = m * layers_stage * (ct("all_gather", g, kv) + ct("reduce_scatter", g, kv))
-    if shape.pp > 1:
+    if lay.pp > 1:
         pairs = placement.pp_neighbours()
-        comm["pp"] = m * v * 2 * ct("send_recv", pairs, act / shape.tp)
-    if shape.ep > 1 and model.experts > 1:
+        comm["pp"] = m * v * 2 * ct("send_recv", pairs, act / lay.tp)
+    if lay.ep > 1 and model.experts > 1:
         g = placement.groups("ep")
-        tokens = act * model.top_k / shape.tp
+        tokens = act * model.top_k / lay.tp
         comm["ep"] = m * layers_stage * 4 * ct("all_to_all", g, tokens)
-    if shape.dp > 1:
+    if lay.dp > 1:
         g = placement.groups("dp")
-        per_rank = model.total_params() / (shape.tp * shape.pp)
+        per_rank = model.total_params() / (lay.tp * lay.pp)
         comm["dp"] = ct("reduce_scatter", g, per_rank * FP32_BYTES) + ct("all_gather", g, per_rank * BF16_BYTES)
     window_s = compute_mb * 2 / 3  # backward of the last micro-batch
     exposed = dict(comm)

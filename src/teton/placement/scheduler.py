@@ -45,7 +45,7 @@ import numpy as np
 
 from teton.errors import SpecError
 from teton.placement.backfill import easy_backfill
-from teton.placement.cost import JobShape, SlowdownModel, default_layout
+from teton.placement.cost import JobShape, SlowdownModel, default_layout, trace_job_shape
 from teton.placement.mapping import pod_span_gpus
 from teton.placement.schedule_metrics import percentiles, utilisation_figures
 from teton.placement.traces import Trace, TraceIssue, model_for_size
@@ -251,7 +251,7 @@ def _shape_of(job, cluster: ClusterSpec) -> JobShape:
     model = job.model or model_for_size(job.gpus)
     if job.tp or job.pp:
         tp, pp = job.tp or 1, job.pp or 1
-        return JobShape(model=model, gpus=job.gpus, tp=tp, pp=pp)
+        return trace_job_shape(model, job.gpus, tp, pp)
     return default_layout(model, job.gpus, cluster.gpus_per_host)
 
 
@@ -278,8 +278,7 @@ def ideal_run_times_s(jobs: list, shapes: list[JobShape], sm: SlowdownModel) -> 
             ideal_s[i] = j.duration_s
         else:
             est = sm.ideal(sh)
-            tokens_per_step = sh.dp * sh.m * sh.micro_batch * sh.seq_len
-            ideal_s[i] = math.ceil(j.tokens / tokens_per_step) * est.step_s
+            ideal_s[i] = math.ceil(j.tokens / sh.layout.tokens_per_step) * est.step_s
     return ideal_s
 
 
