@@ -33,7 +33,7 @@ MAX_REAL = 1e18  # any other number's magnitude (token budgets of 10^15 pass; by
 MIN_POSITIVE = 1e-12  # the smallest value of a field that must be positive (gt=0)
 
 
-def _numeric(annotation: Any) -> tuple[bool, bool]:
+def numeric_kinds(annotation: Any) -> tuple[bool, bool]:
     """(admits an int, admits a float) of a field's annotation (``int | None``, ``float | str``);
     a Literal of numbers (``zero: Literal[0, 1, 2, 3]``) is neither: pydantic checks it."""
     args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
@@ -53,7 +53,7 @@ def field_range(field) -> tuple[float, float, bool, bool]:
             hi, hi_open = m.lt, True
         elif isinstance(m, at.Le):
             hi = m.le
-    ints, floats = _numeric(field.annotation)
+    ints, floats = numeric_kinds(field.annotation)
     integer = ints and not floats
     if hi is None:
         hi = MAX_COUNT if integer else MAX_REAL
@@ -108,11 +108,11 @@ def _number_values(annotation: Any) -> bool:
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
         return any(_number_values(a) for a in typing.get_args(annotation))
     args = typing.get_args(annotation)
-    return typing.get_origin(annotation) is dict and len(args) == 2 and any(_numeric(args[1]))
+    return typing.get_origin(annotation) is dict and len(args) == 2 and any(numeric_kinds(args[1]))
 
 
 def _check_field(field, value: Any) -> None:
-    ints, floats = _numeric(field.annotation)
+    ints, floats = numeric_kinds(field.annotation)
     if ints or floats:
         lo, hi, lo_open, hi_open = field_range(field)
         problem = number_problem(value, lo, hi, lo_open, hi_open, ints and not floats)

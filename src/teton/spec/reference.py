@@ -15,13 +15,14 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from teton.spec.cluster import ClusterSpec, FabricLayer
+from teton.spec.fields import field_range, numeric_kinds, range_text
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.spec.network import NetworkSpec
 from teton.spec.plan import PlanSpec
 from teton.spec.reliability import InfantMortality, ReliabilitySpec
 from teton.spec.software import SoftwareSpec
-from teton.spec.storage import CheckpointPolicy, StorageSystem
+from teton.spec.storage import CheckpointPolicy, DataLoadingSpec, DevxSpec, StorageSystem
 
 SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("cluster", ClusterSpec, "a preset name (`teton presets`), a file, or a mapping (`base:` a preset plus overrides)"),
@@ -35,6 +36,8 @@ SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("storage", StorageSystem, "the storage system checkpoints land on (`preset:` plus overrides); "
                                "default: the cluster's `storage`"),
     ("storage.checkpoint", CheckpointPolicy, "how checkpoints are written and restored"),
+    ("storage.data_loading", DataLoadingSpec, "what the data loader reads (`teton checkpoint`)"),
+    ("storage.devx", DevxSpec, "the developer-experience job start (`teton checkpoint`)"),
     ("reliability", ReliabilitySpec, "failures, recovery, run length, power and cost of a whole run"),
     ("reliability.infant_mortality", InfantMortality, "early-life failures (Weibull)"),
     ("plan", PlanSpec, "what `teton plan` chooses between"),
@@ -108,6 +111,15 @@ def _default(field) -> str:
     return f"`{field.default!r}`"
 
 
+def _range(field) -> str:
+    """The allowed range of a numeric field (``teton.spec.fields``), else empty."""
+    ints, floats = numeric_kinds(field.annotation)
+    if not (ints or floats):
+        return ""
+    return range_text(*field_range(field), ints and not floats).removeprefix("an integer in ").removeprefix(
+        "a finite number in ")
+
+
 def markdown() -> str:
     """Every spec section's fields as Markdown tables."""
     out = []
@@ -115,10 +127,10 @@ def markdown() -> str:
         notes = _comments(cls) | {k.removeprefix(f"{name}."): v for k, v in GLOSSARY.items()
                                    if k.startswith(f"{name}.") and "." not in k.removeprefix(f"{name}.")}
         out += [f"### `{name}`", "", what[0].upper() + what[1:] + ".", "",
-                "| field | type | default | meaning |", "|---|---|---|---|"]
+                "| field | type | default | range | meaning |", "|---|---|---|---|---|"]
         for field_name, field in cls.model_fields.items():
             meaning = field.description or notes.get(field_name, "")
-            cells = (f"`{field_name}`", _type(field.annotation), _default(field), meaning)
+            cells = (f"`{field_name}`", _type(field.annotation), _default(field), _range(field), meaning)
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
