@@ -28,9 +28,9 @@ import numpy as np
 
 from teton.errors import SpecError
 from teton.spec.cluster import ClusterSpec
+from teton.spec.layout import BASE_AXES
 
 POLICIES = ("topology-aware", "linear", "random", "fragmented")
-BASE_AXES = ("tp", "cp", "pp", "dp")
 # Gradient groups: the ranks holding the same weights. CP ranks hold the same weights as their DP
 # peers (CP splits the sequence, not the model), so gradients are reduced, and ZeRO shards, over
 # dp x cp (Megatron-Core's data-parallel group "with context parallel"; torchtitan's dp_shard_cp).
@@ -179,7 +179,7 @@ def fragmented_order(cluster: ClusterSpec, free: np.ndarray) -> np.ndarray:
     return free[np.lexsort((free % g, key))]
 
 
-def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] = ("tp", "cp", "pp", "dp"),
+def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] = BASE_AXES,
           policy: str = "topology-aware", seed: int = 0, busy: np.ndarray | None = None) -> Placement:
     """Place a job with the given axis degrees on ``cluster`` (``busy``: GPU ids already taken).
 

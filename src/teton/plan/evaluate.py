@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from teton.plan.candidates import CountTask
+from teton.spec.layout import dp_of
 
 DAYS_PER_MONTH = 365.25 / 12
 GOODPUT_KEYS = ("time_to_train_days", "time_to_train_percentiles", "gpu_hours", "ideal_gpu_hours", "energy_mwh",
@@ -79,10 +80,10 @@ def search_by_hand(task: CountTask) -> dict[str, Any] | None:
     from teton.sweep.search import SearchSpace
 
     base, job = task.base.job, task.spec.job
-    model_par = base.tp * base.cp * base.pp
-    if task.gpus % model_par:
+    dp = dp_of(task.gpus, base.layout.model_parallel)
+    if dp is None:
         return None
-    sets = [f"job.gpus={task.gpus}", f"job.dp={task.gpus // model_par}", f"job.global_batch={job.global_batch}"]
+    sets = [f"job.gpus={task.gpus}", f"job.dp={dp}", f"job.global_batch={job.global_batch}"]
     if base.global_batch_tokens:
         sets.append("job.global_batch_tokens=null")
     default, space = SearchSpace(), {}

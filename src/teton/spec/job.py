@@ -12,7 +12,7 @@ from teton.hardware import GPUS
 from teton.hardware.efficiency import cluster_efficiency
 from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
-from teton.spec.layout import Layout, data_parallel_degree
+from teton.spec.layout import BASE_AXES, Layout, data_parallel_degree
 from teton.spec.model import ModelSpec
 from teton.spec.software import SoftwareSpec
 
@@ -99,14 +99,14 @@ class JobSpec(Section):
     # per_step for zero <= 2, per_microbatch for zero 3.
     grad_reduce: Literal["per_step", "per_microbatch"] | None = None
     placement: Literal["topology-aware", "linear", "random", "fragmented"] = "topology-aware"
-    parallel_order: tuple[str, ...] = ("tp", "cp", "pp", "dp")  # innermost first (Llama 3)
+    parallel_order: tuple[str, ...] = BASE_AXES  # innermost first (Llama 3)
     # the software stack (the spec's top-level software: section, put here by load_spec)
     software: SoftwareSpec = SoftwareSpec()
 
     @model_validator(mode="after")
     def _check(self) -> JobSpec:
         base = [a for a in self.parallel_order if a != "ep"]
-        if sorted(base) != sorted(("tp", "cp", "pp", "dp")) or len(self.parallel_order) - len(base) > 1:
+        if sorted(base) != sorted(BASE_AXES) or len(self.parallel_order) - len(base) > 1:
             raise SpecError("job.parallel_order", list(self.parallel_order),
                             "must be an ordering of tp, cp, pp, dp, optionally with ep (innermost first)")
         if self.pp_schedule == "1f1b" and self.virtual_stages != 1:

@@ -39,14 +39,21 @@ BASE_AXES = ("tp", "cp", "pp", "dp")
 MAX_MICRO_BATCHES = 65_536
 
 
+def dp_of(gpus: int, model_parallel: int) -> int | None:
+    """dp of ``gpus`` GPUs in model replicas of ``model_parallel`` (tp cp pp) GPUs; None when they
+    do not divide. The one place dp is derived."""
+    return None if gpus % model_parallel else gpus // model_parallel
+
+
 def data_parallel_degree(job) -> int:
     """dp of a job: ``job.dp`` when given, else ``gpus / (tp cp pp)`` (which must divide)."""
     if job.dp is not None:
         return job.dp
     model_par = job.tp * job.cp * job.pp
-    if job.gpus % model_par:
+    dp = dp_of(job.gpus, model_par)
+    if dp is None:
         raise SpecError("job.gpus", job.gpus, f"must be a multiple of tp*cp*pp = {model_par}")
-    return job.gpus // model_par
+    return dp
 
 
 def sequences_per_step(job, dp: int) -> int:

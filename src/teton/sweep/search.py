@@ -22,6 +22,7 @@ from teton.engine.result import StepResult
 from teton.engine.step import simulate_step
 from teton.errors import SpecError
 from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
+from teton.spec.layout import dp_of
 from teton.spec.schema import Spec
 from teton.workload.memory import memory_per_gpu
 
@@ -93,14 +94,13 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
     for tp, cp, pp, v, mb, rc, (z, gr), ep in itertools.product(
             space.tp, space.cp, space.pp, space.virtual_stages, space.micro_batch, space.recompute, zeros,
             ep_degrees(spec, space)):
-        model_par = tp * cp * pp
-        if job.gpus % model_par:
+        dp = dp_of(job.gpus, tp * cp * pp)
+        if dp is None:
             continue
         if v > 1 and pp == 1:
             continue
         if cp > 1 and lay.seq_len < 8192 * cp // 4:  # CP only pays for long sequences
             continue
-        dp = job.gpus // model_par
         seqs = tokens // lay.seq_len
         if seqs % (dp * mb):
             continue

@@ -34,6 +34,7 @@ from importlib import resources
 
 from teton.memo import cached
 from teton.spec import load_spec
+from teton.spec.layout import dp_of
 from teton.validation.runs import MeasuredRun, measured_run
 
 TABLE4_SOURCE = "Llama 3 herd paper, arXiv 2407.21783, Table 4"
@@ -68,7 +69,7 @@ def table4_spec(row: dict, efficiency: dict | None = None) -> tuple[dict, str]:
     seq, per_dp = int(row["seq_len"]), int(row["batch_size_per_dp"])
     note = ""
     if tp * cp * pp * dp != gpus:
-        fixed = gpus // (tp * cp * pp)
+        fixed = dp_of(gpus, tp * cp * pp)
         note = (f"as printed tp*cp*pp*dp = {tp * cp * pp * dp} != {gpus} GPUs (and {per_dp}x{seq}x{dp} "
                 f"~ {per_dp * seq * dp / 1e6:.1f}M tokens, not 16M); modelled with DP = {fixed}")
         dp = fixed
