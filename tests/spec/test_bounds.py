@@ -74,3 +74,17 @@ def test_the_largest_values_in_range_run_without_error(cli, tmp_path):
                       "job: {gpus: 8, tp: 8, seq_len: 16777216, micro_batch: 1048576, global_batch: 1048576}\n")
     code, out, err = cli("ops", path)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("1:10000000:1", "at most 1,000 counts"),  # 1:100000000:1 built 10^8 counts in 11 s before
+    ("1:" + "9" * 50, "each count at most 10,000,000"),  # geometric points of float-rounded 10^50
+    ("99999999999,8", "each count at most 10,000,000"),
+    ("1:" + "9" * 5000 + ":1", "each count at most"),
+])
+def test_plan_counts_are_bounded(text, needle):
+    from teton.spec.plan import parse_counts
+
+    with pytest.raises(SpecError, match=needle):
+        parse_counts(text, "gpus")
+    assert parse_counts("64:1024", "gpus", 8) == (64, 128, 256, 512, 1024)

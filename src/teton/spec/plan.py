@@ -25,10 +25,11 @@ from typing import Any
 from pydantic import ConfigDict, Field, field_validator
 
 from teton.errors import SpecError
-from teton.spec.fields import Section
+from teton.spec.fields import MAX_GPUS, Section
 from teton.units import parse_count
 
 GEOMETRIC_POINTS = 5
+MAX_COUNTS = 1000  # counts one list or range may give (each is a plan or a sweep row to evaluate)
 BATCH_RULES = ("fixed", "per_gpu")
 
 
@@ -50,13 +51,23 @@ def parse_counts(value: Any, field: str, geometric_multiple: int = 1) -> tuple[i
         counts = ()
     if not counts or any(c <= 0 for c in counts):
         raise SpecError(field, value, "expected positive integers: 8192,16384, lo:hi:step or lo:hi")
+    _check_counts(field, value, max(counts), len(counts))
     return tuple(sorted(set(counts)))
+
+
+def _check_counts(field: str, value: Any, largest: int, n: int) -> None:
+    if largest > MAX_GPUS:
+        raise SpecError(field, value, f"each count at most {MAX_GPUS:,}")
+    if n > MAX_COUNTS:
+        raise SpecError(field, value, f"at most {MAX_COUNTS:,} counts (gives {n:,})")
 
 
 def _range(text: str, field: str, multiple: int) -> tuple[int, ...]:
     parts = text.split(":")
     if len(parts) not in (2, 3) or not all(re.fullmatch(r"\d+", p.strip()) for p in parts):
         raise SpecError(field, text, "expected lo:hi:step or lo:hi with positive integers")
+    if any(len(p.strip()) > 12 for p in parts):  # past MAX_GPUS; and int() of 5,000 digits fails
+        raise SpecError(field, text, f"each count at most {MAX_GPUS:,}")
     lo, hi = int(parts[0]), int(parts[1])
     if lo <= 0 or hi < lo:
         raise SpecError(field, text, "needs 0 < lo <= hi")
@@ -64,7 +75,9 @@ def _range(text: str, field: str, multiple: int) -> tuple[int, ...]:
         step = int(parts[2])
         if step <= 0:
             raise SpecError(field, text, "the step must be positive")
+        _check_counts(field, text, hi, (hi - lo) // step + 1)
         return tuple(range(lo, hi + 1, step))
+    _check_counts(field, text, hi, 1)
     if lo == hi:
         return (lo,)
     ratio = (hi / lo) ** (1.0 / (GEOMETRIC_POINTS - 1))
