@@ -26,7 +26,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     a = ACT_BYTES
     h, q, kv, f = model.hidden, model.q_width, model.kv_width, model.ffn_hidden
     tok = lay.tokens
-    tok_e = tok / t if lay.sequence_parallel else tok  # unrounded, as workload.recompute's byte counts
+    tok_e = lay.elementwise_tokens  # exact: the Layout's rules make b s / cp divide by tp under SP
     drop = 1 if model.dropout else 0
     hidden_saved = (
         a * tok_e * h  # attention-norm input
@@ -68,5 +68,4 @@ def layer_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
 def checkpoint_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes a fully checkpointed layer keeps per micro-batch: its input hidden state (SP-sharded)."""
     lay = job.layout
-    return ACT_BYTES * lay.micro_batch * lay.seq_len / lay.cp * model.hidden / (
-        lay.tp if lay.sequence_parallel and lay.tp > 1 else 1)
+    return ACT_BYTES * lay.elementwise_tokens * model.hidden

@@ -167,7 +167,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     acts = activation_bytes_per_rank(model, job, split)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
-    tok = lay.micro_batch * lay.seq_len // lay.cp
+    tok = lay.tokens
     local_experts = model.experts // lay.ep if model.experts > 1 else 1  # a MoE layer gathers all its experts
     layer_params = (model.attention_params() + local_experts * model.mlp_params()) / lay.tp
     working = np.full(lay.pp, RUNTIME_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))

@@ -71,7 +71,7 @@ def sac_op_recompute(fwd: list[Item], model: ModelSpec, job: JobSpec, acc: int) 
     """
     lay = job.layout
     t = lay.tp
-    tok = lay.micro_batch * lay.seq_len // lay.cp
+    tok = lay.tokens
     widths = sac_op_widths(model, t)
     recomputed: dict[str, list[str]] = {}
     for gemm, proj, saved in sac_op_projections(model):
@@ -104,14 +104,13 @@ def sac_op_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     recomputed."""
     lay = job.layout
     t, a, h = lay.tp, ACT_BYTES, model.hidden
-    sp = lay.sequence_parallel and t > 1
-    tok = lay.micro_batch * lay.seq_len // lay.cp
-    tok_e = tok / t if sp else tok
+    tok = lay.tokens
+    tok_e = lay.elementwise_tokens
     widths = sac_op_widths(model, t)
     out = a * tok_e * h + a * tok * sum(widths[p] for _, p, saved in sac_op_projections(model) if saved)
     if job.flash_attention:
         out += a * tok * model.q_width / t + FP32 * tok * model.heads / t
-    if sp:
+    if lay.sequence_parallel:
         out += 2 * a * tok_e * h
     return out
 
@@ -122,9 +121,8 @@ def sac_op_recomputed_bytes(model: ModelSpec, job: JobSpec, plain_bytes: float) 
     input, V = wv's output, w1's output and the flash kernel's output and log-sum-exp)."""
     lay = job.layout
     t, a = lay.tp, ACT_BYTES
-    sp = lay.sequence_parallel and t > 1
-    tok = lay.micro_batch * lay.seq_len // lay.cp
-    tok_e = tok / t if sp else tok
+    tok = lay.tokens
+    tok_e = lay.elementwise_tokens
     kept = a * tok_e * model.hidden + a * tok * (model.kv_width + model.ffn_hidden) / t
     if job.flash_attention:
         kept += a * tok * model.q_width / t + FP32 * tok * model.heads / t
