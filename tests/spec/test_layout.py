@@ -27,3 +27,24 @@ def test_layout_derives_dp_and_the_batch_once():
     assert (lay.sequences_per_step, lay.micro_batches, lay.tokens_per_step) == (64, 32, 64 * 8192)
     assert (lay.tokens, lay.elementwise_tokens) == (2 * 8192 // 4, 2 * 8192 // 4 // 8)
     assert lay == Layout.of(load_spec(_spec(seq_len=8192, micro_batch=2, global_batch=64)).job)
+
+
+def test_a_tp_rank_holds_the_vocab_rows_its_lm_head_runs():
+    """GPT-3's 50,257-token vocabulary over TP 8: each rank holds ceil(50257 / 8) = 6,283 padded
+    rows of the embedding (it held 6,282.125; GPT-3's output head is tied to it), the rows its
+    lm_head GEMM multiplies."""
+    from teton.workload.ops import layer_params_per_gpu
+    from teton.workload.step_work import step_work
+
+    spec = load_spec({"cluster": "dgx-a100-superpod", "model": "gpt3-175b",
+                      "job": {"gpus": 16, "tp": 8, "pp": 2, "seq_len": 2048, "global_batch": 16}})
+    m, lay = spec.model, spec.job.layout
+    work = step_work(m, spec.job)
+    rows = lay.local_vocab(m.vocab)
+    assert rows == 6283
+    lm_head = next(op for op in work.head.fwd if op.name == "lm_head")
+    assert lm_head.n == rows
+    layers = work.split.layers * layer_params_per_gpu(m, spec.job)
+    positions = m.embedding_params() - m.vocab * m.hidden
+    assert work.chunk_params[0, 0] - layers[0, 0] == rows * m.hidden + positions
+    assert m.tied_embeddings and work.chunk_params[-1, -1] - layers[-1, -1] == m.norm_params()

@@ -80,4 +80,4 @@ def head_peak_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes the loss holds at its peak on the last pipeline rank: the cross-entropy kernel's
     peak bytes per logit (``hardware.kernels.CROSS_ENTROPY``) over this rank's vocab shard."""
     lay = job.layout
-    return CROSS_ENTROPY[job.software.cross_entropy].peak_bytes * lay.tokens * model.vocab / lay.tp
+    return CROSS_ENTROPY[job.software.cross_entropy].peak_bytes * lay.tokens * lay.local_vocab(model.vocab)

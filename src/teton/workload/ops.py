@@ -348,7 +348,7 @@ def embedding_block(model: ModelSpec, job: JobSpec) -> Block:
         comm = [Collective("tp.embedding", "reduce_scatter" if sp else "all_reduce", "tp", act_in)]
     grad = memory_op("embedding.grad_scatter_add", 2 * act_in + FP32 * tok * model.hidden, True)
     bwd_comm: list[Item] = [Collective("tp.embedding_grad", "all_gather", "tp", act_in)] if sp else []
-    accumulate = grad_accumulate(job, model.vocab * model.hidden / t)
+    accumulate = grad_accumulate(job, lay.local_vocab(model.vocab) * model.hidden)
     return Block("embedding", (lookup, *comm), (*bwd_comm, grad, *accumulate),
                  graphed=job.software.cuda_graphs == "full")
 

@@ -68,14 +68,15 @@ class StepWork:
 
 def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """Parameters one GPU holds for each (rank, chunk): its layers' TP shard, plus the embedding
-    on (0, 0) and the output head on (p-1, v-1)."""
-    t = job.layout.tp
+    on (0, 0) and the output head on (p-1, v-1). The vocab-parallel matrices are split over TP,
+    each rank holding its padded ``ceil(vocab / tp)`` rows (``Layout.local_vocab``, the rows its
+    lm_head GEMM runs); learned positions and the final norm are replicated."""
     out = split.layers * layer_params_per_gpu(model, job)
     out = out.astype(float)
-    # vocab-parallel matrices are split over TP; learned positions and the final norm are replicated
+    vocab_shard = job.layout.local_vocab(model.vocab) * model.hidden
     positions = model.embedding_params() - model.vocab * model.hidden
-    out[0, 0] += model.vocab * model.hidden / t + positions
-    out[-1, -1] += (model.head_params() - model.norm_params()) / t + model.norm_params()
+    out[0, 0] += vocab_shard + positions
+    out[-1, -1] += (0 if model.tied_embeddings else vocab_shard) + model.norm_params()
     return out
 
 
