@@ -148,3 +148,12 @@ def test_placement_json_matches_table_and_occupancy_is_reported(cli, example_spe
         assert f"{r['step_time_s']:.3f} s" in table and f"{r['slowdown']:.3f}" in table
         assert r["occupancy"] == pytest.approx(0.2, abs=1 / 24576 * 4)
     assert f"other jobs hold {rows[0]['occupancy'] * 100:.0f} %" in table
+
+
+def test_slurm_topology_with_json_prints_one_json_document(cli, tmp_path):
+    """--json printed nothing when only the topology file was written (the fuzz found it)."""
+    out = tmp_path / "topology.conf"
+    code, stdout, err = cli("placement", "--slurm-topology", str(out), "--cluster", "meta-rsc-16k", "--json")
+    assert code == 0, err
+    d = json.loads(stdout)
+    assert d["slurm_topology"] == str(out) and d["switches"] == out.read_text().count("SwitchName=")

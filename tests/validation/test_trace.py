@@ -289,6 +289,8 @@ def test_shapes_stripped(tmp_path, raw16):
     (2, "ts", float("inf"), "trace.traceEvents[2].ts"),
     (2, "dur", float("nan"), "trace.traceEvents[2].dur"),
     (0, "ts", 1e300, "trace.traceEvents[0].ts"),
+    (2, "dur", 1e-306, "trace.traceEvents[2].dur"),  # its GEMM's TFLOP/s overflowed to Infinity in --json
+    (2, "dur", -5.0, "trace.traceEvents[2].dur"),
 ])
 def test_malformed_ids_and_times(tmp_path, event, key, value, field):
     """Ids and times the linking keys dicts by, of the wrong type: a SpecError, not a TypeError."""

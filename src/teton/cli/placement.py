@@ -106,6 +106,8 @@ def register(app: typer.Typer) -> None:
             lines = sum(1 for ln in text.splitlines() if ln.startswith("SwitchName="))
             print(f"wrote {slurm_topology}: {lines} switches for {cl.name}", file=sys.stderr)
             if spec is None:
+                if json_:  # --json asks one JSON document: what was written
+                    print_json({"slurm_topology": str(slurm_topology), "switches": lines, "cluster": cl.name})
                 return
         rows = compare(spec, set_, occupancy, seed, policy, neighbours=neighbours)
         if json_:

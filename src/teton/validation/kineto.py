@@ -134,10 +134,16 @@ def _load(path: str | Path) -> Any:
 MAX_TRACE_US = 1e18  # a time in a trace, microseconds (Unix epoch times are ~1.7e15)
 
 
+MIN_DURATION_US = 1e-6  # a duration shorter (but not 0) is no kernel that ran: a picosecond
+
+
 def _num(e: dict, key: str, i: int) -> float:
     v = e.get(key)
     if (type(v) is float or type(v) is int) and abs(v) <= MAX_TRACE_US:  # not bool, not NaN or inf
-        return float(v)
+        if key != "dur" or v == 0 or v >= MIN_DURATION_US:  # FLOPs / 1e-306 s overflowed to inf
+            return float(v)
+        raise SpecError(f"trace.traceEvents[{i}].{key}", v, f"a duration of 0 or {MIN_DURATION_US:g} to "
+                        f"{MAX_TRACE_US:g} microseconds ({e.get('name', '')!r})")
     raise SpecError(f"trace.traceEvents[{i}].{key}", v, f"a finite number of microseconds, at most "
                     f"{MAX_TRACE_US:g} ({e.get('name', '')!r})")
 
