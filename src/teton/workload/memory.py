@@ -149,9 +149,9 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
 @cached(512)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
-    lay = job.layout
     from teton.workload.step_work import dp_shard, step_work
 
+    lay = job.layout
     work = step_work(model, job)  # memoised: the split and chunk parameters the step uses too
     split = work.split
     params = work.chunk_params.sum(axis=1)

@@ -397,9 +397,9 @@ def compare_layer_flops(model: ModelSpec, job, attention_kernel: str = "flash",
     under ``job.recompute = selective_layer``; ``teton_recompute_per`` says which): the
     reference runs none. ``progress(done, total)`` after each of the reference layer and head.
     """
-    lay = job.layout
     from teton.workload.ops import head_block, layer_block
 
+    lay = job.layout
     kw = dict(seq_len=lay.seq_len, micro_batch=lay.micro_batch, tp=lay.tp, cp=lay.cp)
     tick = progress or (lambda done, total: None)
     tick(0, 2)
