@@ -8,7 +8,8 @@ end an exit-2 run with one ``error:`` line, and print one JSON document under ``
     .venv/bin/python benchmarks/bench_fuzz.py [--cases 10000] [--seed 0] [--verbs run,ops] [--failures F]
 
 Prints progress on stderr, then per verb: cases, exit codes, problems and time per case; the
-target is 0 problems (tracebacks, other exit codes, bad error lines, invalid JSON).
+target is 0 problems (tracebacks, other exit codes, bad error lines, invalid JSON, a known-invalid
+input accepted with exit 0).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def main() -> None:
         del slowest[5:]
         for b in bad:
             kind = ("traceback" if o.exception is not None or "traceback" in b else
-                    "exit code" if b.startswith("exit code") else "error line" if "error:" in b else "json")
+                    "exit code" if b.startswith("exit code") else "accepted" if b.startswith("invalid input") else
+                    "error line" if "error:" in b else "json")
             s["problems"][kind] += 1
         if bad:
             failures.append({"verb": verb, "argv": case.argv, "files": {k: v.decode("utf-8", "replace")
@@ -127,20 +129,21 @@ def main() -> None:
     fz.cleanup(tmp_root)
 
     head = (f"{'verb':<11}{'cases':>7}{'exit 0':>8}{'exit 2':>8}{'other':>7}{'tracebacks':>12}{'bad error':>11}"
-            f"{'bad JSON':>10}{'ms/case':>9}{'max s':>7}")
+            f"{'bad JSON':>10}{'invalid ok':>12}{'ms/case':>9}{'max s':>7}")
     print(head)
     print("-" * len(head))
     tot = collections.Counter()
     for verb, s in stats.items():
         other = sum(n for c, n in s["codes"].items() if c not in (0, 2))
         p = s["problems"]
-        row = (s["cases"], s["codes"][0], s["codes"][2], other, p["traceback"], p["error line"], p["json"])
-        tot.update(dict(zip(("cases", "ok", "err", "other", "tb", "line", "json"), row, strict=True)))
+        row = (s["cases"], s["codes"][0], s["codes"][2], other, p["traceback"], p["error line"], p["json"],
+               p["accepted"])
+        tot.update(dict(zip(("cases", "ok", "err", "other", "tb", "line", "json", "accepted"), row, strict=True)))
         print(f"{verb:<11}{row[0]:>7,}{row[1]:>8,}{row[2]:>8,}{row[3]:>7}{row[4]:>12}{row[5]:>11}{row[6]:>10}"
-              f"{s['wall'] / max(1, s['cases']) * 1e3:>9.0f}{s['max']:>7.2f}")
+              f"{row[7]:>12}{s['wall'] / max(1, s['cases']) * 1e3:>9.0f}{s['max']:>7.2f}")
     print("-" * len(head))
     print(f"{'total':<11}{tot['cases']:>7,}{tot['ok']:>8,}{tot['err']:>8,}{tot['other']:>7}{tot['tb']:>12}"
-          f"{tot['line']:>11}{tot['json']:>10}")
+          f"{tot['line']:>11}{tot['json']:>10}{tot['accepted']:>12}")
     print(f"\n{tot['cases']:,} cases in {wall:.0f} s ({wall / 60:.1f} min, {tot['cases'] / wall:.1f} cases/s); "
           f"tracebacks: {tot['tb']} (target 0); all problems: {len(failures)}")
     print(f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.1f} GiB; distinct cases run; {sum(s['repeats'] for s in stats.values()):,} repeats hypothesis drew were skipped")
