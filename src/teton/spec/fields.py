@@ -76,20 +76,14 @@ def range_text(lo: float, hi: float, lo_open: bool, hi_open: bool, integer: bool
 def number_problem(value: Any, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,
                    integer: bool = False) -> str | None:
     """What is wrong with ``value`` as a number of the range (None: nothing)."""
-    kind = range_text(lo, hi, lo_open, hi_open, integer)
     if isinstance(value, bool):
-        return f"must be {kind}, not a boolean"
+        return f"must be {range_text(lo, hi, lo_open, hi_open, integer)}, not a boolean"
     if not isinstance(value, (int, float)):
         return None  # text, a list: pydantic's own check says what it should be
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"must be {kind}"
-    below = value <= lo if lo_open else value < lo
-    above = value >= hi if hi_open else value > hi
-    if below or above:
-        return f"must be {kind}"
-    if integer and isinstance(value, float) and not value.is_integer():
-        return f"must be {kind}"
-    return None
+    bad = isinstance(value, float) and not math.isfinite(value)
+    bad = bad or (value <= lo if lo_open else value < lo) or (value >= hi if hi_open else value > hi)
+    bad = bad or (integer and isinstance(value, float) and not value.is_integer())
+    return f"must be {range_text(lo, hi, lo_open, hi_open, integer)}" if bad else None
 
 
 def check_number(field: str, value: Any, lo: float, hi: float, integer: bool = False) -> float:
@@ -111,18 +105,36 @@ def _number_values(annotation: Any) -> bool:
     return typing.get_origin(annotation) is dict and len(args) == 2 and any(numeric_kinds(args[1]))
 
 
-def _check_field(field, value: Any) -> None:
+_RULES: dict[int, tuple] = {}  # id(FieldInfo) -> (field, its rule): the annotation read once per field
+
+
+def _rule(field) -> tuple:
+    """(kind, args) of a field's check: ("number", range + integer), ("literal", its values),
+    ("mapping", ()) for a mapping of numbers, ("", ()) for none; memoised per field."""
+    hit = _RULES.get(id(field))
+    if hit is not None and hit[0] is field:
+        return hit[1]
     ints, floats = numeric_kinds(field.annotation)
     if ints or floats:
-        lo, hi, lo_open, hi_open = field_range(field)
-        problem = number_problem(value, lo, hi, lo_open, hi_open, ints and not floats)
+        rule = ("number", (*field_range(field), ints and not floats))
+    elif typing.get_origin(field.annotation) is typing.Literal \
+            and not any(isinstance(a, bool) for a in typing.get_args(field.annotation)):
+        rule = ("literal", typing.get_args(field.annotation))
+    else:
+        rule = ("mapping" if _number_values(field.annotation) else "", ())
+    _RULES[id(field)] = (field, rule)
+    return rule
+
+
+def _check_field(field, value: Any) -> None:
+    kind, args = _rule(field)
+    if kind == "number":
+        problem = number_problem(value, *args)
         if problem:
             raise PydanticCustomError("number", problem)
-    elif isinstance(value, bool) and typing.get_origin(field.annotation) is typing.Literal \
-            and not any(isinstance(a, bool) for a in typing.get_args(field.annotation)):
-        raise PydanticCustomError("number", "must be one of " + ", ".join(map(str, typing.get_args(field.annotation)))
-                                  + ", not a boolean")
-    elif isinstance(value, dict) and _number_values(field.annotation):
+    elif kind == "literal" and isinstance(value, bool):
+        raise PydanticCustomError("number", "must be one of " + ", ".join(map(str, args)) + ", not a boolean")
+    elif kind == "mapping" and isinstance(value, dict):
         for key, item in value.items():  # each value; the error names the key (errors.from_validation)
             problem = number_problem(item, -MAX_REAL, MAX_REAL)
             if problem:
