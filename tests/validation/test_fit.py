@@ -159,7 +159,14 @@ def test_user_runs_calibrate_a_cluster_file(tmp_path, cli):
     code, stdout, _ = cli("run", str(tmp_path / "job.yaml"), "--set", f"cluster={out}", "--json")
     run = json.loads(stdout)
     assert code == 0 and run["prediction_mode"] == "calibrated"
-    assert run["step_time_s_low"] == pytest.approx(run["step_time_s"] / (1 + eff["band_high"]))
+    # the band: the held-out scatter widened by the fitted values' uncertainty on this job (engine.band)
+    from teton.engine.band import widened
+
+    t, sd = run["step_time_s"], run["band_parameter_sd"]
+    assert eff["sd_tensor_core_in_situ"] > 0 and sd > 0
+    assert (run["step_time_s_low"], run["step_time_s_high"]) == pytest.approx(
+        widened(t, t / (1 + eff["band_high"]), t / (1 + eff["band_low"]), sd))
+    assert run["step_time_s_low"] < t / (1 + eff["band_high"]) and run["step_time_s_high"] > t / (1 + eff["band_low"])
     assert run["step_time_s"] == pytest.approx(d["rows"][0]["in_sample_s"], rel=1e-5)  # values written to 6 digits
 
 
@@ -186,7 +193,14 @@ def test_a_user_fit_is_held_to_the_catalog_prior():
     weak = catalog_prior(("tensor_core_in_situ", "kernel_gap_s"), {"hopper"})
     from teton.hardware.in_situ import PARAMETERS
 
-    assert weak.hyper.tau_of("kernel_gap_s") > 100 * PARAMETERS["kernel_gap_s"].bounds[1]  # far wider than its range
+    # as wide as a uniform over its bounds (a spread wider than its range, 0.5 s on a 100 us range, was
+    # no prior at all and let a confounded pair claim to be pinned down)
+    lo, hi = PARAMETERS["kernel_gap_s"].bounds
+    assert weak.hyper.tau_of("kernel_gap_s") == pytest.approx((hi - lo) / 12 ** 0.5)
+    # a key every stack shares: its catalog spread (zero by construction) is no measurement of your cluster
+    import math
+
+    assert prior.hyper.tau_of("collective_in_situ") == pytest.approx(math.log(1 / 0.3) / 12 ** 0.5)
     assert weak.centres[("global", "kernel_gap_s")] == 0.0
 
 

@@ -23,7 +23,7 @@ def print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_cat
     for p in d["parameters"]:
         lo, hi = p["ci95"]
         cells = [escape(p["name"]), str(p["runs"]), f"{p['value']:.4g}", f"{lo:.4g} - {hi:.4g}", f"{p['prior']:.4g}",
-                 "yes" if p["identified"] else "no (near the prior)"]
+                 _pinned(p)]
         if catalog is not None:
             c = by_name.get(p["name"])
             cells.append("-" if not c or c["catalog"] is None else f"{c['catalog']:.4g}" + ("" if c["same"] else " (differs)"))
@@ -46,10 +46,14 @@ def print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_cat
     console.print("mean / max absolute error: " + "; ".join(
         f"{label} {s[w]['mean_abs_error'] * 100:.1f} % / {s[w]['max_abs_error'] * 100:.1f} %"
         for w, label in kinds))
-    for w, label in (("loo", "seen-stack band (leave-one-out)"), ("loso", "unseen-stack band (leave-one-stack-out)")):
+    seen = ("calibrated band (leave-one-out, each layout family once; teton run adds each job's parameter "
+            "uncertainty)" if d.get("identifiability") else "seen-stack band (leave-one-out)")
+    for w, label in (("loo", seen), ("loso", "unseen-stack band (leave-one-stack-out)")):
         if "band" in s.get(w, {}):
             lo, hi = s[w]["band"]
             console.print(f"{label}: {lo * 100:+.1f} .. {hi * 100:+.1f} %, nested coverage {s[w]['coverage'] * 100:.0f} %")
+    if d.get("identifiability"):
+        _print_identifiability(d["identifiability"], console)
     if trends:
         _print_trends(trends, console)
     for n in d["notes"]:
@@ -57,6 +61,34 @@ def print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_cat
     if catalog is not None and not all(c["same"] for c in catalog) and not wrote_catalog:
         console.print("[yellow]the catalog's in-situ values differ from this fit: "
                       "`teton fit --write-catalog` regenerates them[/yellow]")
+
+
+def _pinned(p: dict) -> str:
+    if p["identified"]:
+        return "yes"
+    if "held" not in p:  # the bundled fit: a per-stack value near the across-stack prior
+        return "no (near the prior)"
+    return "[yellow]no: held at the prior[/yellow]" if p["held"] else "[yellow]no: fitted anyway[/yellow]"
+
+
+def _print_identifiability(cells: list[dict], console) -> None:
+    """What each cell's runs cannot tell: the parameters not identified and why, the correlation
+    of the parameters' effects across the runs, the condition number."""
+    from rich.markup import escape
+
+    for c in cells:
+        keys = c["keys"]
+        pairs = [f"{keys[i]} / {keys[j]} {c['effect_correlation'][i][j]:+.3f}"
+                 for i in range(len(keys)) for j in range(i + 1, len(keys))]
+        cond = c["condition_number"]
+        console.print(f"what the runs of {escape(c['stack'])}/{c['family']} can tell: {c['runs']} run(s), "
+                      f"{len(c['layout_families'])} layout famil{'y' if len(c['layout_families']) == 1 else 'ies'}; "
+                      f"fitted: {', '.join(c['fitted']) or 'none'}"
+                      + (f"; correlation of effects across runs {'; '.join(pairs)}; condition number "
+                         f"{'inf' if cond == float('inf') else f'{cond:.3g}'}" if pairs else ""))
+        for v in c["parameters"]:
+            if not v["identified"]:
+                console.print(f"  [yellow]not identified[/yellow]: {v['key']}: {escape(v['reason'])}")
 
 
 def _print_ratios(ratios: list[dict], console) -> None:

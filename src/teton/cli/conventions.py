@@ -149,6 +149,8 @@ FLAGS: dict[str, Flag] = {
     "--case": F("NAME", "only these validation cases (repeatable)"),
     "--params": F("LIST", "in-situ parameters to fit; default: the kept ones"),
     "--candidates": F(SWITCH, "fit every candidate parameter set and compare (slow)", False),
+    "--fit-all": F(SWITCH, "fit every parameter, also those the runs do not identify (default: hold them at "
+                           "the prior and say why)", False),
     "--gpu": F("NAME", "the trace's GPU; default: from the trace"),
     "--write-catalog": F(SWITCH, "regenerate the catalog's in-situ defaults from the bundled training sets", False),
     "--stack": F("NAME", "the software stack the runs are, fitted against the catalog's across-stack prior; "

@@ -71,6 +71,9 @@ def register(app: typer.Typer) -> None:
         stack: Annotated[str | None, typer.Option(
             "--stack", help="the software stack RUNS are (default: each run's own software:), fitted against the "
                             "catalog's across-stack prior")] = None,
+        fit_all: Annotated[bool, typer.Option(
+            "--fit-all", help="fit every parameter, also those RUNS do not identify (default: hold them at the "
+                              "prior and say why)")] = False,
         candidates: Annotated[bool, typer.Option(
             "--candidates", help="fit every candidate parameter set and compare (slow)")] = False,
         trace: Annotated[Path | None, typer.Option(
@@ -95,6 +98,9 @@ def register(app: typer.Typer) -> None:
         if write_catalog and (not bundled or keys != KEPT or stack):
             raise SpecError("--write-catalog", True, "regenerates the catalog from the bundled training sets with "
                             "the kept parameters only: give no RUNS, --params or --stack")
+        if fit_all and bundled:
+            raise SpecError("--fit-all", True, "applies to your RUNS (the bundled fit keeps every parameter under "
+                            "its across-stack prior): give a runs file")
         if stack is not None and (bundled or not stack.strip()):
             raise SpecError("--stack", stack, "names the stack of your RUNS (give a runs file); the bundled sets "
                             "carry their own")
@@ -102,7 +108,7 @@ def register(app: typer.Typer) -> None:
         if candidates:
             _candidates(measured, pairs, json_)
         else:
-            _fit(measured, pairs, keys, bundled, out, write_catalog, json_, stack)
+            _fit(measured, pairs, keys, bundled, out, write_catalog, json_, stack, fit_all)
 
 
 def _measured_runs(runs: Path | None) -> tuple[tuple, list]:
@@ -134,9 +140,9 @@ def _candidates(measured, pairs, json_: bool) -> None:
 
 
 def _fit(measured, pairs, keys: tuple[str, ...], bundled: bool, out: Path | None, write_catalog: bool,
-         json_: bool, stack: str | None = None) -> None:
+         json_: bool, stack: str | None = None, fit_all: bool = False) -> None:
     """Fit ``keys`` to the runs (:func:`teton.validation.fit.fit_runs`; a user's against the
-    catalog's prior), write the catalog (``--write-catalog``) or a calibrated cluster file
+    catalog's prior, holding what the runs do not identify unless ``fit_all``), write the catalog (``--write-catalog``) or a calibrated cluster file
     (``--cluster-out``), and print the fit."""
     from teton.progress import progress_bar
     from teton.validation.calibration import fitted_cluster
@@ -148,7 +154,7 @@ def _fit(measured, pairs, keys: tuple[str, ...], bundled: bool, out: Path | None
     with progress_bar() as bar:
         task = bar.add_task("surrogates and held-out refits", total=None)
         result = fit_runs(measured, keys, progress=lambda i, n: bar.update(task, completed=i, total=n),
-                          pairs=tuple((a, b) for _, a, b, _ in pairs), prior=prior, stack=stack)
+                          pairs=tuple((a, b) for _, a, b, _ in pairs), prior=prior, stack=stack, fit_all=fit_all)
     d = result.as_dict()
     d["ratios"] = ratio_errors(result, pairs)
     trends = residual_trends(result)

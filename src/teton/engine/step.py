@@ -323,9 +323,28 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())
     result = step_result(spec, lay, work, step, breakdown, comm_times, getattr(cost, "fidelity", "analytical"),
                          placement.policy)
+    if result.step_time_s_low is not None:  # a calibrated cluster's parameter uncertainty, for this job
+        result = _with_parameter_band(result, spec, placement, cost_model)
     if timeline:
         result = result.with_extra(timeline=schedule.timeline())
     return result
+
+
+def _with_parameter_band(result: StepResult, spec: Spec, placement: Placement, cost_model) -> StepResult:
+    """``result`` with its band widened by the cluster's parameter uncertainty (``engine.band``),
+    when the cluster carries one (a ``teton fit --cluster-out`` file)."""
+    from dataclasses import replace
+
+    from teton.engine.band import parameter_sd, widened
+
+    step = result.step_time_s
+    sd = parameter_sd(spec, step, lambda s: simulate_step(s, placement, cost_model).step_time_s)
+    if sd is None:
+        return result
+    low, high = widened(step, result.step_time_s_low, result.step_time_s_high, sd)
+    note = f"the band includes the calibration's parameter uncertainty: {sd * 100:.1f} % (1 sd) on this job's step"
+    return replace(result, step_time_s_low=low, step_time_s_high=high,
+                   notes=(*result.notes, note)).with_extra(band_parameter_sd=sd)
 
 
 def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str, float], comm_times: dict[str, float],

@@ -166,13 +166,58 @@ OVERRIDE_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_tf32", "attn_fwd", "attn_bwd", "
 PROFILES = ("in_situ", "burst")
 # keys a fit writes into a calibrated cluster's efficiency mapping to carry its error band
 BAND_KEYS = ("band_low", "band_high")
+# ... and its parameters' uncertainty, which the engine carries into each job's band
+# (``teton.engine.band``): ``sd_<key>``, the posterior sd of an in-situ value (log units for a
+# fraction of burst, seconds for a duration), and ``corr_<key>__<key>``, the correlation of two of them
+SD_PREFIX, CORR_PREFIX, CORR_SEP = "sd_", "corr_", "__"
+
+
+def is_uncertainty_key(key: str) -> bool:
+    return key.startswith(SD_PREFIX) or key.startswith(CORR_PREFIX)
+
+
+def _check_uncertainty(key: str, value) -> None:
+    from teton.errors import SpecError
+
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if key.startswith(SD_PREFIX):
+        name = key.removeprefix(SD_PREFIX)
+        if name not in IN_SITU_PARAMETERS:
+            raise SpecError(f"cluster.efficiency.{key}", value, f"sd_ names an in-situ parameter "
+                            f"({', '.join(IN_SITU_PARAMETERS)})")
+        if not (number and 0 <= value <= 10):
+            raise SpecError(f"cluster.efficiency.{key}", value, "must be a standard deviation in [0, 10]")
+        return
+    pair = key.removeprefix(CORR_PREFIX).split(CORR_SEP)
+    if len(pair) != 2 or any(p not in IN_SITU_PARAMETERS for p in pair) or pair[0] == pair[1]:
+        raise SpecError(f"cluster.efficiency.{key}", value, f"corr_ names two in-situ parameters as "
+                        f"corr_<a>{CORR_SEP}<b> ({', '.join(IN_SITU_PARAMETERS)})")
+    if not (number and -1 <= value <= 1):
+        raise SpecError(f"cluster.efficiency.{key}", value, "must be a correlation in [-1, 1]")
+
+
+def parameter_uncertainty(overrides: dict | None) -> tuple[tuple[str, ...], list[list[float]]] | None:
+    """(keys, covariance) of a calibrated cluster's in-situ values from its ``sd_`` / ``corr_``
+    entries (a missing correlation is 0); None when it carries none."""
+    o = overrides or {}
+    sd = {k.removeprefix(SD_PREFIX): float(v) for k, v in o.items() if k.startswith(SD_PREFIX)}
+    if not sd:
+        return None
+    keys = tuple(sd)
+
+    def corr(a: str, b: str) -> float:
+        if a == b:
+            return 1.0
+        return float(o.get(f"{CORR_PREFIX}{a}{CORR_SEP}{b}", o.get(f"{CORR_PREFIX}{b}{CORR_SEP}{a}", 0.0)))
+
+    return keys, [[sd[a] * sd[b] * corr(a, b) for b in keys] for a in keys]
 
 
 def microbenchmark_overrides(overrides: dict | None) -> dict:
     """A cluster's ``efficiency:`` entries that replace microbenchmark figures (not the in-situ
     values, the profile or a fit's band): what a new fit keeps of a cluster."""
     return {k: v for k, v in (overrides or {}).items()
-            if k not in IN_SITU_PARAMETERS and k != "profile" and k not in BAND_KEYS}
+            if k not in IN_SITU_PARAMETERS and k != "profile" and k not in BAND_KEYS and not is_uncertainty_key(k)}
 
 
 def family_of(gpu: GPU) -> str:
@@ -201,9 +246,12 @@ def with_overrides(eff: Efficiency, overrides: dict[str, float | str] | None) ->
             if not (isinstance(value, (int, float)) and not isinstance(value, bool) and -1 < value < 1):
                 raise SpecError(f"cluster.efficiency.{key}", value, "must be a relative error in (-1, 1)")
             continue
+        if is_uncertainty_key(key):
+            _check_uncertainty(key, value)
+            continue
         if key not in OVERRIDE_KEYS:
-            raise SpecError(f"cluster.efficiency.{key}", value,
-                            f"unknown; known: {', '.join((*OVERRIDE_KEYS, 'profile', *BAND_KEYS))}")
+            raise SpecError(f"cluster.efficiency.{key}", value, f"unknown; known: "
+                            f"{', '.join((*OVERRIDE_KEYS, 'profile', *BAND_KEYS, 'sd_<parameter>', 'corr_<a>__<b>'))}")
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         param = IN_SITU_PARAMETERS.get(key)
         if param is not None and param.burst == 0.0:  # a duration, not a fraction of peak
@@ -239,7 +287,7 @@ def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK
     --cluster-out``); the note says when the stack has no training runs on the GPU's family (the
     across-stack prior applies) or the family borrows another's prior."""
     o = overrides or {}
-    if any(k in IN_SITU_PARAMETERS or k in BAND_KEYS for k in o):
+    if any(k in IN_SITU_PARAMETERS or k in BAND_KEYS or is_uncertainty_key(k) for k in o):
         return "calibrated", None
     if profile_of(o) == "burst":
         return "burst", None

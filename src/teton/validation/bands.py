@@ -59,17 +59,20 @@ def nested_coverage(errors: np.ndarray, weights: np.ndarray, units: list) -> flo
     return inside / total if total else float("nan")
 
 
-def small_sample_band(errors: np.ndarray, weights: np.ndarray, sigma: float) -> tuple[float, float]:
+def small_sample_band(errors: np.ndarray, weights: np.ndarray, sigma: float, units: int | None = None
+                      ) -> tuple[float, float]:
     """(p10, p90) of a normal around the weighted mean held-out error, with a spread shrunk towards
     ``sigma`` (the catalog's per-run scatter) by one pseudo-observation: ``s^2 = (sum w e^2 / sum w
-    x n + sigma^2) / (n + 1)`` over the n held-out errors' deviations; too few rows for percentiles."""
+    x n + sigma^2) / (n + 1)`` over the held-out errors' deviations, n the independent units among
+    them (``units``, default one per row); too few rows for percentiles. Under three units the
+    spread is at least ``sigma``."""
     e, w = np.asarray(errors, float), np.asarray(weights, float)
     ok = np.isfinite(e)
     e, w = e[ok], w[ok]
     if not len(e):
         return -Z_90 * sigma, Z_90 * sigma
     mean = float(np.average(e, weights=w))
-    n = len(e)
+    n = len(e) if units is None else max(1, min(units, len(e)))
     s = float(np.sqrt((np.average((e - mean) ** 2, weights=w) * n + sigma ** 2) / (n + 1)))
     s = max(s, sigma) if n < 3 else s
     return mean - Z_90 * s, mean + Z_90 * s

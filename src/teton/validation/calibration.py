@@ -181,8 +181,10 @@ def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
 def fitted_cluster(result, runs) -> tuple[dict, str]:
     """(cluster mapping, header) of a cluster calibrated by a fit on measured runs: the runs' one
     cluster with ``profile: burst`` (the fit held every in-situ parameter it did not fit at its
-    burst value, and so do predictions from the file), the fitted values and the leave-one-out
-    band as ``efficiency:`` entries; its own microbenchmark overrides are kept."""
+    burst value, and so do predictions from the file), the fitted values (and those held at their
+    prior), the leave-one-out band and the values' posterior sd and correlations (``sd_<key>``,
+    ``corr_<a>__<b>``, which ``teton.engine.band`` carries into each job's band) as
+    ``efficiency:`` entries; its own microbenchmark overrides are kept."""
     from teton.hardware.efficiency import microbenchmark_overrides
     from teton.spec.cluster import CLUSTER_PRESETS
 
@@ -195,7 +197,7 @@ def fitted_cluster(result, runs) -> tuple[dict, str]:
     family = runs[0].family
     lo, hi = result.band("loo")
     eff = {**microbenchmark_overrides(cluster.efficiency), "profile": "burst", **{k: round(v, 6) for k, v in result.overrides(family).items()},
-           "band_low": round(lo, 6), "band_high": round(hi, 6)}
+           "band_low": round(lo, 6), "band_high": round(hi, 6), **_uncertainty(result, family)}
     preset = CLUSTER_PRESETS.get(cluster.name)
     if preset is not None and cluster.model_dump(exclude={"efficiency"}) == type(cluster)(**preset).model_dump(
             exclude={"efficiency"}):
@@ -204,7 +206,31 @@ def fitted_cluster(result, runs) -> tuple[dict, str]:
         mapping = {**cluster.model_dump(exclude_defaults=True), "efficiency": eff}
     header = (f"# {cluster.name} calibrated by teton fit on {len(runs)} measured run(s); leave-one-out "
               f"errors {lo * 100:+.1f} % .. {hi * 100:+.1f} %")
+    held = sorted({k for c, h in result.held.items() if c[1] == family for k in h})
+    if held:
+        header += f"; held at their prior (the runs do not identify them): {', '.join(held)}"
+    if any(k.startswith("sd_") for k in eff):
+        header += "\n# sd_ / corr_: the fitted values' uncertainty (log units), added to each job's band by teton run"
     return mapping, header
+
+
+def _uncertainty(result, family: str) -> dict[str, float]:
+    """``sd_<key>`` and ``corr_<a>__<b>`` of a user's fit on ``family`` (none for a bundled fit)."""
+    import math
+
+    from teton.hardware.efficiency import CORR_PREFIX, CORR_SEP, SD_PREFIX
+
+    cell = next((c for c in result.covariance if c[1] == family), None)
+    if cell is None:
+        return {}
+    cov, keys = result.covariance[cell], result.keys
+    sd = [math.sqrt(max(float(cov[i, i]), 0.0)) for i in range(len(keys))]
+    out = {f"{SD_PREFIX}{k}": round(sd[i], 6) for i, k in enumerate(keys)}
+    for i, a in enumerate(keys):
+        for j in range(i + 1, len(keys)):
+            r = float(cov[i, j]) / (sd[i] * sd[j]) if sd[i] and sd[j] else 0.0
+            out[f"{CORR_PREFIX}{a}{CORR_SEP}{keys[j]}"] = round(max(-1.0, min(1.0, r)), 6)
+    return out
 
 
 def trace_cluster(cluster: str | None, gpu: str) -> str:

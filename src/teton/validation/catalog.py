@@ -73,10 +73,14 @@ def _row(name: str, fitted: float, catalog: float | None) -> dict:
 def catalog_prior(keys: tuple[str, ...], families):
     """The catalog's across-stack prior for a user's fit of ``keys`` on ``families``
     (``teton.validation.fit.Prior``). A key the catalog has no spread for (one the bundled fit does
-    not keep) gets a weak prior: centred on its burst value, with the widest spread the fit allows."""
+    not keep), or one every stack shares (``teton.validation.fit.SHARED``: its catalog spread is
+    zero by construction, not a measurement of the user's cluster), gets a weak prior: centred on
+    its catalog value (else its burst value) with the widest spread the fit allows. No spread is
+    wider than a uniform over the parameter's bounds (``teton.validation.identify.prior_sd``)."""
     from teton.hardware.in_situ import borrowed_from
-    from teton.validation.fit import Prior, check_keys
+    from teton.validation.fit import SHARED, Prior, check_keys
     from teton.validation.hierarchy import SIGMA0, TAU_RANGE
+    from teton.validation.identify import prior_sd
 
     keys = check_keys(tuple(keys))
     cat = fitted_catalog()
@@ -87,5 +91,5 @@ def catalog_prior(keys: tuple[str, ...], families):
         values = cat.get("prior", {}).get(f) or cat.get("prior", {}).get(borrowed_from(f) or "", {})
         for k in keys:
             centres[(group_of(f, k), k)] = to_z(k, values.get(k, PARAMETERS[k].burst) if k in tau else PARAMETERS[k].burst)
-    taus = tuple((k, float(tau[k]) if k in tau else TAU_RANGE[1]) for k in keys)
+    taus = tuple((k, prior_sd(k, float(tau[k]) if k in tau and k not in SHARED else TAU_RANGE[1])) for k in keys)
     return Prior(centres, Hyper(float(spread.get("sigma", SIGMA0)), taus))

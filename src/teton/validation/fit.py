@@ -33,9 +33,17 @@ from teton.errors import SpecError
 from teton.hardware.in_situ import PARAMETERS
 from teton.validation import bands
 from teton.validation.hierarchy import Hyper, Solution, estimate_hyper, fit, group_of
+from teton.validation.identify import IDENTIFIED, analyse, interval95, joint_covariance
 from teton.validation.predict import predict_s, run_spec  # noqa: F401 - the fit's predictions
 from teton.validation.runs import MeasuredRun
-from teton.validation.surrogate import Surrogates, build_surrogates, from_z, surrogate_error, to_z
+from teton.validation.surrogate import (
+    HeldSurrogates,
+    Surrogates,
+    build_surrogates,
+    from_z,
+    surrogate_error,
+    to_z,
+)
 
 # The parameters teton keeps, per (stack, family), on the training sets' evidence (``teton fit
 # --candidates``; docs/fidelity.md): tensor-core throughput (prior per GPU family) and collective
@@ -44,7 +52,6 @@ KEPT = ("tensor_core_in_situ", "collective_in_situ")
 MAX_PARAMETERS = 3
 # keys every stack shares (one value per prior group, no per-stack deviation), on the evidence
 SHARED: tuple[str, ...] = ("collective_in_situ",)
-IDENTIFIED = 0.5  # a value is pinned down by the runs when its posterior sd is under this x the prior's
 
 
 def check_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
@@ -85,6 +92,11 @@ class FitResult:
     surrogate_miss: float = 0.0
     surrogates: Surrogates | None = field(default=None, repr=False, compare=False)  # for further studies
     held_to_prior: bool = False  # a user's fit against the catalog's prior
+    # a user's fit: per cell, the keys held at their prior (not identified by the runs) and their values
+    held: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    identifiability: tuple = ()  # per cell, teton.validation.identify.Identifiability
+    # a user's fit: per cell, the posterior covariance (z units) of every key in ``keys`` order
+    covariance: dict[tuple[str, str], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def errors(self, which: str) -> np.ndarray:
         """Relative step-time errors (predicted / measured - 1) of ``burst``, ``in_sample``, ``loo``
@@ -100,9 +112,16 @@ class FitResult:
     def band(self, which: str = "loo") -> tuple[float, float]:
         """(p10, p90) of the ``which`` errors, weighted (:meth:`weights`). A user's fit of fewer than
         ``bands.MIN_EMPIRICAL`` configurations takes a normal band around its mean held-out error,
-        its spread shrunk towards the catalog's per-run scatter (``bands.small_sample_band``)."""
-        if self.held_to_prior and which == "loo" and len({r.config for r in self.runs}) < bands.MIN_EMPIRICAL:
-            return bands.small_sample_band(self.errors("loo"), self.weights("loo"), self.hyper.sigma)
+        its spread shrunk towards the catalog's per-run scatter (``bands.small_sample_band``), each
+        layout family counted once: runs that differ only in data-parallel size cannot show how
+        other layouts scatter."""
+        if self.held_to_prior and which == "loo":
+            from teton.validation.identify import layout_family
+
+            families = [layout_family(r) for r in self.runs]
+            if len(set(families)) < bands.MIN_EMPIRICAL:
+                return bands.small_sample_band(self.errors("loo"), bands.inverse_counts(families), self.hyper.sigma,
+                                               len(set(families)))
         return bands.band(self.errors(which), self.weights(which))
 
     def coverage(self, which: str = "loo") -> float:
@@ -111,7 +130,9 @@ class FitResult:
         return bands.nested_coverage(self.errors(which), self.weights(which), units)
 
     def values(self, cell: tuple[str, str]) -> dict[str, float]:
-        return self.solution.values(cell)
+        """Every key's value in ``cell``: fitted, or held at its prior (a user's unidentified key)."""
+        merged = {**self.held.get(cell, {}), **self.solution.values(cell)}
+        return {k: merged[k] for k in self.keys if k in merged}
 
     def overrides(self, family: str) -> dict[str, float]:
         """The ``cluster.efficiency`` keys of a user's fit for its (one) cell on ``family``."""
@@ -119,19 +140,35 @@ class FitResult:
         return self.values(cell)
 
     def parameter_rows(self) -> list[dict]:
-        """One row per (cell, key): value, posterior 95 % interval, prior centre, identified."""
+        """One row per (cell, key): value, posterior 95 % interval, prior centre, identified (and,
+        for a user's fit, held at the prior or not, and why)."""
+        if self.identifiability:
+            return [row for ident in self.identifiability for row in self._user_rows(ident)]
         out = []
         for cell in dict.fromkeys(self.cells):
             vals, sd = self.values(cell), self.solution.sd(cell)
             centre = self.solution.centre(cell[1])
             for k in self.keys:
-                z, s = to_z(k, vals[k]), sd[k]
-                lo, hi = PARAMETERS[k].bounds
-                ci = [max(lo, from_z(k, z - 1.96 * s)), min(hi, from_z(k, z + 1.96 * s))]
-                out.append({"name": f"{k}[{cell[0]}/{cell[1]}]", "key": k, "stack": cell[0], "family": cell[1],
-                            "value": vals[k], "ci95": ci, "prior": centre[k], "bounds": [lo, hi],
-                            "identified": bool(s < IDENTIFIED * self.hyper.tau_of(k)),
-                            "runs": sum(c == cell for c in self.cells), "meaning": PARAMETERS[k].meaning})
+                s = sd[k]
+                out.append({**self._row(cell, k, vals[k], interval95(k, to_z(k, vals[k]), s), centre[k]),
+                            "identified": bool(s < IDENTIFIED * self.hyper.tau_of(k))})
+        return out
+
+    def _row(self, cell, key: str, value: float, ci: list[float], prior: float) -> dict:
+        return {"name": f"{key}[{cell[0]}/{cell[1]}]", "key": key, "stack": cell[0], "family": cell[1],
+                "value": value, "ci95": ci, "prior": prior, "bounds": list(PARAMETERS[key].bounds),
+                "runs": sum(c == cell for c in self.cells), "meaning": PARAMETERS[key].meaning}
+
+    def _user_rows(self, ident) -> list[dict]:
+        cell, vals, cov = ident.cell, self.values(ident.cell), self.covariance[ident.cell]
+        centre = self.solution.centre(cell[1])
+        out = []
+        for j, k in enumerate(self.keys):
+            v = ident.verdict(k)
+            held = k in self.held.get(cell, {})
+            ci = interval95(k, to_z(k, vals[k]), math.sqrt(max(cov[j, j], 0.0)))
+            out.append({**self._row(cell, k, vals[k], ci, self.held[cell][k] if held else centre[k]),
+                        "identified": v.identified, "held": held, "reason": v.reason, "sd_ratio": v.sd_ratio})
         return out
 
     def as_dict(self) -> dict:
@@ -152,14 +189,18 @@ class FitResult:
                 summary[w].update(band=list(self.band(w)), coverage=self.coverage(w))
         return {"parameters": self.parameter_rows(), "rows": rows, "summary": summary,
                 "spread": {"sigma": self.hyper.sigma, **{f"tau_{k}": v for k, v in self.hyper.tau}},
-                "surrogate_max_miss": self.surrogate_miss, "notes": list(self.notes)}
+                "surrogate_max_miss": self.surrogate_miss, "notes": list(self.notes),
+                "identifiability": [i.to_dict() for i in self.identifiability]}
 
 
 def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tuple[str, str], ...] = (),
-             prior: Prior | None = None, stack: str | None = None, shared: tuple[str, ...] | None = None) -> FitResult:
+             prior: Prior | None = None, stack: str | None = None, shared: tuple[str, ...] | None = None,
+             fit_all: bool = False) -> FitResult:
     """Fit ``keys`` per (stack, family) to ``runs``: the bundled way (centres and spreads from the
     runs, leave-one-stack-out too) or, with ``prior``, a user's (held to the catalog's prior;
-    ``stack`` names the stack the runs are, else each run's own). ``pairs``: run names whose
+    ``stack`` names the stack the runs are, else each run's own). A user's fit keeps only the keys
+    the runs identify (:mod:`teton.validation.identify`) and holds the others at their prior (the
+    stack's catalog values where it has them), unless ``fit_all``. ``pairs``: run names whose
     step-time ratio is checked leave-pair-out. ``progress(done, total)``."""
     runs = tuple(runs)
     if not runs:
@@ -172,23 +213,33 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
     bar = _Progress(progress, steps)
     sur = build_surrogates(runs, keys, progress=bar.grids)
     logm = np.log([r.step_time_s for r in runs])
-    if prior is None:
+    notes: list[str] = []
+    user = _UserFit(runs, cells, logm, sur, prior, fit_all) if prior is not None else None
+    if user is None:
         sol, hyper = estimate_hyper(list(cells), logm, sur, shared=tuple(k for k in (SHARED if shared is None else shared)
                                                                         if k in keys))
-        fixed = None
+        fixed, fit_sur, held_values = None, sur, {}
     else:
-        hyper, fixed = prior.hyper, dict(prior.centres)
-        sol = fit(list(cells), logm, sur, hyper, fixed)
-    notes: list[str] = []
-    held = _HeldOut(runs, cells, logm, sur, hyper, fixed, sol)
+        hyper, fixed, sol, fit_sur, held_values = prior.hyper, dict(prior.centres), *user.solve(notes)
+    held = _HeldOut(runs, cells, logm, fit_sur, hyper, fixed, sol, held_values)
     burst = predict_s(runs, [{} for _ in runs])
-    in_sample = predict_s(runs, [sol.values(c) for c in cells])
+    in_sample = predict_s(runs, [held.values(sol, c) for c in cells])
     loo = held.leave_out(lambda r: r.config, notes, bar.step)
     loso = held.leave_stack_out(bar.step) if prior is None else None
     pair_loo = held.pairs(pairs, bar.step)
     result = FitResult(runs, keys, cells, sol, hyper, tuple(map(float, burst)), tuple(map(float, in_sample)),
                        tuple(map(float, loo)), None if loso is None else tuple(map(float, loso)), pair_loo,
-                       (), surrogate_error(sur), sur, prior is not None)
+                       (), surrogate_error(sur), sur, prior is not None, held_values,
+                       user.identifiability if user else (), user.covariance(sol, held_values) if user else {})
+    if user is None:
+        _loose_notes(result, cells, notes)
+    if result.surrogate_miss > 0.01:
+        notes.append(f"the fit's surrogate misses a run's simulated step by up to {result.surrogate_miss * 100:.1f} % "
+                     "on its grid; the reported predictions are exact simulations")
+    return replace(result, notes=tuple(dict.fromkeys(notes)))
+
+
+def _loose_notes(result: FitResult, cells, notes: list[str]) -> None:
     loose: dict[str, list[str]] = {}
     for p in result.parameter_rows():
         if not p["identified"]:
@@ -197,10 +248,79 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
         notes.append(f"{key}: the runs do not pin it down for {len(where)} of {len(set(cells))} stack/GPU cells "
                      f"({', '.join(where)}): there it stays near the across-stack prior (posterior sd over "
                      f"{IDENTIFIED:g} x the prior's spread)")
-    if result.surrogate_miss > 0.01:
-        notes.append(f"the fit's surrogate misses a run's simulated step by up to {result.surrogate_miss * 100:.1f} % "
-                     "on its grid; the reported predictions are exact simulations")
-    return replace(result, notes=tuple(dict.fromkeys(notes)))
+
+
+class _UserFit:
+    """A user's fit against the catalog's prior: every key fitted first, what the runs identify
+    per cell (:func:`teton.validation.identify.analyse`), then the identified keys refitted with
+    the others held at the stack's catalog value or the prior's centre."""
+
+    def __init__(self, runs, cells, logm, sur: Surrogates, prior: Prior, fit_all: bool):
+        self.runs, self.cells, self.logm, self.sur, self.prior, self.fit_all = runs, cells, logm, sur, prior, fit_all
+        self.identifiability: tuple = ()
+
+    def _jac(self, cell, z: dict[str, float]) -> np.ndarray:
+        idx = [i for i, c in enumerate(self.cells) if c == cell]
+        point = np.tile([z[k] for k in self.sur.keys], (len(idx), 1))
+        return self.sur.subset(idx).gradient(point)
+
+    def solve(self, notes: list[str]):
+        """(solution, surrogates it was fitted on, held values per cell)."""
+        keys, hyper, fixed = self.sur.keys, self.prior.hyper, dict(self.prior.centres)
+        tau = dict(hyper.tau)
+        full = fit(list(self.cells), self.logm, self.sur, hyper, fixed)
+        idents = []
+        for cell in dict.fromkeys(self.cells):
+            z = {k: full.cell_z[(cell, k)] for k in keys}
+            runs = [r for r, c in zip(self.runs, self.cells, strict=True) if c == cell]
+            idents.append(analyse(cell, runs, self._jac(cell, z), keys, tau, hyper.sigma, full.cov[cell]))
+        self.identifiability = tuple(idents)
+        kept = keys if self.fit_all else tuple(k for k in keys if all(k in i.fitted for i in idents))
+        for i in idents:
+            for v in i.verdicts:
+                if not v.identified:
+                    what = ("fitted anyway (fit_all): it moves only as far as the prior lets it" if self.fit_all
+                            else "held at " + _held_source(i.cell, v.key))
+                    notes.append(f"{v.key} is not identified by the runs of {i.cell[0]}/{i.cell[1]} (see "
+                                 f"identifiability); {what}")
+        if kept == keys:
+            return full, self.sur, {}
+        held = {c: {k: from_z(k, _held_z(c, k, fixed)) for k in keys if k not in kept} for c in dict.fromkeys(self.cells)}
+        held_z = np.array([[math.nan if k in kept else to_z(k, held[c][k]) for k in keys] for c in self.cells])
+        sub = HeldSurrogates(self.sur, kept, held_z)
+        if not kept:
+            empty = Solution((), list(dict.fromkeys(self.cells)), {}, {}, {c: np.zeros((0, 0)) for c in self.cells})
+            return empty, sub, held
+        return fit(list(self.cells), self.logm, sub, hyper, fixed), sub, held
+
+    def covariance(self, sol: Solution, held: dict) -> dict:
+        """Per cell, the posterior covariance of every key at the final values
+        (:func:`teton.validation.identify.joint_covariance`)."""
+        out = {}
+        for cell in dict.fromkeys(self.cells):
+            theta = {**held.get(cell, {}), **sol.values(cell)}
+            z = {k: to_z(k, theta[k]) for k in self.sur.keys}
+            out[cell] = joint_covariance(self._jac(cell, z), self.sur.keys, dict(self.prior.hyper.tau),
+                                         self.prior.hyper.sigma)
+        return out
+
+
+def _stack_value(cell, key: str) -> float | None:
+    from teton.hardware.in_situ import fitted_catalog
+
+    return fitted_catalog().get("stacks", {}).get(cell[0], {}).get(cell[1], {}).get(key)
+
+
+def _held_z(cell, key: str, fixed: dict) -> float:
+    """z of a held key: the stack's catalog value on the family where it has one, else the prior's centre."""
+    own = _stack_value(cell, key)
+    return to_z(key, own) if own is not None else fixed[(group_of(cell[1], key), key)]
+
+
+def _held_source(cell, key: str) -> str:
+    own = _stack_value(cell, key)
+    return (f"the catalog's value for {cell[0]} on {cell[1]} ({own:.4g})" if own is not None
+            else "the across-stack prior's centre")
 
 
 class _Progress:
@@ -224,13 +344,20 @@ class _Progress:
 
 
 class _HeldOut:
-    """The held-out refits of one fit (warm-started from the full fit, same spreads)."""
+    """The held-out refits of one fit (warm-started from the full fit, same spreads); ``held``: per
+    cell, the keys a user's fit holds at their prior."""
 
-    def __init__(self, runs, cells, logm, sur: Surrogates, hyper: Hyper, fixed, full: Solution):
+    def __init__(self, runs, cells, logm, sur, hyper: Hyper, fixed, full: Solution, held: dict | None = None):
         self.runs, self.cells, self.logm, self.sur, self.hyper, self.fixed, self.full = (
             runs, cells, logm, sur, hyper, fixed, full)
+        self.held = held or {}
+
+    def values(self, sol: Solution, cell) -> dict[str, float]:
+        return {**self.held.get(cell, {}), **sol.values(cell)}
 
     def refit(self, keep: list[int]) -> Solution:
+        if not self.sur.keys:
+            return self.full
         return fit([self.cells[i] for i in keep], self.logm[keep], self.sur.subset(keep), self.hyper, self.fixed,
                    x0=self.full)
 
@@ -257,7 +384,7 @@ class _HeldOut:
             idx = [i for i, c in enumerate(self.cells) if c[0] == s]
             keep = [i for i, c in enumerate(self.cells) if c[0] != s]
             sol = self.refit(keep) if keep else None
-            out[idx] = predict_s([self.runs[i] for i in idx], [self._centre(sol, self.cells[i][1]) for i in idx])
+            out[idx] = predict_s([self.runs[i] for i in idx], [self._centre(sol, self.cells[i]) for i in idx])
             step()
         return out
 
@@ -277,10 +404,11 @@ class _HeldOut:
 
     def _values(self, sol: Solution | None, cell) -> dict[str, float]:
         if sol is not None and any((cell, k) in sol.cell_z for k in self.sur.keys):
-            return sol.values(cell)
-        return self._centre(sol, cell[1])
+            return self.values(sol, cell)
+        return self._centre(sol, cell)
 
-    def _centre(self, sol: Solution | None, family: str) -> dict[str, float]:
+    def _centre(self, sol: Solution | None, cell) -> dict[str, float]:
+        held = self.held.get(cell, {})
         if self.fixed is not None:
-            return {k: from_z(k, self.fixed[(group_of(family, k), k)]) for k in self.sur.keys}
-        return (sol or self.full).centre(family)
+            return {**held, **{k: from_z(k, self.fixed[(group_of(cell[1], k), k)]) for k in self.sur.keys}}
+        return {**held, **(sol or self.full).centre(cell[1])}

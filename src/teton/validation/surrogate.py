@@ -120,6 +120,31 @@ class Surrogates:
         return Surrogates(self.keys, self.coefficients[index], self.misses[index])
 
 
+class HeldSurrogates:
+    """Surrogates over a subset ``keys`` of ``base``'s, the other keys held at per-run values
+    (``held_z``: runs x base keys, NaN where a key is fitted): what a fit of the identified
+    parameters alone optimises on (``teton.validation.identify``)."""
+
+    def __init__(self, base: Surrogates, keys: tuple[str, ...], held_z: np.ndarray):
+        self.base, self.keys, self.held_z = base, tuple(keys), np.asarray(held_z, float)
+        self.misses = base.misses
+        self._free = [base.keys.index(k) for k in self.keys]
+
+    def _full(self, z: np.ndarray) -> np.ndarray:
+        out = self.held_z.copy()
+        out[:, self._free] = np.asarray(z, float).reshape(len(out), len(self._free))
+        return out
+
+    def log_step(self, z: np.ndarray) -> np.ndarray:
+        return self.base.log_step(self._full(z))
+
+    def gradient(self, z: np.ndarray) -> np.ndarray:
+        return self.base.gradient(self._full(z))[:, self._free]
+
+    def subset(self, index) -> HeldSurrogates:
+        return HeldSurrogates(self.base.subset(index), self.keys, self.held_z[index])
+
+
 _GRID_TASK: dict = {}
 
 
