@@ -116,7 +116,11 @@ FLAGS: dict[str, Flag] = {
     "--pinning-study": F(SWITCH, "compare path pinning and E-ECMP on full and half-filled racks", False),
     "--trials": F("INT", "placements in --placement-study", 24),
     # schedule
-    "--format": F("NAME", "trace format: auto | ours | philly | alibaba", "auto"),
+    "--format": F("NAME", "format of the file read or written: schedule's trace, auto | ours | philly | alibaba; "
+                  "presets --show, yaml | json (a preset is written, not read: no auto)", "auto",
+                  (("presets", "yaml"),)),
+    "--show": F("NAME", "write this preset (GPU, host, NIC, cluster, model, software, storage) as an editable "
+                "file on stdout"),
     "--strict": F(SWITCH, "reject the trace on a malformed line", False),
     "--load": F("FLOAT", "offered load of synthetic:N traces", 0.9),
     "--per-job": F(SWITCH, "with --json: one row per job", False),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from teton.cli._common import JsonFlag, print_json
+
+SHOW_FORMATS = ("yaml", "json")
 
 
 def presets_dict() -> dict:
@@ -15,7 +19,7 @@ def presets_dict() -> dict:
     clusters = {}
     for name, fields in CLUSTER_PRESETS.items():
         c = ClusterSpec(**fields)
-        clusters[name] = {"gpus": c.gpus, "gpu": c.gpu_spec.name, "host": c.host, "topology": c.topology,
+        clusters[name] = {"gpus": c.gpus, "gpu": c.gpu_spec.name, "host": c.host_spec.name, "topology": c.topology,
                           "nic_gbps": c.nic.gbps, "layers": [layer.name for layer in c.layers],
                           "description": c.description}
     models = {}
@@ -24,10 +28,12 @@ def presets_dict() -> dict:
         models[name] = {"params": m.total_params(), "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
                         "kv_heads": m.n_kv_heads, "vocab": m.vocab}
     gpus = {n: {"bf16_tflops": g.peak_tflops["bf16"], "fp8_tflops": g.peak_tflops.get("fp8"),
-                "hbm_gb": g.hbm_bytes / 1e9, "hbm_gib": g.hbm_bytes / 2**30, "hbm_tb_s": g.hbm_bw_bytes_s / 1e12, "tdp_w": g.tdp_w}
+                "hbm_gb": g.hbm_bytes / 1e9, "hbm_gib": g.hbm_bytes / 2**30, "hbm_tb_s": g.hbm_bw_bytes_s / 1e12,
+                "tdp_w": g.tdp_w, "family": g.family}
             for n, g in GPUS.items()}
     out = {"clusters": clusters, "models": models, "gpus": gpus,
-           "hosts": {n: {"gpu": h.gpu, "gpus": h.gpus, "backend_nic": h.backend_nic} for n, h in HOSTS.items()},
+           "hosts": {n: {"gpu": h.gpu_spec.name, "gpus": h.gpus, "backend_nic": h.backend_nic_spec.name,
+                         "backend_nics": h.backend_nics} for n, h in HOSTS.items()},
            "nics": {n: {"gbps": x.gbps} for n, x in NICS.items()}}
     from teton.spec.storage import STORAGE_PRESETS
 
@@ -52,10 +58,41 @@ def software_presets() -> dict:
     return out
 
 
+def show_text(name: str, fmt: str) -> str:
+    """Preset ``name`` as an editable file's text (``fmt``: yaml | json), loadable back to the
+    identical object (``teton.spec.presets``); YAML opens with a comment saying where it goes."""
+    import json
+
+    import yaml
+
+    from teton.errors import SpecError
+    from teton.spec.presets import KINDS, document, find
+
+    if fmt not in SHOW_FORMATS:
+        raise SpecError("--format", fmt, f"must be one of {', '.join(SHOW_FORMATS)} with --show")
+    kind, name = find(name, "--show")
+    doc = document(kind, name)
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    head = (f"# teton preset: {kind} {name} (teton presets --show {name}). Edit it, rename it (name:) if its\n"
+            f"# figures change, and load it as {KINDS[kind]}: <this file>. Sources: docs/hardware.md.\n")
+    return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
-    def presets(json_: JsonFlag = False) -> None:
-        """List cluster, model, software-stack, GPU, host and NIC presets."""
+    def presets(
+        show: Annotated[str | None, typer.Option("--show", help="write this preset as an editable file on stdout "
+                                                 "(KIND:NAME where kinds share a name)")] = None,
+        fmt: Annotated[str, typer.Option("--format", help="with --show: yaml | json")] = "yaml",
+        json_: JsonFlag = False,
+    ) -> None:
+        """List cluster, model, software-stack, GPU, host and NIC presets; --show writes one as a file."""
+        import sys
+
+        if show is not None:
+            sys.stdout.write(show_text(show, fmt))
+            return
         d = presets_dict()
         if json_:
             print_json(d)

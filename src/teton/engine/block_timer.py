@@ -141,7 +141,7 @@ class BlockTimer:
         """Compute seconds of ``items``, memoised per item list and compute model (layouts that
         share their blocks share this)."""
         c = self.compute
-        return _COMPUTE_S.get((items, c.eff), (c.gpu.name, c.precision, c.seq_len, c.attention_kernel),
+        return _COMPUTE_S.get((items, c.eff), (c.gpu, c.precision, c.seq_len, c.attention_kernel),
                               lambda: sum(c.time_s(it) for it in items if isinstance(it, ComputeOp)))
 
     def block(self, block: Block) -> tuple[dict[str, float], dict[str, float]]:
@@ -157,7 +157,7 @@ class BlockTimer:
             return out, {k: self.comm[k] for k in used}
 
         out, comm = _BLOCK_S.get((block, self.placement, self.cost, c.eff),
-                                 (c.gpu.name, c.precision, c.seq_len, c.attention_kernel, host.pcie_x16_bytes_s,
+                                 (c.gpu, c.precision, c.seq_len, c.attention_kernel, host.pcie_x16_bytes_s,
                                   host.gpus_per_pcie_link), price)
         self.comm.update(comm)  # the collective times a memoised block used, for the result's report
         return out

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from teton.hardware.gpus import GPU
+from teton.hardware.gpus import FAMILIES, GPU, gpu_family, is_catalog
 from teton.hardware.in_situ import PARAMETERS as IN_SITU_PARAMETERS
 from teton.hardware.in_situ import UNKNOWN_STACK, in_situ_values
 from teton.hardware.in_situ import band as catalog_band
@@ -149,13 +149,19 @@ EFFICIENCY: dict[str, Efficiency] = {
                             0.42, 0.90, 0.80, 1.07, 0.92),
 }
 
-_FAMILY = {"a100-40gb": "a100", "a100-80gb": "a100", "h100-sxm": "hopper", "h100-96gb": "hopper",
-           "h200": "hopper", "b200": "blackwell"}
+if tuple(EFFICIENCY) != FAMILIES:
+    raise RuntimeError("teton.hardware.gpus.FAMILIES must list the families of EFFICIENCY, in order")
 
 
 def efficiency_for(gpu: GPU) -> Efficiency:
-    """The burst (microbenchmark) efficiency table for a GPU's architecture family."""
-    return EFFICIENCY[family_of(gpu)]
+    """The burst (microbenchmark) efficiency table of a GPU's architecture family, without the
+    FlashAttention-3 figures for a GPU that cannot run FA3 (``GPU.flash_attention_3``)."""
+    eff = EFFICIENCY[family_of(gpu)]
+    if gpu.flash_attention_3 or eff.attn_fa3_fwd is None:
+        return eff
+    from dataclasses import replace
+
+    return replace(eff, attn_fa3_fwd=None, attn_fa3_bwd=None)
 
 
 # (gpu_speed_cv is an in-situ candidate too, but a cluster field: ``cluster.gpu_speed_cv``)
@@ -221,8 +227,9 @@ def microbenchmark_overrides(overrides: dict | None) -> dict:
 
 
 def family_of(gpu: GPU) -> str:
-    """The architecture family whose efficiency table (and in-situ values) ``gpu`` uses."""
-    return _FAMILY.get(gpu.name, "hopper")
+    """The architecture family whose efficiency table (and in-situ values) ``gpu`` uses: its
+    declared family, else the nearest catalog GPU's (``teton.hardware.gpus.gpu_family``)."""
+    return gpu_family(gpu)[0]
 
 
 def with_overrides(eff: Efficiency, overrides: dict[str, float | str] | None) -> Efficiency:
@@ -284,8 +291,38 @@ def in_situ_band(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK) -
 def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK) -> tuple[str, str | None]:
     """(mode, note): ``burst`` (microbenchmarks only), ``in_situ`` (the catalog's fitted values)
     or ``calibrated`` (in-situ values from the cluster's own ``efficiency:``, e.g. ``teton fit
-    --cluster-out``); the note says when the stack has no training runs on the GPU's family (the
-    across-stack prior applies) or the family borrows another's prior."""
+    --cluster-out``); the note says when the GPU is not a catalog GPU (the figures it borrows
+    from its family: :func:`assumed_note`), when the stack has no training runs on the GPU's
+    family (the across-stack prior applies) or the family borrows another's prior."""
+    mode, note = _mode(gpu, overrides, stack)
+    return mode, assumed_note(gpu, overrides, mode) or note
+
+
+# the microbenchmark figures a GPU takes from its family's table unless the cluster overrides them
+MICROBENCHMARK_KEYS = ("gemm_bf16", "gemm_fp8", "attn_fwd", "attn_bwd", "mem", "nccl_nvlink", "nccl_nvls", "nccl_net")
+
+
+def assumed_note(gpu: GPU, overrides: dict | None, mode: str) -> str | None:
+    """For a GPU that is not a catalog GPU: which of its efficiencies are its family's, assumed
+    (the microbenchmark figures the cluster's ``efficiency:`` does not set, and the in-situ prior
+    unless calibrated); None for a catalog GPU."""
+    if is_catalog(gpu):
+        return None
+    family, nearest = gpu_family(gpu)
+    o = overrides or {}
+    keys = [k for k in MICROBENCHMARK_KEYS if k not in o and (gpu.nvls or k != "nccl_nvls")
+            and (k != "gemm_fp8" or "fp8" in gpu.peak_tflops)]
+    taken = ([f"microbenchmark efficiencies ({', '.join(keys)})"] if keys else []) + \
+        (["in-situ prior"] if mode == "in_situ" else [])
+    if not taken:
+        return None
+    how = f"nearest catalog GPU {nearest}" if nearest else "declared family"
+    return (f"{gpu.name} is not a catalog GPU: its {' and '.join(taken)} are the {family} family's ({how}), "
+            f"assumed, not measured; set cluster.efficiency from your own microbenchmarks and calibrate with "
+            f"teton fit on your runs")
+
+
+def _mode(gpu: GPU, overrides: dict | None, stack: str) -> tuple[str, str | None]:
     o = overrides or {}
     if any(k in IN_SITU_PARAMETERS or k in BAND_KEYS or is_uncertainty_key(k) for k in o):
         return "calibrated", None
@@ -319,7 +356,7 @@ def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None
     Memoised by value, so that every simulation of one cluster shares one table (the engine's
     identity-keyed caches then hit across calls)."""
     try:
-        key = (gpu.name, stack, tuple(sorted((overrides or {}).items())))
+        key = (gpu, stack, tuple(sorted((overrides or {}).items())))
         hit = _CLUSTER_EFFICIENCY.get(key)
     except TypeError:  # a value no spec allows (a list, a mapping) or a key that is not a name
         return with_overrides(efficiency_for(gpu), overrides)  # raises the SpecError naming it
@@ -331,4 +368,4 @@ def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None
     return hit
 
 
-_CLUSTER_EFFICIENCY = ValueMemo(4096)  # (GPU name, stack, sorted overrides) -> table
+_CLUSTER_EFFICIENCY = ValueMemo(4096)  # (GPU, stack, sorted overrides) -> table

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from teton.hardware.gpus import GPU
 from teton.hardware.hosts import Host
-from teton.hardware.storage import PCIE_D2H_EFFICIENCY
+from teton.hardware.storage import d2h_bytes_s_per_gpu
 
 # --- kernel launches ------------------------------------------------------------------------------
 # CPU time to issue one kernel from eager PyTorch: the 25th percentile of the intervals between
@@ -134,4 +134,4 @@ def host_copy_bytes_s(host: Host) -> float:
     x16 PCIe link (``hardware.hosts``) at the pinned-memory cudaMemcpy efficiency
     (``hardware.storage.PCIE_D2H_EFFICIENCY``, nvbandwidth's device-to-host figure; host-to-device
     taken to be the same: ASSUMPTION, PCIe is symmetric), shared by the GPUs behind one switch."""
-    return host.pcie_x16_bytes_s * PCIE_D2H_EFFICIENCY / host.gpus_per_pcie_link
+    return d2h_bytes_s_per_gpu(host)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from teton.hardware.hosts import HOSTS, PCIE_GEN5_X16_BYTES_S
+from teton.hardware.hosts import HOSTS, PCIE_GEN5_X16_BYTES_S, Host
 from teton.units import GB, MIB, TB
 
 
@@ -59,10 +59,11 @@ def tcp_goodput_fraction(mtu_bytes: int = 1500, ipv6: bool = True) -> float:
 PCIE_D2H_EFFICIENCY = 55e9 / PCIE_GEN5_X16_BYTES_S
 
 
-def d2h_bytes_s_per_gpu(host: str) -> float:
+def d2h_bytes_s_per_gpu(host: str | Host) -> float:
     """Device->host copy rate of one GPU when every GPU of the host snapshots at once: its PCIe
-    link (``hardware.hosts``) shared by the GPUs behind one switch."""
-    spec = HOSTS.get(host)
+    link (``hardware.hosts``) shared by the GPUs behind one switch (a host, or a catalog host's
+    name; an unknown name: one GPU on a Gen5 link)."""
+    spec = host if isinstance(host, Host) else HOSTS.get(host)
     link, gpus_per_link = (spec.pcie_x16_bytes_s, spec.gpus_per_pcie_link) if spec else (PCIE_GEN5_X16_BYTES_S, 1)
     return link * PCIE_D2H_EFFICIENCY / gpus_per_link
 

@@ -134,13 +134,17 @@ def batch_tokens(req: PlanRequest, gpus: int) -> int:
 
 
 def gpu_price(req: PlanRequest, cluster: ClusterSpec) -> float:
-    """USD per GPU-hour: plan.usd_per_gpu_hour, the spec's reliability price, or the table above."""
+    """USD per GPU-hour: plan.usd_per_gpu_hour, the spec's reliability price, the GPU's own
+    ``usd_per_gpu_hour``, or the table above."""
     name = cluster.gpu_spec.name
     if name in req.usd_per_gpu_hour:
         return float(req.usd_per_gpu_hour[name])
     rel = req.spec.reliability
     if rel is not None and "usd_per_gpu_hour" in rel.model_fields_set:
         return float(rel.usd_per_gpu_hour)
+    own = cluster.gpu_spec.usd_per_gpu_hour  # a GPU of the spec's own may carry its price
+    if own is not None:
+        return float(own)
     return USD_PER_GPU_HOUR.get(name, USD_PER_GPU_HOUR["h100-sxm"])
 
 

@@ -10,12 +10,14 @@ explicit switch graph is built from the same fields by ``teton.topology`` builde
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from teton.errors import SpecError, closest
+from teton.errors import SpecError
 from teton.hardware import GPU, GPUS, HOSTS, NIC, NICS, Host, efficiency_for
+from teton.hardware.bounds import catalog_slot
+from teton.hardware.hosts import nic_pcie_problem
 from teton.spec.fields import MAX_GPUS, Section
 
 
@@ -33,10 +35,13 @@ class ClusterSpec(Section):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = "custom"
-    host: str = "grand-teton"
+    host: str | Host = Field(default="grand-teton", description="the GPU server: a host preset, a file or a mapping "
+                                                                "(the host schema: docs/hardware.md)")
     hosts: int = Field(gt=0, le=MAX_GPUS)
-    gpu: str | None = None  # override the host's GPU model
-    backend_nic: str | None = None  # override the host's backend NIC
+    gpu: str | GPU | None = Field(default=None, description="override the host's GPU: a GPU preset, a file or a "
+                                                            "mapping (the GPU schema: docs/hardware.md)")
+    backend_nic: str | NIC | None = Field(default=None, description="override the host's backend NIC: a NIC preset, "
+                                                                    "a file or a mapping")
     topology: Literal["clos", "fat-tree", "rail-optimized"] = "clos"
     layers: tuple[FabricLayer, ...]
     storage: str | None = None  # storage preset that checkpoints land on
@@ -48,14 +53,21 @@ class ClusterSpec(Section):
     gpu_speed_cv: float = Field(default=0.0, ge=0.0, lt=0.5)
     description: str = ""
 
+    @field_validator("host", "gpu", "backend_nic", mode="before")
+    @classmethod
+    def _hardware(cls, value: Any, info) -> Any:
+        if value is None and info.field_name != "host":
+            return None
+        catalog, model, kind = {"host": (HOSTS, Host, "a host"), "gpu": (GPUS, GPU, "a GPU"),
+                                "backend_nic": (NICS, NIC, "a NIC")}[info.field_name]
+        return catalog_slot(value, catalog, model, f"cluster.{info.field_name}", kind)
+
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
-        if self.host not in HOSTS:
-            raise SpecError("cluster.host", self.host, closest(self.host, HOSTS))
-        if self.gpu is not None and self.gpu not in GPUS:
-            raise SpecError("cluster.gpu", self.gpu, closest(self.gpu, GPUS))
-        if self.backend_nic is not None and self.backend_nic not in NICS:
-            raise SpecError("cluster.backend_nic", self.backend_nic, closest(self.backend_nic, NICS))
+        if self.backend_nic is not None:
+            problem = nic_pcie_problem(self.nic, self.host_spec.pcie_x16_bytes_s)
+            if problem:
+                raise SpecError("cluster.backend_nic", self.nic.name, problem)
         from teton.hardware.efficiency import with_overrides
 
         with_overrides(efficiency_for(self.gpu_spec), self.efficiency)  # unknown keys / bad values
@@ -76,15 +88,19 @@ class ClusterSpec(Section):
 
     @property
     def host_spec(self) -> Host:
-        return HOSTS[self.host]
+        return HOSTS[self.host] if isinstance(self.host, str) else self.host
 
     @property
     def gpu_spec(self) -> GPU:
-        return GPUS[self.gpu or self.host_spec.gpu]
+        if self.gpu is None:
+            return self.host_spec.gpu_spec
+        return GPUS[self.gpu] if isinstance(self.gpu, str) else self.gpu
 
     @property
     def nic(self) -> NIC:
-        return NICS[self.backend_nic or self.host_spec.backend_nic]
+        if self.backend_nic is None:
+            return self.host_spec.backend_nic_spec
+        return NICS[self.backend_nic] if isinstance(self.backend_nic, str) else self.backend_nic
 
     @property
     def gpus_per_host(self) -> int:

@@ -1,156 +1,26 @@
 """Field checks shared by the spec sections: every number a spec gives is bounded.
 
-Every spec model derives from :class:`Section`, whose one validator runs on every field before
-pydantic's own: a boolean where a number goes is refused (pydantic's lax mode reads true/false as
-1/0, which hides a misplaced flag: ``--set job.tp=true`` ran TP 1), and so is NaN, an infinity,
-and a number outside the field's range. The range is the field's own bounds (``Field(gt=0,
-le=MAX_SEQ_LEN)``), closed by the defaults below where the field gives none: generous, so that no
-real cluster or model is refused, but finite, so that nothing downstream overflows (a 10^26-token
-sequence printed 10^44 ms; a 50-digit degree broke the integer conversion). The error names the
-field, the value and the range, on one line.
+The checks themselves (:class:`Section`, the number rules and their default bounds) live in
+``teton.hardware.bounds``, which the hardware catalog's models share; this module adds the
+spec's own bounds (GPUs, sequence length, widths, vocabulary, layers) and re-exports the rest.
 """
 
 from __future__ import annotations
 
-import math
-import types
-import typing
-from typing import Any
-
-import annotated_types as at
-from pydantic import BaseModel, field_validator
-from pydantic_core import PydanticCustomError
-
-from teton.errors import SpecError
+from teton.hardware.bounds import (  # noqa: F401 - re-exported
+    MAX_COUNT,
+    MAX_REAL,
+    MIN_POSITIVE,
+    Section,
+    check_number,
+    field_range,
+    number_problem,
+    numeric_kinds,
+    range_text,
+)
 
 MAX_GPUS = 10**7  # GPUs of a job, and any one parallel degree (the largest clusters hold ~10^5)
 MAX_SEQ_LEN = 2**24  # tokens of one sequence (16M; the longest-context models train at 1M)
 MAX_WIDTH = 2**20  # a model width (hidden, MLP, heads, head dim: 1M; the widest trained are ~50k)
 MAX_VOCAB = 2**24  # vocabulary entries (16M; the largest in use are ~256k)
 MAX_LAYERS = 2**14  # transformer layers, or experts per layer (16,384; the deepest trained are ~200)
-MAX_COUNT = 2**40  # any other integer field (~10^12: bytes of one chunk, micro-batches, ...)
-MAX_REAL = 1e18  # any other number's magnitude (token budgets of 10^15 pass; bytes/s of 10^15)
-MIN_POSITIVE = 1e-12  # the smallest value of a field that must be positive (gt=0)
-
-
-def numeric_kinds(annotation: Any) -> tuple[bool, bool]:
-    """(admits an int, admits a float) of a field's annotation (``int | None``, ``float | str``);
-    a Literal of numbers (``zero: Literal[0, 1, 2, 3]``) is neither: pydantic checks it."""
-    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or \
-        typing.get_origin(annotation) is typing.Union else (annotation,)
-    return int in args, float in args
-
-
-def field_range(field) -> tuple[float, float, bool, bool]:
-    """(low, high, low open, high open) of a numeric field: its own bounds, else the defaults."""
-    lo, hi, lo_open, hi_open = None, None, False, False
-    for m in field.metadata:
-        if isinstance(m, at.Gt):
-            lo, lo_open = m.gt, True
-        elif isinstance(m, at.Ge):
-            lo = m.ge
-        elif isinstance(m, at.Lt):
-            hi, hi_open = m.lt, True
-        elif isinstance(m, at.Le):
-            hi = m.le
-    ints, floats = numeric_kinds(field.annotation)
-    integer = ints and not floats
-    if hi is None:
-        hi = MAX_COUNT if integer else MAX_REAL
-    if lo is None:
-        lo = -hi
-    elif lo_open and lo == 0 and not integer:
-        lo, lo_open = MIN_POSITIVE, False
-    elif lo_open and integer:
-        lo, lo_open = math.floor(lo) + 1, False
-    return lo, hi, lo_open, hi_open
-
-
-def range_text(lo: float, hi: float, lo_open: bool, hi_open: bool, integer: bool) -> str:
-    """``an integer in 1..16,777,216`` / ``a finite number in [1e-12, 1e+18]``."""
-    if integer:
-        return f"an integer in {lo:,}..{hi:,}"
-    return f"a finite number in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-
-
-def number_problem(value: Any, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False,
-                   integer: bool = False) -> str | None:
-    """What is wrong with ``value`` as a number of the range (None: nothing)."""
-    if isinstance(value, bool):
-        return f"must be {range_text(lo, hi, lo_open, hi_open, integer)}, not a boolean"
-    if not isinstance(value, (int, float)):
-        return None  # text, a list: pydantic's own check says what it should be
-    bad = isinstance(value, float) and not math.isfinite(value)
-    bad = bad or (value <= lo if lo_open else value < lo) or (value >= hi if hi_open else value > hi)
-    bad = bad or (integer and isinstance(value, float) and not value.is_integer())
-    return f"must be {range_text(lo, hi, lo_open, hi_open, integer)}" if bad else None
-
-
-def check_number(field: str, value: Any, lo: float, hi: float, integer: bool = False) -> float:
-    """``value`` as a number in [lo, hi]; else a SpecError naming ``field`` (for numbers read
-    outside a spec model: an auxiliary file's cell, a verb's argument)."""
-    problem = number_problem(value, lo, hi, integer=integer)
-    if problem is None and not isinstance(value, (int, float)):
-        problem = f"must be {range_text(lo, hi, False, False, integer)}"
-    if problem:
-        raise SpecError(field, value, problem)
-    return value
-
-
-def _number_values(annotation: Any) -> bool:
-    """A mapping whose values are numbers (``dict[str, float]``, ``dict[str, float | str]``)."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return any(_number_values(a) for a in typing.get_args(annotation))
-    args = typing.get_args(annotation)
-    return typing.get_origin(annotation) is dict and len(args) == 2 and any(numeric_kinds(args[1]))
-
-
-_RULES: dict[int, tuple] = {}  # id(FieldInfo) -> (field, its rule): the annotation read once per field
-
-
-def _rule(field) -> tuple:
-    """(kind, args) of a field's check: ("number", range + integer), ("literal", its values),
-    ("mapping", ()) for a mapping of numbers, ("", ()) for none; memoised per field."""
-    hit = _RULES.get(id(field))
-    if hit is not None and hit[0] is field:
-        return hit[1]
-    ints, floats = numeric_kinds(field.annotation)
-    if ints or floats:
-        rule = ("number", (*field_range(field), ints and not floats))
-    elif typing.get_origin(field.annotation) is typing.Literal \
-            and not any(isinstance(a, bool) for a in typing.get_args(field.annotation)):
-        rule = ("literal", typing.get_args(field.annotation))
-    else:
-        rule = ("mapping" if _number_values(field.annotation) else "", ())
-    _RULES[id(field)] = (field, rule)
-    return rule
-
-
-def _check_field(field, value: Any) -> None:
-    kind, args = _rule(field)
-    if kind == "number":
-        problem = number_problem(value, *args)
-        if problem:
-            raise PydanticCustomError("number", problem)
-    elif kind == "literal" and isinstance(value, bool):
-        raise PydanticCustomError("number", "must be one of " + ", ".join(map(str, args)) + ", not a boolean")
-    elif kind == "mapping" and isinstance(value, dict):
-        for key, item in value.items():  # each value; the error names the key (errors.from_validation)
-            problem = number_problem(item, -MAX_REAL, MAX_REAL)
-            if problem:
-                raise PydanticCustomError("number", problem, {"key": str(key), "item": item})
-
-
-class Section(BaseModel):
-    """A spec model whose numbers are checked and bounded (see the module docstring): before
-    pydantic parses a field, and after (text it read as a number)."""
-
-    @field_validator("*", mode="wrap")
-    @classmethod
-    def _bounded(cls, value: Any, handler, info) -> Any:
-        field = cls.model_fields[info.field_name]
-        _check_field(field, value)
-        out = handler(value)
-        if out is not value:
-            _check_field(field, out)
-        return out

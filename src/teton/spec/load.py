@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from teton.errors import SpecError, closest, from_validation
 from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.hardware import is_slot, resolve_cluster_hardware, slot_base
 from teton.spec.job import JobSpec, check_job, job_defaults
 from teton.spec.locate import field_line
 from teton.spec.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
@@ -79,10 +80,12 @@ def set_path(data: dict[str, Any], parts: tuple[str, ...] | list[str], value: An
             nxt = node.get(part)
             if nxt is None and i == 1 and not last:
                 nxt = _preset_field(parts[0], node, part)
+            if nxt is None and not last and is_slot(parts[: i + 1]):  # an unset hardware slot
+                nxt = slot_base(parts[: i + 1], _with_preset_host(parts, node))
         if last:
             node[key] = copy.deepcopy(value) if isinstance(value, (dict, list)) else value
             break
-        if isinstance(nxt, str) and i == 0 and part in NAMED_SECTIONS:
+        if isinstance(nxt, str) and ((i == 0 and part in NAMED_SECTIONS) or is_slot(parts[: i + 1])):
             nxt = {"base": nxt}
         elif nxt is None:
             nxt = {}
@@ -93,6 +96,14 @@ def set_path(data: dict[str, Any], parts: tuple[str, ...] | list[str], value: An
         node[key] = nxt
         node = nxt
     return out
+
+
+def _with_preset_host(parts: tuple[str, ...], node: dict[str, Any]) -> dict[str, Any]:
+    """The cluster mapping ``node`` with the host its preset names, when it names none itself."""
+    if parts[0] != "cluster" or "host" in node:
+        return node
+    host = _preset_field("cluster", node, "host")
+    return node if host is None else {**node, "host": host}
 
 
 def _preset_field(section: str, node: dict[str, Any], key: str) -> Any:
@@ -161,6 +172,8 @@ def _resolve_named(section: str, value: Any, presets: dict[str, dict], base_dir:
         base = value.pop("base", None)
         out = (_resolve_named(section, base, presets, base_dir, seen, f"{section}.base")
                if base is not None else {})
+        if section == "cluster":  # its hardware files, relative to this mapping's file
+            value = resolve_cluster_hardware(value, base_dir)
         out.update(value)
         return out
     raise SpecError(field, value, "must be a preset name, a file path or a mapping")
@@ -293,14 +306,26 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
         if data.get(section) is not None and not isinstance(data[section], (dict, str, StorageSection,
                                                                             ReliabilitySpec)):
             raise SpecError(section, data[section], "must be a mapping or a preset name")
-    storage = None if data.get("storage") is None else _check_section(
-        "storage", where, lambda: parse_storage(data["storage"], cluster.storage))
+    raw_storage = _section_file(data.get("storage"), base_dir, "storage")
+    storage = None if raw_storage is None else _check_section(
+        "storage", where, lambda: parse_storage(raw_storage, cluster.storage))
     rel = data.get("reliability")
     reliability = None if rel is None else _check_section(
         "reliability", where, lambda: parse_reliability({"preset": rel} if isinstance(rel, str) else rel))
     plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
     return Spec(cluster=cluster, model=model, job=job, network=network, storage=storage, reliability=reliability,
                 plan=plan, seed=seed, notes=_notes(data.get("notes"), path), job_defaults=defaults)
+
+
+def _section_file(value: Any, base_dir: Path | None, field: str) -> Any:
+    """A section given as a file path (``storage: my-storage.yaml``, relative to the spec): the
+    mapping the file holds; any other value as it is."""
+    if not (isinstance(value, str) and value.endswith(SPEC_SUFFIXES)):
+        return value
+    path = Path(value) if base_dir is None else base_dir / value
+    if not os.path.isfile(path):
+        raise SpecError(field, value, f"not a preset, and no such file ({path})")
+    return read_file(path)
 
 
 def _build_job(fields: Any, software: SoftwareSpec, cluster: ClusterSpec, path: Path | None, where

@@ -14,6 +14,7 @@ import typing
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
+from teton.hardware import GPU, NIC, Host
 from teton.spec.cluster import ClusterSpec, FabricLayer
 from teton.spec.fields import field_range, numeric_kinds, range_text
 from teton.spec.job import JobSpec
@@ -27,6 +28,11 @@ from teton.spec.storage import CheckpointPolicy, DataLoadingSpec, DevxSpec, Stor
 SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("cluster", ClusterSpec, "a preset name (`teton presets`), a file, or a mapping (`base:` a preset plus overrides)"),
     ("cluster.layers[]", FabricLayer, "one fabric layer, innermost first"),
+    ("cluster.host", Host, "the GPU server, when given as a mapping or a file (else a host preset's name); "
+                           "`base:` a preset or a file plus overrides ([hardware.md](hardware.md))"),
+    ("cluster.gpu", GPU, "a GPU, as `cluster.gpu` or a host's `gpu` takes it when given as a mapping or a file "
+                         "([hardware.md](hardware.md))"),
+    ("cluster.backend_nic", NIC, "a NIC, as `cluster.backend_nic` or a host's `backend_nic` / `frontend_nic` takes it"),
     ("model", ModelSpec, "a preset name, a Hugging Face config.json, a file, or a mapping"),
     ("job", JobSpec, "the parallel layout, batch and the memory and overlap choices"),
     ("software", SoftwareSpec, "the software stack: a preset name (`teton presets`), or a mapping (`base:` a preset "
@@ -46,7 +52,7 @@ SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
 
 # Meanings of fields whose model carries no comment (the field's name says the rest).
 GLOSSARY = {
-    "cluster.name": "the cluster's name in tables", "cluster.host": "host preset (GPUs, NVLink, NICs per host)",
+    "cluster.name": "the cluster's name in tables", "cluster.host": "the GPU server (GPUs, NVLink, NICs per host)",
     "cluster.hosts": "GPU hosts in the cluster", "cluster.topology": "fabric shape of the explicit switch graph",
     "cluster.layers": "fabric layers, innermost (rack) first",
     "cluster.frontend_oversubscription": "down:up ratio of the frontend (storage) network",

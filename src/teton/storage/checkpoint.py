@@ -234,7 +234,7 @@ def simulate_checkpoint(spec, policy: CheckpointPolicy | None = None, system: St
     cluster = spec.cluster
     st = rank_state(spec, policy)
     g = cluster.gpus_per_host
-    d2h_bw = d2h_bytes_s_per_gpu(cluster.host)
+    d2h_bw = d2h_bytes_s_per_gpu(cluster.host_spec)
     w_bytes, w_host = st.written_bytes, st.gpu_of_rank // g
     if policy.writer_ranks and policy.writer_ranks > spec.job.gpus:
         raise SpecError("storage.checkpoint.writer_ranks", policy.writer_ranks,

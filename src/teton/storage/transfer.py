@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from teton.hardware import NICS
 from teton.hardware import storage as hw
 from teton.spec.cluster import ClusterSpec
 from teton.spec.storage import StorageSystem
@@ -78,7 +77,7 @@ class Transfer:
 def frontend_bytes_s_per_host(cluster: ClusterSpec) -> float:
     """A GPU host's frontend NIC goodput toward storage, after frontend oversubscription."""
     h = cluster.host_spec
-    nic = NICS[h.frontend_nic]
+    nic = h.frontend_nic_spec
     return h.frontend_nics * nic.bytes_s * hw.tcp_goodput_fraction() / cluster.frontend_oversubscription
 
 
