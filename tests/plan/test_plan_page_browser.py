@@ -2,13 +2,11 @@
 errors and shows the Pareto plot. Marked ``browser``: it runs where Playwright and a system
 Chromium (/usr/bin/chromium, Debian's ``chromium`` package) are installed, and skips elsewhere."""
 
-import shutil
-
 import pytest
 import yaml
+from browser_page import CHROMIUM, chromium_page
 
 pytestmark = pytest.mark.browser
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no system Chromium (apt install chromium)")
@@ -19,20 +17,10 @@ def test_plan_page_renders_the_pareto_plot_without_console_errors(cli, tmp_path,
     page_path = tmp_path / "plan.html"
     code, _, err = cli("plan", spec, *plan_args, "--out", page_path)
     assert code == 0, err
-    errors: list[str] = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-        try:
-            page = browser.new_page()
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(page_path.as_uri())
-            page.wait_for_selector("#fig-front-pareto .main-svg", timeout=20_000)
-            points = page.locator("#fig-front-pareto .scatterlayer .point").count()
-            title = page.locator("#fig-front-pareto .gtitle").text_content()
-        finally:
-            browser.close()
+    with chromium_page(sync_api) as (page, errors):
+        page.goto(page_path.as_uri())
+        page.wait_for_selector("#fig-front-pareto .main-svg", timeout=20_000)
+        points = page.locator("#fig-front-pareto .scatterlayer .point").count()
+        title = page.locator("#fig-front-pareto .gtitle").text_content()
     assert errors == []
     assert points >= 6 and "time to train vs cost" in title

@@ -136,8 +136,10 @@ def test_table_matches_json(cli, example_spec):
     assert f"{d['async_blocking_s']:.4f} s" in table
     assert f"{d['total_bytes'] / 1e9:,.3f} GB" in table
     assert f"{d['checkpoint_restore_all_read_s']:.3f} s ({d['restore_bottleneck']})" in table
-    # the sustainable interval is total bytes over the sustained write rate
-    assert d["min_checkpoint_interval_s"] == pytest.approx(d["total_bytes"] / d["storage_sustained_write_bytes_s"])
+    # the sustainable interval is total bytes over the write rate other jobs and the data loader leave
+    assert d["min_checkpoint_interval_s"] == pytest.approx(d["total_bytes"] / d["storage_available_write_bytes_s"])
+    assert d["storage_available_write_bytes_s"] < d["storage_sustained_write_bytes_s"]
+    assert f"{d['storage_other_jobs_share']:.1%} ({d['storage_other_jobs_share_source']})" in table
     # a sync save pauses for the whole save; async for the device-to-host copy only
     assert d["async_blocking_s"] < d["sync_save_s"] and d["checkpoint_blocking_s"] == d["async_blocking_s"]
 

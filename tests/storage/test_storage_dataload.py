@@ -20,13 +20,17 @@ def test_data_loading_keeps_up_for_text(spec16k):
 
 def test_data_loading_stalls_when_reads_outlast_the_step(make_spec):
     # 10 MB per token (e.g. raw video): reading a step's 168 TB takes longer than the step
-    spec = make_spec(storage={"writer_jitter_sigma": 0.0})
+    spec = make_spec(storage={"writer_jitter_sigma": 0.0, "other_jobs_share": 0.0})  # the storage to itself
     d = data_loading(spec, tokens_per_s=2.6e6, bytes_per_token=1e7)
     step_bytes = 2048 * 8192 * 1e7
     fuse_host = 1 / (1 / 5e9 + 15e-6 / 2**20)
     assert d.bottleneck == "fuse_client"  # 2,048 FUSE clients (9.6 TB/s) < 7,500 servers' NICs (10.9)
     assert d.read_s_per_step == pytest.approx(step_bytes / (2048 * fuse_host) + 100e-6)
     assert d.stalls and d.stall_s_per_step == pytest.approx(d.read_s_per_step - 2048 * 8192 / 2.6e6)
+    # other jobs holding half the storage: the servers' NICs (half of 10.9 TB/s) bind instead
+    shared = data_loading(make_spec(storage={"writer_jitter_sigma": 0.0, "other_jobs_share": 0.5}),
+                          tokens_per_s=2.6e6, bytes_per_token=1e7)
+    assert shared.bottleneck == "server_nic" and shared.read_s_per_step > d.read_s_per_step
 
 
 def test_tokens_per_s_from_the_step_simulator_passed(spec16k):

@@ -149,6 +149,8 @@ def _print_checkpoint(con, d: dict) -> None:
         ("restore: shard read + all-gather", f"{d['checkpoint_restore_allgather_s']:.3f} s"),
         ("storage peak write / read", f"{_bw(d['storage_peak_write_bytes_s'])} / {_bw(d['storage_peak_read_bytes_s'])}"),
         ("storage sustained write", _bw(d["storage_sustained_write_bytes_s"])),
+        ("other jobs' share of the storage", f"{d['storage_other_jobs_share']:.1%} ({d['storage_other_jobs_share_source']})"),
+        ("write rate left for checkpoints", f"{_bw(d['storage_available_write_bytes_s'])} ({d['storage_write_bound']})"),
         ("min checkpoint interval (sustained)", f"{d['min_checkpoint_interval_s']:.2f} s"),
     ]
     for c, bw in d["caps_bytes_s"].items():

@@ -32,12 +32,11 @@ def _print_tables(out: dict) -> None:
         ("MTBI (unexpected)", none if out["mtbi_h"] is None else f"{out['mtbi_h']:.2f} h"),
         ("ETTR mean (p5/p50/p95)", f"{out['ettr']:.2%} ({e['p5']:.2%} / {e['p50']:.2%} / {e['p95']:.2%})"),
         ("goodput", f"{out['goodput']:.2%}"),
-        ("checkpoint interval (used)", f"{out['checkpoint_interval_s']:.0f} s"),
+        ("checkpoint interval (used)", f"{out['checkpoint_interval_s']:.0f} s, {out['checkpoint_interval_source']}"),
+        *_interval_rows(out["interval_recommendation"]),
         ("Young / Daly interval", none if out["young_interval_s"] is None else
          f"{out['young_interval_s']:.0f} s / {out['young_daly_interval_s']:.0f} s"),
     ]
-    if "mc_optimal_interval_s" in out:
-        rows.append(("Monte Carlo optimum", f"{out['mc_optimal_interval_s']:.0f} s (ETTR {out['mc_optimal_ettr']:.2%})"))
     if out["time_to_train_days"] is not None:
         tt = out["time_to_train_percentiles"]
         rows += [("time to train p5/p50/p95", f"{tt['p5']:.1f} / {tt['p50']:.1f} / {tt['p95']:.1f} days"),
@@ -60,16 +59,43 @@ def _print_tables(out: dict) -> None:
         c.add_row(k, f"{v:.1f}")
     con.print(c)
     if out["interval_sweep"]:
-        s = Table(title="checkpoint interval vs ETTR")
-        for col in ("interval", "ETTR mean", "p5", "p95", "wall days p50"):
-            s.add_column(col, justify="right")
-        for r in out["interval_sweep"]:
-            s.add_row(f"{r['interval_s']:.0f} s", f"{r['ettr_mean']:.2%}", f"{r['ettr_p5']:.2%}",
-                      f"{r['ettr_p95']:.2%}", f"{r['wall_days_p50']:.1f}")
-        con.print(s)
+        con.print(_sweep_table(out["interval_sweep"], out["interval_recommendation"]))
     con.print("[bold]assumptions[/bold]")
     for a in out["assumptions"]:
         con.print(f"  - {a}")
+
+
+def _interval_rows(rec: dict) -> list[tuple[str, str]]:
+    """The recommendation's rows: the practical interval, the flat region, the optimum, the storage."""
+    lo, hi = rec["flat_region_s"]
+    rows = [("practical interval (recommended)", f"{rec['practical_interval_s']:.0f} s, ETTR {rec['practical_ettr']:.2%}"),
+            (f"flat region (within {rec['ettr_tolerance_pp']:g} pp of the best)", f"{lo:.0f} - {hi:.0f} s ({rec['method']})"),
+            ("optimum", f"{rec['optimal_interval_s']:.0f} s (ETTR {rec['optimal_ettr']:.2%})"),
+            ("shortest interval offered", f"{rec['min_interval_s']:.0f} s ({rec['min_interval_bound']})")]
+    if rec["storage_available_write_bytes_s"] is not None:
+        rows.append(("checkpoint writes at the practical interval",
+                     f"{rec['write_bytes_s'] / 1e9:,.1f} GB/s = {rec['storage_use']:.1%} of "
+                     f"{rec['storage_available_write_bytes_s'] / 1e9:,.0f} GB/s left (other jobs "
+                     f"{rec['storage_other_jobs_share']:.0%})"))
+    return rows
+
+
+def _sweep_table(rows: list[dict], rec: dict):
+    """Interval vs ETTR, with what each interval writes and where the flat region lies."""
+    from rich.table import Table
+
+    lo, hi = rec["flat_region_s"]
+    s = Table(title=f"checkpoint interval vs ETTR (flat: within {rec['ettr_tolerance_pp']:g} pp of the best)")
+    for col in ("interval", "steps", "ETTR mean", "p5", "p95", "wall days p50", "writes GB/s", "storage use", ""):
+        s.add_column(col, justify="right")
+    for r in rows:
+        x = r["interval_s"]
+        mark = ("practical" if x == rec["practical_interval_s"] else "optimum" if x == rec["optimal_interval_s"]
+                else "flat" if lo <= x <= hi else "")
+        use = "-" if r["storage_use"] is None else f"{r['storage_use']:.1%}"
+        s.add_row(f"{x:.0f} s", f"{r['steps']:,}", f"{r['ettr_mean']:.2%}", f"{r['ettr_p5']:.2%}",
+                  f"{r['ettr_p95']:.2%}", f"{r['wall_days_p50']:.1f}", f"{r['write_bytes_s'] / 1e9:,.1f}", use, mark)
+    return s
 
 
 def register(app: typer.Typer) -> None:
@@ -84,7 +110,8 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[int | None, typer.Option("--seed", help="random seed (default: the spec's)")] = None,
         step_time: Annotated[float | None, typer.Option("--step-time", help="step time, s (else teton.simulate)")] = None,
         interval: Annotated[float | None, typer.Option("--interval", help="checkpoint interval, s")] = None,
-        interval_sweep: Annotated[bool, typer.Option("--interval-sweep", help="table of interval vs ETTR")] = False,
+        interval_sweep: Annotated[bool, typer.Option("--interval-sweep", help="table of interval vs ETTR; the "
+                                                     "flat region and practical interval from the Monte Carlo")] = False,
         json_: JsonFlag = False,
     ) -> None:
         """Failures over a whole run: ETTR, time-to-train, checkpoint interval, energy and cost."""

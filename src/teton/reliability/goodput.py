@@ -12,8 +12,11 @@ stretch time-to-train but not ETTR (slow steps are still useful training); ``goo
 divided by that stretch, i.e. achieved / failure-free-nominal token throughput.
 The checkpoint interval is ``--interval``, else ``reliability.checkpoint_interval_s``, else the
 storage policy's ``storage.checkpoint.interval_s`` (the one ``teton checkpoint`` checks for
-sustainability), else Daly's optimum for the modelled MTBI and blocking cost; it is rounded to
-whole steps and never shorter than one save.
+sustainability), else the practical interval teton recommends (:mod:`teton.reliability.recommend`:
+the longest interval the storage sustains within ``reliability.interval_ettr_tolerance_pp`` of the
+best ETTR; first order, or the Monte Carlo sweep's with ``interval_sweep``); it is rounded to whole
+steps and never shorter than one save. A given interval the storage cannot sustain is run as
+given, with a warning.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ from teton.reliability.goodput_figures import (
     interruption_figures,
     time_figures,
 )
-from teton.reliability.interval import daly_interval_s, default_sweep_grid, sweep_intervals, young_interval_s
-from teton.reliability.montecarlo import MCInputs, MCResult, simulate_runs
+from teton.reliability.interval import daly_interval_s, young_interval_s
+from teton.reliability.montecarlo import MCInputs
 from teton.reliability.rates import (
     CAUSES,
     ComponentCounts,
@@ -46,7 +49,9 @@ from teton.reliability.rates import (
     job_components,
     job_rates_per_hour,
 )
+from teton.reliability.recommend import interval_limits
 from teton.reliability.recovery import CheckpointCosts, checkpoint_costs, fixed_downtime_s, pg_init_s
+from teton.reliability.sweep import run_intervals
 from teton.spec.cluster import ClusterSpec
 from teton.spec.reliability import ReliabilitySpec, parse_reliability
 
@@ -55,7 +60,6 @@ from teton.spec.reliability import ReliabilitySpec, parse_reliability
 MAX_INTERRUPTIONS_PER_RUN = 100_000
 MIN_STEP_S = 1e-6  # a step time below this is a typo (1e-308), not a training step
 DEFAULT_DAYS = 54.0  # the Table 5 window, when the spec gives no run length
-HUMAN_INTERVALS_S = (600.0, 1800.0, 3600.0, 3 * 3600.0)  # intervals people pick, added to every sweep
 
 
 @dataclass(frozen=True)
@@ -181,47 +185,6 @@ def step_slowdown(cfg: ReliabilitySpec) -> float:
     return 1.0 / (1.0 - cfg.diurnal_variation / 2.0) * (1.0 + cfg.straggler_slowdown)
 
 
-def on_whole_steps(interval_s: float, step_s: float, min_steps: int) -> float:
-    """``interval_s`` rounded to whole steps of ``step_s``, at least ``min_steps`` of them."""
-    return max(round(interval_s / step_s), min_steps) * step_s
-
-
-@dataclass(frozen=True)
-class IntervalChoice:
-    """The checkpoint interval a run uses, on whole effective steps, and the optima beside it."""
-
-    chosen_s: float
-    young_s: float  # Young's optimum; inf without unexpected interruptions
-    daly_s: float  # Daly's optimum; inf without unexpected interruptions
-    given_s: float | None  # the interval given (argument, reliability or storage section), else falsy
-    step_s: float  # the effective step time
-    min_steps: int  # a save must be durable before the next one starts
-
-    def sweep_grid_s(self) -> list[float]:
-        """The intervals ``--interval-sweep`` simulates: a log grid around Daly's optimum (else the
-        chosen interval), the chosen one and ``HUMAN_INTERVALS_S``, on whole steps."""
-        raw = (default_sweep_grid(self.daly_s if math.isfinite(self.daly_s) else self.chosen_s) + [self.chosen_s]
-               + list(HUMAN_INTERVALS_S))
-        return sorted({on_whole_steps(x, self.step_s, self.min_steps) for x in raw})
-
-
-def checkpoint_interval(ck: CheckpointCosts, mtbi_s: float, step_s: float, given_s: float | None) -> IntervalChoice:
-    """The checkpoint interval (module docstring): ``given_s`` as is, else Daly's optimum for the
-    MTBI and the blocking cost but no more often than the storage sustains (``ck.min_interval_s``);
-    on whole steps of ``step_s``, and never shorter than one save (checkpoints fall on step
-    boundaries, and a save must be durable before the next one starts)."""
-    young = young_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
-    daly = daly_interval_s(ck.blocking_s, mtbi_s) if math.isfinite(mtbi_s) else math.inf
-    chosen = given_s or max(daly, ck.min_interval_s)
-    if not math.isfinite(chosen):
-        chosen = 1e12
-    min_steps = max(math.ceil((ck.save_s - ck.blocking_s) / step_s - 1e-9), 1)
-    chosen = on_whole_steps(chosen, step_s, min_steps)
-    if not given_s and ck.min_interval_s > 0:  # whole steps, at least the sustainable interval
-        chosen = max(chosen, math.ceil(ck.min_interval_s / step_s - 1e-9) * step_s)
-    return IntervalChoice(chosen, young, daly, given_s, step_s, min_steps)
-
-
 def mc_inputs(fm: FailureModel, downtime_s: dict[str, float], ck: CheckpointCosts, cfg: ReliabilitySpec,
               cluster_hosts: int, interval_s: float, work_s: float | None, horizon_s: float | None) -> MCInputs:
     """The Monte Carlo's inputs: the job's interruption rates and fixed downtimes by cause, the
@@ -237,25 +200,6 @@ def mc_inputs(fm: FailureModel, downtime_s: dict[str, float], ck: CheckpointCost
         replaces_host=np.array([c.replaces_host for c in CAUSES]),
         interval_s=interval_s, blocking_s=ck.blocking_s, save_s=ck.save_s, work_s=work_s, horizon_s=horizon_s,
         spares=spares, repair_s=cfg.repair_h * 3600.0, infant=infant)
-
-
-def _simulate(inp: MCInputs, runs: int, seed: int, progress: Callable[[int, int], None] | None,
-              sweep_grid_s: list[float] | None) -> tuple[MCResult, list[dict]]:
-    """The Monte Carlo at the chosen interval and, given ``sweep_grid_s``, at every interval of
-    the sweep (same seed: common random numbers); ``progress(done, total)`` counts the runs of
-    both."""
-    total = runs * (1 + len(sweep_grid_s or ()))
-    main_progress = None if progress is None else (lambda done, _: progress(done, total))
-    res = simulate_runs(inp, runs, seed, main_progress)
-    sweep_rows: list[dict] = []
-    if sweep_grid_s is not None:
-        sub = None if progress is None else (lambda done, _: progress(runs + done, total))
-        sweep_rows = sweep_intervals(inp, sweep_grid_s, runs, seed, sub)
-        for row in sweep_rows:
-            row["interval_h"] = row["interval_s"] / 3600.0
-    if progress is not None:
-        progress(total, total)
-    return res, sweep_rows
 
 
 def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float | None = None,
@@ -283,15 +227,20 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
     st_eff = st * slow
 
     fm = failure_model(cluster, gpus, cfg)
-    ck = checkpoint_costs(spec, cfg)
+    ck = checkpoint_costs(spec, cfg, data_loading_bytes_s(spec, tps / st_eff))
     down = fixed_downtime_s(cfg, gpus, ck.restore_s)
     given = interval_s or cfg.checkpoint_interval_s or _storage_interval_s(spec)
-    iv = checkpoint_interval(ck, fm.mtbi_h * 3600.0, st_eff, given)
+    lim = interval_limits(ck, st_eff)
+    mtbi_s = fm.mtbi_h * 3600.0
+    young, daly = ((young_interval_s(ck.blocking_s, mtbi_s), daly_interval_s(ck.blocking_s, mtbi_s))
+                   if math.isfinite(mtbi_s) else (math.inf, math.inf))
     steps = math.ceil(tokens / tps) if tokens is not None else None
-    inp = mc_inputs(fm, down, ck, cfg, cluster.hosts, iv.chosen_s, steps * st_eff if steps is not None else None,
+    inp = mc_inputs(fm, down, ck, cfg, cluster.hosts, lim.min_s, steps * st_eff if steps is not None else None,
                     days * 86400.0 if days is not None else None)
     _check_interruptions(inp, length_field, days if steps is None else tokens)
-    res, sweep_rows = _simulate(inp, runs, seed, progress, iv.sweep_grid_s() if interval_sweep else None)
+    iv = run_intervals(inp, lim, given, young, daly, cfg.interval_ettr_tolerance_pp, runs, seed, interval_sweep,
+                       progress)
+    res = iv.result
 
     pm = power_model(cluster, fm.counts, cfg, busy_fraction(breakdown, st))
     e = energy_mwh(pm, res.train_s, res.checkpoint_s + res.down_s)
@@ -299,12 +248,20 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
                      days, runs, seed, st, st_source, st_eff, tps, steps)
     time = time_figures(res, gpus, steps, st, st_eff, tps, slow)
     ckf = checkpoint_figures(iv, ck, down, cfg, gpus, inp.spares)
-    best = max(sweep_rows, key=lambda r: r["ettr_mean"]) if sweep_rows else None
+    warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts))
     return GoodputResult(
         run, interruption_figures(fm, res, inp.infant), time, ckf, energy_figures(pm, e, cost_usd(cfg, gpus, res.wall_s, e)),
-        tuple(sweep_rows), tuple(_assumptions(run, ckf, cfg, pm)), tuple(spare_warnings(run, time, ckf, cfg, inp, cluster.hosts)),
-        mc_optimal_interval_s=best["interval_s"] if best else None, mc_optimal_ettr=best["ettr_mean"] if best else None,
+        iv.sweep_rows, tuple(_assumptions(run, ckf, cfg, pm)), warnings, iv.recommendation,
         time_to_train_samples_days=res.wall_s / 86400.0 if samples and steps is not None else None)
+
+
+def data_loading_bytes_s(spec: Any, tokens_per_s: float) -> float:
+    """The data loader's read rate: the spec's ``storage.data_loading.tokens_per_s`` (else the
+    run's ``tokens_per_s``) x its ``bytes_per_token`` (:mod:`teton.storage.dataload`)."""
+    from teton.spec.storage import DataLoadingSpec
+
+    loader = DataLoadingSpec() if getattr(spec, "storage", None) is None else spec.storage.data_loading
+    return float(loader.tokens_per_s or tokens_per_s) * float(loader.bytes_per_token)
 
 
 SPARE_WAIT_WARN_FRACTION = 0.02  # warn when waiting for a spare host takes this share of the wall time

@@ -19,13 +19,15 @@ import numpy as np
 from teton.reliability.energy import PowerModel
 from teton.reliability.montecarlo import MCResult
 from teton.reliability.rates import CAUSES
+from teton.reliability.recommend import IntervalRecommendation
 from teton.reliability.recovery import CheckpointCosts, pg_init_s
 from teton.spec.reliability import ReliabilitySpec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from teton.reliability.goodput import FailureModel, IntervalChoice
+    from teton.reliability.goodput import FailureModel
+    from teton.reliability.sweep import IntervalRun
 
 
 class Figures:
@@ -170,19 +172,20 @@ def time_figures(res: MCResult, gpus: int, steps: int | None, step_time_s: float
     )
 
 
-def checkpoint_figures(iv: IntervalChoice, ck: CheckpointCosts, downtime_s: dict[str, float],
+def checkpoint_figures(iv: IntervalRun, ck: CheckpointCosts, downtime_s: dict[str, float],
                        cfg: ReliabilitySpec, gpus: int, spares: int) -> CheckpointFigures:
     """The checkpoint interval used, where it came from (given, the storage's sustained write
-    rate, or Young/Daly) and the Young and Daly optima beside it; the checkpoint's save, blocking
-    and restore times; the recovery downtime by cause, process-group init and the spare hosts."""
+    rate, or the practical interval) and the Young and Daly optima beside it; the checkpoint's
+    save, blocking and restore times; the recovery downtime by cause, process-group init and the
+    spare hosts."""
+    rec = iv.recommendation
     return CheckpointFigures(
-        checkpoint_interval_s=iv.chosen_s, young_interval_s=finite_or_none(iv.young_s),
-        young_daly_interval_s=finite_or_none(iv.daly_s),
+        checkpoint_interval_s=iv.chosen_s, young_interval_s=rec.young_interval_s,
+        young_daly_interval_s=rec.daly_interval_s,
         checkpoint_save_s=ck.save_s, checkpoint_blocking_s=ck.blocking_s,
         checkpoint_restore_s=ck.restore_s, checkpoint_source=ck.source,
         storage_min_interval_s=ck.min_interval_s or None,
-        checkpoint_interval_source=("given" if iv.given_s else "storage sustained write rate"
-                                    if ck.min_interval_s > iv.daly_s else "Young/Daly"),
+        checkpoint_interval_source=iv.source,
         downtime_s_by_cause=downtime_s, pg_init_s=pg_init_s(cfg, gpus), pg_init=cfg.pg_init,
         spare_hosts=spares,
     )
@@ -224,9 +227,11 @@ class GoodputResult:
     """What :func:`teton.reliability.goodput` answers, in groups; ``to_dict()`` is the JSON the
     ``teton goodput --json`` prints (the groups' keys flattened, in this order).
 
-    ``interval_sweep``: one row per interval simulated (empty unless asked); ``mc_optimal_*`` the
-    row with the best mean ETTR (None without a sweep); ``time_to_train_samples_days``: every
-    run's time to train (asked with ``samples`` on a token budget, else None)."""
+    ``interval_sweep``: one row per interval simulated (empty unless asked); ``interval``: the
+    checkpoint interval teton recommends (``interval.practical_interval_s``), the optimum, Young /
+    Daly's and the flat region, first order or from the sweep (:mod:`teton.reliability.recommend`);
+    ``time_to_train_samples_days``: every run's time to train (asked with ``samples`` on a token
+    budget, else None)."""
 
     run: RunFigures
     interruptions: InterruptionFigures
@@ -236,15 +241,27 @@ class GoodputResult:
     interval_sweep: tuple[dict[str, float], ...]
     assumptions: tuple[str, ...]
     warnings: tuple[str, ...]
-    mc_optimal_interval_s: float | None = None
-    mc_optimal_ettr: float | None = None
+    interval: IntervalRecommendation
     time_to_train_samples_days: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def mc_optimal_interval_s(self) -> float | None:
+        """The sweep's interval with the best mean ETTR (None without a sweep)."""
+        return self._best_row()["interval_s"] if self.interval_sweep else None
+
+    @property
+    def mc_optimal_ettr(self) -> float | None:
+        return self._best_row()["ettr_mean"] if self.interval_sweep else None
+
+    def _best_row(self) -> dict[str, float]:
+        return max(self.interval_sweep, key=lambda r: (r["ettr_mean"], -r["interval_s"]))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.run.to_dict(), **self.interruptions.to_dict(), **self.time.to_dict(),
                                **self.checkpoint.to_dict(), **self.energy.to_dict(),
+                               "interval_recommendation": self.interval.to_dict(),
                                "interval_sweep": [dict(r) for r in self.interval_sweep]}
-        if self.interval_sweep:
+        if self.interval_sweep:  # the sweep's best row
             out["mc_optimal_interval_s"] = self.mc_optimal_interval_s
             out["mc_optimal_ettr"] = self.mc_optimal_ettr
         if self.time_to_train_samples_days is not None:

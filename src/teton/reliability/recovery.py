@@ -31,6 +31,7 @@ from typing import Any
 
 from teton.reliability.rates import CAUSES
 from teton.spec.reliability import ReliabilitySpec
+from teton.storage.budget import WriteBudget
 
 
 def pg_init_s(cfg: ReliabilitySpec, ranks: int) -> float:
@@ -48,34 +49,35 @@ class CheckpointCosts:
     blocking_s: float  # training paused per checkpoint
     restore_s: float
     source: str  # "storage model" | "reliability section" | "fallback: bytes / bandwidth"
-    # shortest interval the storage sustains: checkpoint bytes / sustained write rate (flash
-    # endurance; Tectonic: 2 TB/s sustained against 7 TB/s peak, LLAMA3 §3.3.1); 0 when unknown
+    # shortest interval the storage sustains: checkpoint bytes / the write rate it leaves the job
+    # after other jobs' share and the data loader (teton.storage.budget; Tectonic: 2 TB/s
+    # sustained against 7 TB/s peak, LLAMA3 §3.3.1); 0 when unknown
     min_interval_s: float = 0.0
+    checkpoint_bytes: float = 0.0  # one checkpoint, every writer's bytes
+    budget: WriteBudget | None = None  # the storage model's write budget; None without one
 
 
-def _storage_summary(spec: Any) -> dict | None:
-    """``teton.storage.checkpoint_summary(spec)``."""
-    from teton.storage import checkpoint_summary
-
-    return dict(checkpoint_summary(spec))  # a SpecError about the storage section reaches the user
-
-
-def checkpoint_costs(spec: Any, cfg: ReliabilitySpec) -> CheckpointCosts:
+def checkpoint_costs(spec: Any, cfg: ReliabilitySpec, data_bytes_s: float = 0.0) -> CheckpointCosts:
     """Checkpoint save / blocking / restore seconds: explicit inputs > storage model > fallback.
+    ``data_bytes_s``: the data loader's read rate beside the checkpoint (the storage model's).
 
     Fallback, when neither the spec nor its cluster names a storage system (the DGX presets):
     ``bytes = params x checkpoint_bytes_per_param``, written and read at ``storage_bytes_s``
     (Tectonic sustained 2 TB/s, LLAMA3 §3.3.1), synchronously.
     """
+    from teton.storage.checkpoint import simulate_checkpoint
+
     has_storage = spec is not None and (spec.storage is not None or spec.cluster.storage is not None)
-    summary = _storage_summary(spec) if has_storage else None
-    source = "storage model" if summary else "fallback: bytes / bandwidth"
-    min_interval = 0.0
-    if summary:
-        min_interval = float(summary.get("min_checkpoint_interval_s", 0.0))
+    model = simulate_checkpoint(spec, data_bytes_s=data_bytes_s) if has_storage else None  # SpecErrors reach the user
+    source = "storage model" if model else "fallback: bytes / bandwidth"
+    min_interval, budget = 0.0, None
+    if model:
+        summary = model.summary()
+        min_interval = float(summary["min_checkpoint_interval_s"])
         save = float(summary["checkpoint_save_s"])
-        block = float(summary.get("checkpoint_blocking_s", save))
+        block = float(summary["checkpoint_blocking_s"])
         restore = float(summary["checkpoint_restore_s"])
+        size, budget = float(summary["total_bytes"]), model.budget
     else:
         params = float(spec.model.total_params()) if spec is not None else 0.0
         size = params * cfg.checkpoint_bytes_per_param
@@ -87,7 +89,7 @@ def checkpoint_costs(spec: Any, cfg: ReliabilitySpec) -> CheckpointCosts:
         block = cfg.checkpoint_blocking_s if cfg.checkpoint_blocking_s is not None else min(block, save)
         restore = cfg.checkpoint_restore_s if cfg.checkpoint_restore_s is not None else restore
     return CheckpointCosts(save_s=max(save, block), blocking_s=block, restore_s=restore, source=source,
-                           min_interval_s=min_interval)
+                           min_interval_s=min_interval, checkpoint_bytes=size, budget=budget)
 
 
 def fixed_downtime_s(cfg: ReliabilitySpec, ranks: int, restore_s: float) -> dict[str, float]:

@@ -9,6 +9,7 @@ y axis and titles.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -110,10 +111,12 @@ def checkpoint_bars(times_s: dict[str, float]) -> go.Figure:
     return _layout(fig, "checkpoint: seconds per save and restore", "seconds (log)", "", height=300)
 
 
-def interval_sweep(rows: Sequence[dict], chosen_s: float, daly_s: float | None) -> go.Figure:
-    """Monte Carlo ETTR against the checkpoint interval, with the p5-p95 band and the chosen /
-    Young-Daly intervals marked."""
-    x = [r["interval_s"] / 3600.0 for r in rows]
+def interval_sweep(rows: Sequence[dict], chosen_s: float, rec: dict) -> go.Figure:
+    """Monte Carlo ETTR against the checkpoint interval (minutes, log), with the p5-p95 band, the
+    flat region shaded (ETTR within the tolerance of the best; dotted: best - tolerance), the
+    intervals the storage cannot sustain greyed, and the practical (recommended), optimal,
+    Young-Daly and chosen intervals marked."""
+    x = [r["interval_s"] / 60.0 for r in rows]
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=x, y=[r["ettr_p95"] * 100 for r in rows], mode="lines", name="p95",
                              line=dict(color="#9ecae1", dash="dot")))
@@ -121,15 +124,24 @@ def interval_sweep(rows: Sequence[dict], chosen_s: float, daly_s: float | None) 
                              line=dict(color=FWD_COLOR)))
     fig.add_trace(go.Scatter(x=x, y=[r["ettr_p5"] * 100 for r in rows], mode="lines", name="p5",
                              line=dict(color="#9ecae1", dash="dot")))
-    marks = [("chosen", chosen_s, "black")]
-    if daly_s:
-        marks.append(("Young-Daly", daly_s, BWD_COLOR))
-    for _name, xs, color in marks:
-        fig.add_shape(type="line", x0=xs / 3600.0, x1=xs / 3600.0, y0=0, y1=1, yref="paper",
-                      line=dict(color=color, dash="dash"))
+    lo, hi = rec["flat_region_s"]
+    fig.add_vrect(x0=lo / 60.0, x1=hi / 60.0, fillcolor="#54A24B", opacity=0.15, line_width=0)
+    fig.add_hline(y=(rec["optimal_ettr"] - rec["ettr_tolerance_pp"] / 100.0) * 100, line=dict(color="#54A24B", dash="dot"))
+    if rec["min_interval_bound"] != "one step":  # shorter intervals are not offered
+        fig.add_vrect(x0=x[0] / 2.0, x1=rec["min_interval_s"] / 60.0, fillcolor="#888888", opacity=0.2, line_width=0)
+    marks = [("practical", rec["practical_interval_s"], "#54A24B"), ("optimum", rec["optimal_interval_s"], "black")]
+    if rec["daly_interval_s"]:
+        marks.append(("Young-Daly", rec["daly_interval_s"], BWD_COLOR))
+    if chosen_s != rec["practical_interval_s"]:
+        marks.append(("used", chosen_s, "#E45756"))
+    for name, xs, color in marks:
+        fig.add_shape(type="line", x0=xs / 60.0, x1=xs / 60.0, y0=0, y1=1, yref="paper", line=dict(color=color, dash="dash"))
+        fig.add_annotation(x=math.log10(xs / 60.0), y=1.0, yref="paper", text=name, showarrow=False,
+                           font=dict(color=color, size=11), yanchor="bottom")
     fig.update_xaxes(type="log")
-    title = "ETTR vs checkpoint interval (dashed: chosen" + (", Young-Daly)" if daly_s else ")")
-    return _layout(fig, title, "checkpoint interval (hours, log)", "ETTR (%)")
+    title = (f"ETTR vs checkpoint interval: practical {rec['practical_interval_s'] / 60:.1f} min "
+             f"(shaded: within {rec['ettr_tolerance_pp']:g} pp of the best)")
+    return _layout(fig, title, "checkpoint interval (minutes, log)", "ETTR (%)")
 
 
 def validation_errors(rows: Sequence[dict]) -> go.Figure:

@@ -185,6 +185,10 @@ def checkpoint_section(ctx: Context) -> Section:
             ("restore", fmt_s(s["checkpoint_restore_s"])), ("save bottleneck", str(s["bottleneck"])),
             ("restore bottleneck", str(s["restore_bottleneck"])),
             ("delivered write bandwidth", f"{s['delivered_bw_bytes_s'] / 1e12:.2f} TB/s"),
+            ("other jobs' share of the storage", f"{fmt_pct(s['storage_other_jobs_share'])} "
+                                                 f"({s['storage_other_jobs_share_source']})"),
+            ("write rate left for checkpoints", f"{s['storage_available_write_bytes_s'] / 1e12:.2f} TB/s "
+                                                f"({s['storage_write_bound']})"),
             ("shortest sustainable interval", fmt_s(s["min_checkpoint_interval_s"]))]
     times = {"sync save": s["sync_save_s"], "async: GPUs blocked": s["async_blocking_s"],
              "async: durable": s["async_durable_s"], "restore, all read": s["checkpoint_restore_all_read_s"],
@@ -211,10 +215,9 @@ def goodput_section(ctx: Context) -> Section:
             ("goodput", fmt_pct(g["goodput"], 2)),
             ("unexpected interruptions", f"{g['unexpected_interruptions']:.1f}"
                                          + (f" (MTBI {g['mtbi_h']:.2f} h)" if g["mtbi_h"] else "")),
-            ("checkpoint interval used", fmt_s(g["checkpoint_interval_s"])),
+            ("checkpoint interval used", f"{fmt_s(g['checkpoint_interval_s'])} ({g['checkpoint_interval_source']})"),
+            *_interval_rows(g["interval_recommendation"]),
             ("Young-Daly interval", fmt_s(g["young_daly_interval_s"]) if g["young_daly_interval_s"] else "-")]
-    if "mc_optimal_interval_s" in g:
-        rows.append(("Monte Carlo optimum", f"{fmt_s(g['mc_optimal_interval_s'])} (ETTR {fmt_pct(g['mc_optimal_ettr'], 2)})"))
     if g["time_to_train_days"] is not None:
         tt = g["time_to_train_percentiles"]
         rows += [("time to train p5 / p50 / p95", f"{tt['p5']:.1f} / {tt['p50']:.1f} / {tt['p95']:.1f} days"),
@@ -225,16 +228,39 @@ def goodput_section(ctx: Context) -> Section:
         lead = (f"ETTR {fmt_pct(g['ettr'])} over a {g['days']:g}-day run (the spec gives no token budget, so "
                 "time-to-train is not defined; set reliability.tokens for it).")
     rows += [("energy (facility)", f"{g['energy_mwh']:,.0f} MWh"), ("cost", f"${g['cost_usd']:,.0f}")]
-    sweep = Table(("interval", "ETTR mean", "p5", "p95"),
-                  tuple((fmt_s(s["interval_s"]), fmt_pct(s["ettr_mean"], 2), fmt_pct(s["ettr_p5"], 2),
-                         fmt_pct(s["ettr_p95"], 2)) for s in g["interval_sweep"]), "checkpoint interval sweep")
-    notes = (f"Monte Carlo: {g['runs']} runs per interval, seed {g['seed']} (teton goodput runs more)",
+    rec = g["interval_recommendation"]
+    lo, hi = rec["flat_region_s"]
+    sweep = Table(("interval", "steps", "ETTR mean", "p5", "p95", "writes", "storage use", "flat region"),
+                  tuple((fmt_s(s["interval_s"]), f"{s['steps']:,}", fmt_pct(s["ettr_mean"], 2), fmt_pct(s["ettr_p5"], 2),
+                         fmt_pct(s["ettr_p95"], 2), f"{s['write_bytes_s'] / GB:,.1f} GB/s",
+                         "-" if s["storage_use"] is None else fmt_pct(s["storage_use"]),
+                         "yes" if lo <= s["interval_s"] <= hi else "") for s in g["interval_sweep"]),
+                  "checkpoint interval sweep")
+    notes = (*(s[0].upper() + s[1:] + "." for s in _recommendation_sentences(rec)),
+             f"Monte Carlo: {g['runs']} runs per interval, seed {g['seed']} (teton goodput runs more)",
              *g["assumptions"])
     figs = ()
     if g["interval_sweep"]:
-        figs = (("interval-sweep", plots.interval_sweep(g["interval_sweep"], g["checkpoint_interval_s"],
-                                                         g["young_daly_interval_s"])),)
+        figs = (("interval-sweep", plots.interval_sweep(g["interval_sweep"], g["checkpoint_interval_s"], rec)),)
     return Section("goodput", "Goodput", lead, (_kv(rows), sweep), figs, notes, data=g)
+
+
+def _interval_rows(rec: dict) -> list[tuple[str, str]]:
+    """The checkpoint recommendation's rows: practical interval, flat region, optimum, storage bound."""
+    lo, hi = rec["flat_region_s"]
+    return [("practical interval (recommended)", f"{fmt_s(rec['practical_interval_s'])} "
+                                                 f"(ETTR {fmt_pct(rec['practical_ettr'], 2)})"),
+            (f"flat region (within {rec['ettr_tolerance_pp']:g} pp of the best)",
+             f"{fmt_s(lo)} - {fmt_s(hi)} ({rec['method']})"),
+            ("optimum", f"{fmt_s(rec['optimal_interval_s'])} (ETTR {fmt_pct(rec['optimal_ettr'], 2)})"),
+            ("shortest interval offered", f"{fmt_s(rec['min_interval_s'])} ({rec['min_interval_bound']})")]
+
+
+def _recommendation_sentences(rec: dict) -> list[str]:
+    """:meth:`teton.reliability.recommend.IntervalRecommendation.sentences` of its ``to_dict()``."""
+    from teton.reliability.recommend import IntervalRecommendation
+
+    return IntervalRecommendation(**{**rec, "flat_region_s": tuple(rec["flat_region_s"])}).sentences()
 
 
 def validation_section(ctx: Context) -> Section:

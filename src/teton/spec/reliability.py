@@ -92,7 +92,11 @@ class ReliabilitySpec(Section):
     pg_init_per_rank_s: float = Field(default=0.01, ge=0)  # stock: serial TCPStore rendezvous + bootstrap ring, O(n)
     pg_init_per_level_s: float = Field(default=2.0, ge=0)  # optimized: tree / parallel bootstrap, O(log2 n)
     # --- checkpointing -------------------------------------------------------------------------
-    checkpoint_interval_s: float | None = Field(default=None, gt=0)  # default: Daly optimum
+    checkpoint_interval_s: float | None = Field(default=None, gt=0)  # default: the practical interval
+    # ASSUMPTION (a practitioner's choice, not a measurement; issue 24 asks for half a point): the
+    # ETTR a longer checkpoint interval may cost against the best one; the longest interval within
+    # it is the practical interval teton recommends (teton.reliability.recommend).
+    interval_ettr_tolerance_pp: float = Field(default=0.5, gt=0, le=50)
     checkpoint_save_s: float | None = Field(default=None, ge=0)
     checkpoint_blocking_s: float | None = Field(default=None, ge=0)
     checkpoint_restore_s: float | None = Field(default=None, ge=0)

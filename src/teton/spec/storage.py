@@ -72,6 +72,13 @@ class StorageSystem(Section):
     # ASSUMPTION: sigma of the per-host log-normal slowdown (stragglers); no figure is published for
     # Tectonic's FUSE clients. 0 turns stragglers off. See teton.storage.transfer.
     writer_jitter_sigma: float = Field(default=0.2, ge=0, le=2)
+    # ASSUMPTION (no operator publishes its storage's tenant mix): None gives the other jobs the share
+    # of the cluster's GPUs this job leaves to them, 1 - job GPUs / cluster GPUs (the storage serves
+    # the whole cluster and every job reads and writes alike per GPU); 0 on the local tier (the job's
+    # own hosts). Set 0 for a system dedicated to the job, or the share measured on a shared one.
+    other_jobs_share: float | None = Field(default=None, ge=0, lt=1, description=(
+        "share of the storage's bandwidth and flash write budget other jobs use; default: the cluster's "
+        "GPUs outside this job as a share of its GPUs (0 on the local tier)"))
     description: str = ""
 
     @model_validator(mode="after")

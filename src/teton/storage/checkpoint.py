@@ -28,7 +28,10 @@ Restore: all_read  every rank reads all the state it holds, then copies it host-
          shard_allgather  each DP rank reads 1/dp of the replicated state (plus its own shards),
                    then an all-gather over the DP groups rebuilds it (the read is spread over
                    all client hosts instead of one replica's).
-Sustainable frequency: a checkpoint every total / sustained_write seconds at most.
+Other jobs' share of the storage (``storage.other_jobs_share``) is taken off the storage servers'
+bandwidth for every transfer (:mod:`teton.storage.transfer`). Sustainable frequency: a checkpoint
+every total / available seconds at most, ``available`` the write rate the storage leaves the job
+after other jobs' share and its data loader (:mod:`teton.storage.budget`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from teton.engine.prepare import default_placement, network_cost_model
 from teton.errors import SpecError
 from teton.hardware.storage import d2h_bytes_s_per_gpu
 from teton.spec.storage import CheckpointPolicy, StorageSystem, checkpoint_policy, spec_storage
+from teton.storage.budget import WriteBudget, other_jobs_share, write_budget
 from teton.storage.transfer import Transfer, transfer
 from teton.units import ADAM_STATE_BYTES, BF16_BYTES
 from teton.workload.memory import params_per_rank
@@ -131,6 +135,7 @@ class CheckpointResult:
     allgather_s: float
     h2d_shard_s: float
     writer_bytes: np.ndarray  # bytes of each writer of a save (the ranks, or ``writer_ranks`` what-if writers)
+    budget: WriteBudget  # the average write rate the storage leaves the job's checkpoints
 
     @property
     def sync_save_s(self) -> float:
@@ -158,6 +163,7 @@ class CheckpointResult:
         is_async = self.policy.mode == "async"
         hosts = max(1, self.save.hosts)
         sustained = s.sustained_write_bytes_s(hosts)
+        b = self.budget
         return {
             "storage": s.name,
             "mode": self.policy.mode,
@@ -199,8 +205,13 @@ class CheckpointResult:
             "storage_peak_read_bytes_s": s.peak_read_bytes_s(hosts),
             "storage_sustained_write_bytes_s": sustained,
             "storage_raw_capacity_bytes": s.raw_capacity_bytes(hosts),
-            "min_checkpoint_interval_s": st.total_bytes / sustained,
-            **self._interval(sustained),
+            "storage_other_jobs_share": b.other_jobs_share,
+            "storage_other_jobs_share_source": b.other_jobs_share_source,
+            "data_loading_bytes_s": b.data_loading_bytes_s,
+            "storage_available_write_bytes_s": b.available_write_bytes_s,
+            "storage_write_bound": b.bound,
+            "min_checkpoint_interval_s": b.min_interval_s(st.total_bytes),
+            **self._interval(b.available_write_bytes_s),
         }
 
     def _interval(self, sustained: float) -> dict:
@@ -227,13 +238,16 @@ def simulate_checkpoint(spec, policy: CheckpointPolicy | None = None, system: St
                         data_bytes_s: float = 0.0) -> CheckpointResult:
     """Save (sync and async) and restore (all read / read once + broadcast) of the spec's job.
 
-    ``data_bytes_s``: the data loader's read rate on the frontend during an async upload.
+    ``data_bytes_s``: the data loader's read rate (on the frontend during an async upload, and
+    in the storage's write budget). Every transfer gets the share of the storage servers other
+    jobs leave (:func:`teton.storage.budget.other_jobs_share`).
     """
     policy = policy or checkpoint_policy(spec)
     system = system or spec_storage(spec)
     cluster = spec.cluster
     st = rank_state(spec, policy)
     g = cluster.gpus_per_host
+    share = 1.0 - other_jobs_share(system, spec.job.gpus, cluster.gpus)[0]
     d2h_bw = d2h_bytes_s_per_gpu(cluster.host_spec)
     w_bytes, w_host = st.written_bytes, st.gpu_of_rank // g
     if policy.writer_ranks and policy.writer_ranks > spec.job.gpus:
@@ -242,20 +256,22 @@ def simulate_checkpoint(spec, policy: CheckpointPolicy | None = None, system: St
     if policy.writer_ranks:
         w_bytes, w_host = _spread_over(st.written_bytes, st.gpu_of_rank, policy.writer_ranks, g)
     d2h_s = float(w_bytes.max()) / d2h_bw
-    kw = dict(files_per_writer=float(policy.files_per_rank), extra_files=1, seed=spec.seed)
+    kw = dict(files_per_writer=float(policy.files_per_rank), extra_files=1, seed=spec.seed, storage_share=share)
     save = transfer(system, cluster, w_bytes, w_host, "write", **kw)
     upload_bg = transfer(system, cluster, w_bytes, w_host, "write", frontend_busy_bytes_s=data_bytes_s, **kw)
     hosts_all = st.gpu_of_rank // g
-    r_all = transfer(system, cluster, st.held_bytes, hosts_all, "read", seed=spec.seed + 1)
+    rk = dict(seed=spec.seed + 1, storage_share=share)
+    r_all = transfer(system, cluster, st.held_bytes, hosts_all, "read", **rk)
     read_once = st.read_once_bytes
-    r_once = transfer(system, cluster, read_once, hosts_all, "read", seed=spec.seed + 1)
+    r_once = transfer(system, cluster, read_once, hosts_all, "read", **rk)
     bcast_s = _broadcast_s(spec, st)
     shard = st.read_shard_bytes
-    r_shard = transfer(system, cluster, shard, hosts_all, "read", seed=spec.seed + 1)
+    r_shard = transfer(system, cluster, shard, hosts_all, "read", **rk)
     gather_s = _allgather_s(spec, st)
+    budget = write_budget(system, max(1, save.hosts), spec.job.gpus, cluster.gpus, data_bytes_s)
     return CheckpointResult(system, policy, st, d2h_s, save, upload_bg, r_all, r_once, bcast_s,
                             float(st.held_bytes.max()) / d2h_bw, float(read_once.max()) / d2h_bw,
-                            r_shard, gather_s, float(shard.max()) / d2h_bw, np.asarray(w_bytes, float))
+                            r_shard, gather_s, float(shard.max()) / d2h_bw, np.asarray(w_bytes, float), budget)
 
 
 def _rebuild_s(spec, st: RankState, op: str) -> float:
@@ -276,12 +292,16 @@ def _allgather_s(spec, st: RankState) -> float:
     return _rebuild_s(spec, st, "all_gather")
 
 
-def checkpoint_summary(spec) -> dict:
-    """The checkpoint keys ``teton run`` adds to its result: save (durable), blocking, restore (s),
-    and the shortest interval the storage sustains (bytes / sustained write rate, s).
+CHECKPOINT_SUMMARY_KEYS = ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s",
+                           "min_checkpoint_interval_s")
 
-    Uses the spec's ``storage`` section (or the cluster's storage) and ``storage.checkpoint``.
+
+def checkpoint_summary(spec, data_bytes_s: float = 0.0) -> dict:
+    """The checkpoint keys ``teton run`` adds to its result: save (durable), blocking, restore (s),
+    and the shortest interval the storage sustains (bytes / the write rate it leaves the job, s).
+
+    Uses the spec's ``storage`` section (or the cluster's storage) and ``storage.checkpoint``;
+    ``data_bytes_s``: the data loader's read rate alongside (:func:`simulate_checkpoint`).
     """
-    out = simulate_checkpoint(spec).summary()
-    return {k: out[k] for k in ("checkpoint_save_s", "checkpoint_blocking_s", "checkpoint_restore_s",
-                                "min_checkpoint_interval_s")}
+    return {k: v for k, v in simulate_checkpoint(spec, data_bytes_s=data_bytes_s).summary().items()
+            if k in CHECKPOINT_SUMMARY_KEYS}

@@ -4,7 +4,8 @@ Data loading. The job consumes ``tokens_per_s``; each token is ``bytes_per_token
 (4: pre-tokenised int32 ids — Llama 3's 128,256-entry vocabulary does not fit uint16). Every host
 of the job reads its share of a step's tokens from open shard files (no per-step metadata). A
 loader that prefetches one step ahead stalls the step only when reading a step's bytes takes
-longer than the step: stall_s = max(0, read_s - step_s).
+longer than the step: stall_s = max(0, read_s - step_s). The reads get the share of the storage
+servers other jobs leave (:mod:`teton.storage.budget`).
 
 Job start on the parallel NFS. ``clients`` hosts each open ``files`` files (``metadata_ops_per_file``
 NFS ops each: OPEN, LAYOUTGET, GETATTR, CLOSE) and read them in ``read_bytes`` requests. The
@@ -25,6 +26,7 @@ import numpy as np
 
 from teton.errors import SpecError
 from teton.spec.storage import DataLoadingSpec, StorageSystem, spec_storage
+from teton.storage.budget import other_jobs_share
 from teton.storage.transfer import transfer
 
 DATA_LOADING_KEYS = tuple(DataLoadingSpec.model_fields)  # the ``storage.data_loading`` fields
@@ -86,8 +88,9 @@ def data_loading(spec, tokens_per_s: float | None = None, bytes_per_token: float
     hosts = np.arange(math.ceil(job.gpus / g))
     step_s = job.layout.tokens_per_step / tokens_per_s
     step_bytes = job.layout.tokens_per_step * bytes_per_token
+    share = 1.0 - other_jobs_share(system, job.gpus, spec.cluster.gpus)[0]
     t = transfer(system, spec.cluster, np.full(hosts.size, step_bytes / hosts.size), hosts, "read",
-                 seed=spec.seed, metadata=False)
+                 seed=spec.seed, metadata=False, storage_share=share)
     needed = tokens_per_s * bytes_per_token
     read_bw = min(t.caps_bytes_s.values())
     bottleneck = min(t.caps_bytes_s, key=t.caps_bytes_s.get)

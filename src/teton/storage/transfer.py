@@ -2,12 +2,14 @@
 
 Model. Writer w on host h(w) moves b_w bytes. The aggregate rate is capped by every stage on the
 path; each cap is a user-byte rate:
-    ssd             = servers * ssds * ssd_bw / amp          (write; amp = 1 for read)
-    server_nic      = servers * nic_goodput / amp
+    ssd             = share * servers * ssds * ssd_bw / amp          (write; amp = 1 for read)
+    server_nic      = share * servers * nic_goodput / amp
     frontend_fabric = hosts * frontend_nics * nic_bw * goodput / frontend_oversubscription
                       minus traffic already on it (e.g. the data loader during an async upload)
     <client>_client = hosts * 1 / (1/client_bw + op_overhead/op_bytes)   (FUSE / NFS client)
 (for the local tier the servers are the hosts themselves and there is no network stage).
+``share`` is what other jobs leave of the storage servers, 1 - ``other_jobs_share``
+(:mod:`teton.storage.budget`); the client side (frontend, client) is the job's own.
 C = min(caps); the named bottleneck is the argmin.
 
 Straggler tail: each writer also has its own ceiling u_w: its host's client ceiling (on the local
@@ -91,12 +93,14 @@ def writer_slowdowns(n: int, sigma: float, seed: int) -> np.ndarray:
 
 def transfer(system: StorageSystem, cluster: ClusterSpec, writer_bytes: np.ndarray, writer_host: np.ndarray,
              direction: str = "write", files_per_writer: float = 1.0, extra_files: int = 0,
-             seed: int = 0, frontend_busy_bytes_s: float = 0.0, metadata: bool = True) -> Transfer:
+             seed: int = 0, frontend_busy_bytes_s: float = 0.0, metadata: bool = True,
+             storage_share: float = 1.0) -> Transfer:
     """Time for writers ``writer_bytes`` (on hosts ``writer_host``) to write or read at once.
 
     Writers with zero bytes are ignored. ``extra_files``: files written once (a coordinator's
     index). ``frontend_busy_bytes_s``: other traffic on the frontend in the same direction.
     ``metadata=False``: streaming from files already open (no metadata ops at all).
+    ``storage_share``: the share of the storage servers' bandwidth this job gets (module docstring).
     """
     b = np.asarray(writer_bytes, dtype=float)
     h = np.asarray(writer_host, dtype=np.int64)
@@ -111,14 +115,14 @@ def transfer(system: StorageSystem, cluster: ClusterSpec, writer_bytes: np.ndarr
     amp = system.write_amplification if direction == "write" else 1.0
     flash = system.server_flash_write_bytes_s if direction == "write" else system.server_flash_read_bytes_s
     servers = n_hosts if local else system.servers
-    caps: dict[str, float] = {"ssd": servers * flash / amp}
+    caps: dict[str, float] = {"ssd": storage_share * servers * flash / amp}
     host_cap = system.client_bytes_s_per_host()
     host_cap_name = f"{system.client}_client"
     if local:
-        if flash / amp < host_cap:
-            host_cap, host_cap_name = flash / amp, "ssd"
+        if storage_share * flash / amp < host_cap:
+            host_cap, host_cap_name = storage_share * flash / amp, "ssd"
     else:
-        caps["server_nic"] = servers * system.nic_goodput_bytes_s / amp
+        caps["server_nic"] = storage_share * servers * system.nic_goodput_bytes_s / amp
         fe_full = frontend_bytes_s_per_host(cluster)
         fe_host = max(fe_full - frontend_busy_bytes_s / n_hosts, 1e-9 * fe_full)  # what other traffic leaves
         caps["frontend_fabric"] = n_hosts * fe_host

@@ -1,0 +1,109 @@
+"""The checkpoint interval teton recommends (issue 24): the optimum, Young/Daly's, the flat region
+and the practical interval, among the intervals the storage can sustain."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rel_helpers import CKPT, STEP_S, spec_405b
+
+from teton.reliability import goodput
+from teton.reliability.recommend import IntervalRecommendation, first_order_ettr
+
+
+@pytest.fixture(scope="module")
+def swept(example_spec_405b):
+    """The 405B example's 15.6T-token run with the interval sweep (its storage model, step given)."""
+    return goodput(example_spec_405b, step_time_s=6.667, tokens=15.6e12, runs=200, seed=0, interval_sweep=True)
+
+
+@pytest.fixture(scope="module")
+def example_spec_405b():
+    from teton.spec import load_spec
+
+    return load_spec("examples/llama3-405b-16k.yaml")
+
+
+def test_405b_recommends_the_longest_interval_within_half_a_point(swept):
+    """The 405B goodput recommended a checkpoint every 2-3 steps (the optimum) of a 5.7 TB
+    checkpoint; it now recommends the longest interval within 0.5 pp of the best ETTR."""
+    rec, rows = swept.interval, swept.to_dict()["interval_sweep"]
+    assert isinstance(rec, IntervalRecommendation) and rec.method == "Monte Carlo sweep"
+    assert swept.checkpoint.checkpoint_interval_s == rec.practical_interval_s
+    assert rec.practical_interval_s >= 5 * rec.optimal_interval_s  # minutes, not seconds
+    assert 60 < rec.practical_interval_s < 600
+    best = max(r["ettr_mean"] for r in rows)
+    assert rec.optimal_ettr == best
+    assert rec.practical_ettr >= best - 0.005
+    longer = [r for r in rows if r["interval_s"] > rec.practical_interval_s]
+    nxt = min(longer, key=lambda r: r["interval_s"])
+    assert nxt["ettr_mean"] < best - 0.005  # the next interval simulated is outside the flat region
+    assert nxt["steps"] == round(rec.practical_interval_s / swept.run.effective_step_time_s) + 1  # refined to a step
+    lo, hi = rec.flat_region_s
+    assert lo <= rec.optimal_interval_s <= hi == rec.practical_interval_s
+    assert all(r["ettr_mean"] >= best - 0.005 for r in rows if lo <= r["interval_s"] <= hi)
+    d = swept.to_dict()["interval_recommendation"]
+    assert d["practical_interval_s"] == rec.practical_interval_s and d["flat_region_s"] == [lo, hi]
+    assert json.loads(json.dumps(d)) == d
+
+
+def test_every_offered_interval_is_one_the_storage_sustains(swept):
+    rec = swept.interval
+    rows = swept.to_dict()["interval_sweep"]
+    assert rec.storage_min_interval_s is not None and rec.storage_available_write_bytes_s is not None
+    assert all(r["interval_s"] >= rec.min_interval_s - 1e-9 for r in rows)
+    assert all(r["storage_use"] <= 1.0 for r in rows)
+    assert rec.write_bytes_s == pytest.approx(rec.checkpoint_bytes / rec.practical_interval_s)
+    assert rec.storage_use == pytest.approx(rec.write_bytes_s / rec.storage_available_write_bytes_s)
+    assert rec.storage_other_jobs_share == pytest.approx(1 - 16384 / 24576)
+
+
+def test_first_order_and_monte_carlo_agree(swept, example_spec_405b):
+    plain = goodput(example_spec_405b, step_time_s=6.667, tokens=15.6e12, runs=200, seed=0)
+    fo, mc = plain.interval, swept.interval
+    assert fo.method == "first-order model"
+    assert abs(fo.practical_interval_s - mc.practical_interval_s) <= 2 * swept.run.effective_step_time_s
+    assert fo.optimal_ettr == pytest.approx(mc.optimal_ettr, abs=0.002)
+    assert plain.checkpoint.checkpoint_interval_source == "practical interval (first-order model)"
+
+
+def test_an_interval_the_async_write_cannot_drain_is_not_offered():
+    """A save durable 300 s after it starts: no interval shorter than its drain is simulated."""
+    spec = spec_405b({**CKPT, "checkpoint_save_s": 300.0})
+    r = goodput(spec, step_time_s=STEP_S, days=10, runs=20, seed=0, interval_sweep=True)
+    rec = r.interval
+    assert rec.min_interval_bound == "async write drain"
+    assert rec.drain_min_interval_s >= 300.0 - CKPT["checkpoint_blocking_s"]
+    assert min(row["interval_s"] for row in r.interval_sweep) == pytest.approx(rec.min_interval_s)
+
+
+def test_the_tolerance_is_a_spec_field():
+    base = goodput(spec_405b(dict(CKPT)), step_time_s=STEP_S, days=10, runs=20, seed=0).interval
+    wide = goodput(spec_405b({**CKPT, "interval_ettr_tolerance_pp": 1.0}), step_time_s=STEP_S, days=10, runs=20,
+                   seed=0).interval
+    assert wide.ettr_tolerance_pp == 1.0 and wide.practical_interval_s > base.practical_interval_s
+    assert wide.optimal_interval_s == base.optimal_interval_s
+
+
+def test_first_order_ettr_is_the_renewal_formula():
+    import numpy as np
+
+    from teton.reliability.montecarlo import MCInputs
+
+    inp = MCInputs(rates_per_s=np.array([1e-4, 1e-5]), downtime_s=np.array([600.0, 0.0]),
+                   hardware=np.array([True, False]), planned=np.array([False, True]),
+                   replaces_host=np.array([False, False]), interval_s=100.0, blocking_s=2.0, save_s=5.0,
+                   work_s=1e6)
+    tau, c, lag = 100.0, 102.0, 3.0
+    expect = (tau / c - 1e-4 * (tau / 2 + lag * tau / c)) / (1 + 1e-4 * 600 + 1e-5 * 5.0)
+    assert first_order_ettr(inp, tau) == pytest.approx(expect, rel=1e-12)
+
+
+def test_cli_table_shows_the_practical_interval_and_flat_region(cli):
+    code, out, err = cli("goodput", "examples/llama3-405b-16k.yaml", "--tokens", "15.6T", "--step-time", "6.667",
+                         "--runs", "20", "--interval-sweep")
+    assert code == 0, err
+    assert "practical interval (recommended)" in out and "flat region (within 0.5 pp of the best)" in out
+    assert "practical" in out.split("checkpoint interval vs ETTR")[1]
+    assert "storage use" in out
