@@ -16,7 +16,7 @@ from teton.errors import SpecError
 
 
 class _DuplicateKey(Exception):
-    def __init__(self, key: str, line: int):
+    def __init__(self, key: str, line: int | None):
         super().__init__(key)
         self.key, self.line = key, line
 
@@ -30,6 +30,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen: set = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:  # `? [a, b]`: a list as a key
+                raise yaml.constructor.ConstructorError(None, None, "a mapping key must be a plain value, not "
+                                                        f"a {type(key).__name__}", key_node.start_mark)
             if key in seen:
                 raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
             seen.add(key)
@@ -38,6 +41,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 _UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9]+[eE][-+]?[0-9]+$"),
                                        list("-+0123456789"))
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (``json`` lets the last win), as YAML's loader does."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key, None)
+        out[key] = value
+    return out
 
 
 def read_file(path: str | Path) -> dict[str, Any]:
@@ -70,12 +83,13 @@ def parse_text(text: str, suffix: str, where: str) -> Any:
         if suffix == ".toml":
             data = tomllib.loads(text)
         elif suffix == ".json":
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_json_object)
         else:
             data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except _DuplicateKey as err:
-        raise SpecError(err.key, "given twice", "each key once per mapping (YAML keys are unique; "
-                        "the second would silently win)", where=f"{path}:{err.line}") from None
+        raise SpecError(err.key, "given twice", "each key once per mapping (keys are unique; "
+                        "the second would silently win)",
+                        where=f"{path}:{err.line}" if err.line is not None else path) from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         line = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -64,10 +64,22 @@ class CalibrationFile(Section):
         return {k: getattr(self, k) for k in ("device", "torch") if getattr(self, k) is not None}
 
 
+def _unique_keys(pairs: list) -> dict:
+    """A JSON object, refusing a key given twice (``json`` lets the last silently win)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise SpecError(f"calibration.{key}", "given twice", "each key once per object")
+        out[key] = value
+    return out
+
+
 def read_calibration(path: Path) -> CalibrationFile:
     """A calibration JSON, checked (one-line errors naming ``calibration.<field>``)."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(), object_pairs_hook=_unique_keys)
+    except SpecError:
+        raise
     except UnicodeDecodeError:
         raise SpecError("calibration", str(path), "is not a UTF-8 JSON file") from None
     except OSError as err:
