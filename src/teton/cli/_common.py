@@ -21,16 +21,18 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
 _MULT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+MAX_TOP = 1_000_000  # rows a --top prints (a results store's LIMIT is a 64-bit integer)
+MAX_SIZE = 1024**5  # 1 PiB: no message, file or request of a training cluster is larger
 
 
 def parse_size(text: str, field: str) -> int:
-    """nccl-tests style sizes: 1024, 1K, 64M, 1G (binary multiples). Positive only."""
+    """nccl-tests style sizes: 1024, 1K, 64M, 1G (binary multiples): 1 byte ... 1 PiB."""
     m = _SIZE.match(str(text))
     if not m:
         raise SpecError(field, text, "expected a positive size like 1024, 1K, 64M or 1G")
     value = float(m.group(1)) * _MULT[m.group(2).upper()]
-    if value <= 0 or not math.isfinite(value):
-        raise SpecError(field, text, "must be a positive size")
+    if not math.isfinite(value) or not 1 <= value <= MAX_SIZE:
+        raise SpecError(field, text, "must be a size from 1 byte to 1P (1024T)")
     return int(value)
 
 

@@ -35,7 +35,7 @@ def register(app: typer.Typer) -> None:
         from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
         from teton.spec.load import DEFAULT_CLUSTER
 
-        cluster = cluster or DEFAULT_CLUSTER
+        cluster = DEFAULT_CLUSTER if cluster is None else cluster
         read = read_calibration(calibration)
         overrides, provenance = dict(read.efficiency_overrides), read.provenance
         spec = calibrated_cluster(cluster, overrides)

@@ -26,13 +26,20 @@ def sweep(cluster_name: str, *args, **kwargs) -> list[dict]:
     return collective_sweep(load_cluster(cluster_name), *args, **kwargs)
 
 
+DEFAULT_TRIALS, MAX_TRIALS = 24, 1000  # placements of --placement-study: 24 take ~6 s, 1,000 about four minutes
+
+
 def _check_flags(*, placement_study: bool, pinning_study: bool, png: Path | None, neighbours: bool, algo: str,
-                 fidelity: str, flow_only: dict) -> None:
+                 fidelity: str, flow_only: dict, trials: int) -> None:
     """Flags that mean nothing for what was asked: one-line errors before any work (``flow_only``:
     the flow-fidelity options as given, None where not)."""
-    if not placement_study and (png or neighbours):  # silently ignored before
-        flag = "--png" if png else "--neighbours"
-        raise SpecError(flag, png or True, "applies to --placement-study only")
+    if placement_study and pinning_study:
+        raise SpecError("--pinning-study", True, "runs instead of --placement-study: give one study")
+    if not placement_study and (png or neighbours or trials != DEFAULT_TRIALS):  # silently ignored before
+        flag, value = ("--png", png) if png else ("--neighbours", True) if neighbours else ("--trials", trials)
+        raise SpecError(flag, value, "applies to --placement-study only")
+    if not 1 <= trials <= MAX_TRIALS:
+        raise SpecError("--trials", trials, f"must be from 1 to {MAX_TRIALS:,}")
     from teton.network.flow_model import FLOW_ALGOS
 
     if algo != "auto" and algo not in FLOW_ALGOS:
@@ -62,8 +69,6 @@ def _placement_study(cluster_name: str, trials: int, seed: int, neighbours: bool
     from teton.report.network_plots import plot_placement_study
     from teton.studies.network import placement_study
 
-    if trials < 1:
-        raise SpecError("trials", trials, "must be at least 1")
     if png:
         check_figure_path(png, "--png")
     with progress_task("placement study: trials x series") as tick:
@@ -130,7 +135,7 @@ def register(app: typer.Typer) -> None:
         json_: JsonFlag = False,
         placement_study: Annotated[bool, typer.Option("--placement-study", help="run the AllGather placement study (Meta blog figure) instead of a sweep")] = False,
         pinning_study: Annotated[bool, typer.Option("--pinning-study", help="compare path pinning and E-ECMP on full and half-filled racks")] = False,
-        trials: Annotated[int, typer.Option(help="placements in --placement-study")] = 24,
+        trials: Annotated[int, typer.Option(help="placements in --placement-study")] = DEFAULT_TRIALS,
         neighbours: Annotated[bool, typer.Option("--neighbours", help="--placement-study: the busy half of the "
                                                  "cluster runs other jobs' all-reduces on the same fabric")] = False,
         png: Annotated[Path | None, typer.Option("--png", help="--placement-study: write the figure as a PNG "
@@ -140,8 +145,9 @@ def register(app: typer.Typer) -> None:
         _check_flags(placement_study=placement_study, pinning_study=pinning_study, png=png, neighbours=neighbours,
                      algo=algo, fidelity=fidelity,
                      flow_only={"--routing": routing, "--qps": qps, "--fail-links": fail_links or None,
-                                "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo})
-        cluster = cluster or DEFAULT_CLUSTER
+                                "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo},
+                     trials=trials)
+        cluster = DEFAULT_CLUSTER if cluster is None else cluster
         seed = 0 if seed is None else seed
         if seed < 0:  # as every verb's --seed
             raise SpecError("--seed", seed, "must be a non-negative integer")

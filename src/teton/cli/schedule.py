@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
         seed = 0 if seed is None else seed
         if seed < 0:
             raise SpecError("--seed", seed, "must be a non-negative integer")
-        cl = load_cluster(cluster or DEFAULT_CLUSTER)
+        cl = load_cluster(DEFAULT_CLUSTER if cluster is None else cluster)
         tr = load_trace(trace, fmt, strict, cl, seed, load)
         warn_issues(tr)
         if not tr.jobs:

@@ -57,6 +57,8 @@ def collective_sweep(cluster: ClusterSpec, op: str, gpus: int, placement: str = 
         raise SpecError("op", op, closest(op, OPS))
     if fidelity not in FIDELITIES:
         raise SpecError("fidelity", fidelity, closest(fidelity, FIDELITIES))
+    if min_bytes < 1:  # sizes grow by step_factor from min_bytes: from 0 they never pass max_bytes
+        raise SpecError("min_bytes", min_bytes, "must be at least 1 byte")
     if min_bytes > max_bytes:
         raise SpecError("min_bytes", min_bytes, f"must be at most the largest size ({max_bytes:,} bytes)")
     if step_factor < 2:
