@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
+from teton.cli._common import MAX_TOP, JsonFlag, SetOverrides, SpecPath, print_json
+from teton.spec.reliability import MAX_RUNS
 
 
 def _print(d: dict, top: int) -> None:
@@ -73,7 +74,7 @@ def register(app: typer.Typer) -> None:
                                                             "servers, as --gpus (default: the preset's)")] = None,
         global_batch: Annotated[str | None, typer.Option("--global-batch", help="fixed (the spec's tokens "
                                                          "per step at every size) | per_gpu | 16M")] = None,
-        runs: Annotated[int | None, typer.Option("--runs", min=1, help="Monte Carlo runs per plan "
+        runs: Annotated[int | None, typer.Option("--runs", min=1, max=MAX_RUNS, help="Monte Carlo runs per plan "
                                                  "(default: the spec's reliability.runs, 1,000)")] = None,
         seed: Annotated[int | None, typer.Option("--seed", min=0, help="seed of the Monte Carlo "
                                                  "(default: the spec's)")] = None,
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
         pp: Annotated[str | None, typer.Option("--pp", help="PP degrees to try")] = None,
         vs: Annotated[str | None, typer.Option("--virtual-stages", help="virtual stages to try")] = None,
         ep: Annotated[str | None, typer.Option("--ep", help="EP degrees to try (MoE models)")] = None,
-        top: Annotated[int, typer.Option("--top", min=1, help="rows to print")] = 10,
+        top: Annotated[int, typer.Option("--top", min=1, max=MAX_TOP, help="rows to print")] = 10,
         out: Annotated[Path | None, typer.Option("--out", "-o", help="also write an offline HTML page: the "
                                                  "Pareto plot and the chosen plan's breakdown")] = None,
         json_: JsonFlag = False,

@@ -10,6 +10,7 @@ import typer
 
 from teton.cli._common import SetOverrides, SpecPath
 from teton.report.sections import GOODPUT_RUNS
+from teton.spec.reliability import MAX_RUNS
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +25,7 @@ def register(app: typer.Typer) -> None:
                                "seconds)")] = None,
         png: Annotated[Path | None, typer.Option("--png-dir", help="also write every chart as a PNG in this "
                                                  "directory")] = None,
-        runs: Annotated[int, typer.Option("--runs", min=1, help="Monte Carlo runs per checkpoint interval "
+        runs: Annotated[int, typer.Option("--runs", min=1, max=MAX_RUNS, help="Monte Carlo runs per checkpoint interval "
                                                                 "(goodput section)")] = GOODPUT_RUNS,
         occupancy: Annotated[float, typer.Option("--occupancy", help="fraction of the cluster other jobs hold "
                                                  "(placement section)")] = 0.0,

@@ -145,8 +145,8 @@ def print_table(d: dict) -> None:
     fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"
     t.add_row("memory / GPU", f"{d['memory_per_gpu_bytes'] / GIB:.1f} GiB of {d['hbm_bytes'] / GIB:.1f} GiB  {fits}")
     for key, (label, fmt) in EXTRA_ROWS.items():
-        if key in d:
-            t.add_row(label, fmt(d[key]))
+        if key in d:  # None: the whole-run figure has no value (e.g. a run too short to train)
+            t.add_row(label, "n/a" if d[key] is None else fmt(d[key]))
     console.print(t)
     b = Table(title="where the step time goes")
     b.add_column("category")

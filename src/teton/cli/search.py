@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import JsonFlag, SetOverrides, SpecPath, print_json
+from teton.cli._common import MAX_TOP, JsonFlag, SetOverrides, SpecPath, print_json
 from teton.progress import progress_bar
 from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     def search(
         spec: SpecPath,
         set_: SetOverrides = None,
-        top: Annotated[int, typer.Option("--top", min=1, help="rows to print")] = 10,
+        top: Annotated[int, typer.Option("--top", min=1, max=MAX_TOP, help="rows to print")] = 10,
         tp: Annotated[str | None, typer.Option("--tp", help="TP degrees to try, e.g. 4,8")] = None,
         cp: Annotated[str | None, typer.Option("--cp", help="CP degrees to try")] = None,
         pp: Annotated[str | None, typer.Option("--pp", help="PP degrees to try")] = None,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import JsonFlag, print_json
+from teton.cli._common import MAX_TOP, JsonFlag, print_json
 from teton.progress import progress_bar
 from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         executor: Annotated[str, typer.Option("--executor", help="local (process pool) | ray | serial")] = "local",
         workers: Annotated[int | None, typer.Option("--workers", help="parallel workers (default: CPU count)")] = None,
         batch: Annotated[int, typer.Option("--batch", help="points per task")] = 64,
-        top: Annotated[int, typer.Option("--top", min=1, help="rows to print")] = 10,
+        top: Annotated[int, typer.Option("--top", min=1, max=MAX_TOP, help="rows to print")] = 10,
         parquet: Annotated[Path | None, typer.Option("--parquet", help="also export this sweep's rows")] = None,
         html: Annotated[Path | None, typer.Option("--out", "-o", help="also write an offline HTML page of the "
                                                   "sweep: best points, effect of each key, time vs memory")] = None,

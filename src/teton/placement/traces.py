@@ -251,7 +251,7 @@ def parse_philly(text: str, source: str = "<trace>", strict: bool = False) -> Tr
             detail = first.get("detail") if isinstance(first, dict) else None
             if not isinstance(detail, list) or not detail:
                 raise ValueError("attempts[0].detail: missing (no machines listed)")
-            gpus = sum(len(d.get("gpus") or []) for d in detail if isinstance(d, dict))
+            gpus = sum(len(g) for d in detail if isinstance(d, dict) and isinstance(g := d.get("gpus"), list))
             if gpus <= 0:
                 raise ValueError("attempts[0].detail: no GPUs listed")
             run_s = 0.0
