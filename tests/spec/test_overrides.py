@@ -84,3 +84,17 @@ def test_a_file_error_is_still_blamed_on_the_file(tmp_path, cli, example_spec):
     bad.write_text(example_spec.read_text().replace("dp: 128", "dp: 64"))
     code, _, err = cli("run", str(bad), "--set", "job.seq_len=8192")
     assert code == 2 and "bad.yaml:" in err and "--set" not in err, err
+
+
+def test_a_cross_field_error_blames_only_the_override_that_breaks_it(cli, example_spec):
+    """tp*cp*pp*dp = gpus is reported on job.dp; with --set job.dp=64 beside the culprit --set job.tp=3,
+    only job.tp=3 is blamed (it blamed the --set that named the reported field), and unrelated
+    overrides are never named."""
+    code, _, err = cli("run", str(example_spec), "--set", "job.gpus=8192", "--set", "job.dp=64",
+                       "--set", "job.tp=3", "--set", "network.nvls=false")
+    assert code == 2 and err.startswith("error: --set job.tp=3: job.dp = 64:"), err
+    assert "network" not in err and "job.gpus" not in err.split(": job.dp")[0], err
+    # two overrides that each break it (removing either leaves it broken): both, and only them
+    code, _, err = cli("run", str(example_spec), "--set", "job.tp=4", "--set", "network.nvls=false",
+                       "--set", "job.pp=8")
+    assert code == 2 and err.startswith("error: --set job.tp=4 --set job.pp=8: job.dp"), err

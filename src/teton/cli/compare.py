@@ -3,6 +3,7 @@
     teton compare SPEC --b job.precision=fp8                  # SPEC vs SPEC with fp8
     teton compare SPEC --a cluster=meta-roce-24k --b cluster=meta-ib-24k
     teton compare A.yaml B.yaml                              # two spec files
+    teton compare A.yaml B.yaml --set job.gpus=8192 --set job.dp=64   # both, then --a / --b per side
 
 Both variants are simulated by the same step model; every number is the model's, and the deltas
 are B relative to A. The table's MFU and HFU are against the bf16 dense peak for both variants
@@ -18,7 +19,7 @@ from typing import Annotated
 
 import typer
 
-from teton.cli._common import OVERRIDE_WHERE, JsonFlag, print_json
+from teton.cli._common import OVERRIDE_WHERE, JsonFlag, SetOverrides, print_json
 from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
 METRICS = ("step_time_s", "mfu_bf16", "mfu", "hfu_bf16", "hfu", "tflops_per_gpu", "tokens_per_s",
@@ -26,8 +27,10 @@ METRICS = ("step_time_s", "mfu_bf16", "mfu", "hfu_bf16", "hfu", "tflops_per_gpu"
 OWN_PEAK = ("mfu", "hfu")  # against the job's precision peak: a table row only when A and B share it
 
 
-def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, set_b: list[str] | None) -> dict:
-    """Both variants' results and B's change against A: metrics, breakdown and memory terms."""
+def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, set_b: list[str] | None,
+                  set_both: list[str] | None = None) -> dict:
+    """Both variants' results and B's change against A: metrics, breakdown and memory terms.
+    ``set_both`` applies to both variants, before each one's own ``set_a`` / ``set_b``."""
     from teton.engine.step import simulate_step
     from teton.errors import SpecError
     from teton.spec import load_spec
@@ -35,16 +38,16 @@ def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, se
 
     if spec_b is None and not (set_a or set_b):
         raise SpecError("SPEC_B", "(none)", "give a second spec, or --a / --b overrides that make the variants differ")
+    both = list(set_both or [])
+    variants = (("a", spec_a, [*both, *(set_a or [])]), ("b", spec_b or spec_a, [*both, *(set_b or [])]))
     specs = {}
-    for name, path, sets in (("a", spec_a, set_a), ("b", spec_b or spec_a, set_b)):
+    for name, path, sets in variants:
         try:  # both variants validated before either is simulated
             specs[name] = load_spec(path, sets)
         except SpecError as err:  # say which variant is bad: both may come from one file
-            at = err.where.replace(OVERRIDE_WHERE, f"--{name} ") if err.where else None
-            where = f"variant {name.upper()}" + (f" ({at})" if at else "")
-            raise SpecError(err.field, err.value, err.allowed, where=where) from None
+            raise SpecError(err.field, err.value, err.allowed, where=_variant_where(err.where, name, both)) from None
     out = {}
-    for name, path, sets in (("a", spec_a, set_a), ("b", spec_b or spec_a, set_b)):
+    for name, path, sets in variants:
         r = simulate_step(specs[name])
         d = r.to_dict()
         d.update(run_extras(specs[name], r))
@@ -56,6 +59,16 @@ def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, se
     out["breakdown_delta_s"] = {k: b["breakdown"].get(k, 0.0) - a["breakdown"].get(k, 0.0)
                                 for k in dict.fromkeys([*a["breakdown"], *b["breakdown"]])}
     return out
+
+
+def _variant_where(where: str | None, name: str, both: list[str]) -> str:
+    """``variant A (--set ITEM)`` / ``variant B (--b ITEM)``: the variant, and the flag that gave
+    each override an error names (an override in ``both`` came from --set)."""
+    at = None
+    if where:
+        parts = where.split(OVERRIDE_WHERE)
+        at = parts[0] + "".join(("--set " if p.strip() in both else f"--{name} ") + p for p in parts[1:])
+    return f"variant {name.upper()}" + (f" ({at.strip()})" if at else "")
 
 
 def _pct(v: float) -> str:
@@ -74,10 +87,12 @@ def register(app: typer.Typer) -> None:
                                                       "(default: SPEC again, with --b overrides)")] = None,
         set_a: Annotated[list[str] | None, typer.Option("--a", help="override for A: key.path=value")] = None,
         set_b: Annotated[list[str] | None, typer.Option("--b", help="override for B: key.path=value")] = None,
+        set_both: SetOverrides = None,
         json_: JsonFlag = False,
     ) -> None:
-        """Two variants of a job side by side: metrics, where the time goes, memory; B against A."""
-        d = compare_specs(spec_a, spec_b, set_a, set_b)
+        """Two variants of a job side by side: metrics, where the time goes, memory; B against A.
+        ``--set`` overrides both variants, before ``--a`` / ``--b``."""
+        d = compare_specs(spec_a, spec_b, set_a, set_b, set_both)
         if json_:
             print_json(d)
             return
@@ -110,6 +125,8 @@ def register(app: typer.Typer) -> None:
                 continue
             label, f = fmt[k]
             t.add_row(label, f(a[k]), f(b[k]), "-" if change is None else f"{change * 100:+.1f} %")
+        t.add_row("headroom / GPU", f"{a['headroom_bytes'] / GIB:.1f} GiB", f"{b['headroom_bytes'] / GIB:.1f} GiB",
+                  f"{(b['headroom_bytes'] - a['headroom_bytes']) / GIB:+.1f} GiB")
         t.add_row("fits in memory", "yes" if a["fits_in_memory"] else "no", "yes" if b["fits_in_memory"] else "no", "")
         console.print(t)
         bd = Table(title="where the step time goes (seconds)")

@@ -114,6 +114,7 @@ def print_table(d: dict) -> None:
     from rich.table import Table
 
     from teton.cli._common import console as output_console
+    from teton.workload.headroom import headroom_text
 
     console = output_console()
     lay = d["layout"]
@@ -143,7 +144,8 @@ def print_table(d: dict) -> None:
     t.add_row("TFLOPs / GPU", f"{d['tflops_per_gpu']:.0f}")
     t.add_row("tokens / s", f"{d['tokens_per_s']:,.0f}")
     fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"
-    t.add_row("memory / GPU", f"{d['memory_per_gpu_bytes'] / GIB:.1f} GiB of {d['hbm_bytes'] / GIB:.1f} GiB  {fits}")
+    room = headroom_text(d["memory_per_gpu_bytes"], d["usable_hbm_bytes"], d["hbm_bytes"], d["memory_reserved"])
+    t.add_row("memory / GPU", f"{room}  {fits}")
     for key, (label, fmt) in EXTRA_ROWS.items():
         if key in d:  # None: the whole-run figure has no value (e.g. a run too short to train)
             t.add_row(label, "n/a" if d[key] is None else fmt(d[key]))

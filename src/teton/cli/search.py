@@ -60,12 +60,12 @@ def register(app: typer.Typer) -> None:
         # MFU against the bf16 peak (as every table shows it); an fp8 job's against its own peak too
         own_peak = [f"MFU ({s.job.precision} peak)"] if s.job.precision != "bf16" else []
         for col in ("tp", "cp", "pp", "ep", "dp", "v", "mb", "recompute", "zero", "step s", "MFU", *own_peak,
-                    "mem GiB", "fits"):
+                    "mem GiB", "headroom GiB", "fits"):
             t.add_column(col, justify="right")
         for r in d["rows"][:top]:
             zero = f"{r['zero']} (per mb)" if r["zero"] == 2 and r["grad_reduce"] == "per_microbatch" else str(r["zero"])
             t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "ep", "dp", "virtual_stages", "micro_batch", "recompute")),
                       zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
                       *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
-                      "yes" if r["fits_in_memory"] else "no")
+                      f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
         output_console().print(t)

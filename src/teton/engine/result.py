@@ -63,6 +63,12 @@ class StepResult:
     # burst (microbenchmarks only) | in_situ (the catalog's fitted in-situ values) | calibrated
     prediction_mode: str = "in_situ"
     software: str = "unknown"  # the software stack whose in-situ values (and band) the prediction used
+    # HBM left for the job's allocations (capacity less ``memory_reserved``: CUDA context, NCCL
+    # buffers, fragmentation, the spec's reserve; ``teton.workload.headroom``), and what is left of
+    # it after ``memory_per_gpu_bytes`` (negative: does not fit). fits_in_memory: headroom_bytes >= 0
+    usable_hbm_bytes: float = 0.0
+    headroom_bytes: float = 0.0
+    memory_reserved: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -49,6 +49,7 @@ from teton.hardware.efficiency import in_situ_band, prediction_mode
 from teton.placement import Placement
 from teton.spec.layout import Layout
 from teton.spec.schema import Spec
+from teton.workload.headroom import memory_headroom
 from teton.workload.items import ACT_BYTES, FP32, Collective
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
 from teton.workload.step_work import dp_shard, step_work
@@ -355,6 +356,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
     band = in_situ_band(cluster.gpu_spec, cluster.efficiency, job.software.name)
     mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency, job.software.name)
     mem, _rank = memory_per_gpu(model, job)
+    room = memory_headroom(job, cluster)
     gpu = cluster.gpu_spec
     tokens = job.layout.tokens_per_step
     flops = model_flops_per_token(spec) * tokens
@@ -365,7 +367,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
         tflops_per_gpu=flops / (step * job.gpus) / 1e12,
         tokens_per_s=tokens / step,
         memory_per_gpu_bytes=mem.total,
-        fits_in_memory=mem.total <= gpu.hbm_bytes,
+        fits_in_memory=room.fits(mem.total),
         breakdown=breakdown,
         memory_breakdown=mem.as_dict(),
         hbm_bytes=gpu.hbm_bytes,
@@ -390,4 +392,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
         step_time_s_high=step / (1 + band[0]) if band else None,
         prediction_mode=mode,
         software=job.software.name,
+        usable_hbm_bytes=room.usable_bytes,
+        headroom_bytes=room.usable_bytes - mem.total,
+        memory_reserved=room.reserved(),
     )

@@ -41,20 +41,23 @@ def breakdown_bar(breakdown: dict[str, float], step_time_s: float) -> go.Figure:
     return _layout(fig, f"step time breakdown (step {step_time_s:.3f} s)", "seconds", "")
 
 
-def memory_bar(memory_bytes: dict[str, float], hbm_bytes: float, label: str = "fullest GPU") -> go.Figure:
-    """Memory terms of the fullest GPU (GiB) stacked against the HBM capacity (dashed line)."""
+def memory_bar(memory_bytes: dict[str, float], hbm_bytes: float, label: str = "fullest GPU",
+               usable_bytes: float | None = None) -> go.Figure:
+    """Memory terms of the fullest GPU (GiB) stacked against the HBM capacity (dashed line) and the
+    usable HBM the headroom leaves (dotted; ``teton.workload.headroom``)."""
     fig = go.Figure()
     for i, (term, b) in enumerate(memory_bytes.items()):
         fig.add_trace(go.Bar(x=[b / GIB], y=[label], orientation="h", name=term,
                              marker_color=PALETTE[i % len(PALETTE)], text=[f"{b / GIB:.1f}"], textposition="inside"))
     total = sum(memory_bytes.values())
-    fig.add_shape(type="line", x0=hbm_bytes / GIB, x1=hbm_bytes / GIB, y0=0, y1=1, yref="paper",
-                  line=dict(color="black", dash="dash"))
+    usable = hbm_bytes if usable_bytes is None else usable_bytes
+    for x, dash in ((hbm_bytes, "dash"), (usable, "dot")):
+        fig.add_shape(type="line", x0=x / GIB, x1=x / GIB, y0=0, y1=1, yref="paper", line=dict(color="black", dash=dash))
     fig.update_layout(barmode="stack")
     fig.update_xaxes(range=[0, max(total, hbm_bytes) / GIB * 1.08])
-    fits = "fits" if total <= hbm_bytes else "DOES NOT FIT"
-    return _layout(fig, f"memory per GPU: {total / GIB:.1f} GiB of {hbm_bytes / GIB:.1f} GiB HBM (dashed): {fits}",
-                   "GiB", "", height=240)
+    fits = "fits" if total <= usable else "DOES NOT FIT"
+    return _layout(fig, f"memory per GPU: {total / GIB:.1f} GiB of {usable / GIB:.1f} GiB usable (dotted), "
+                   f"{hbm_bytes / GIB:.1f} GiB HBM (dashed): {fits}", "GiB", "", height=240)
 
 
 def timeline_gantt(events: Sequence[dict], label_limit: int = 20000) -> go.Figure:

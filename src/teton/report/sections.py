@@ -15,6 +15,7 @@ from typing import Any
 from teton.errors import SpecError
 from teton.report import plots
 from teton.units import GB, GIB  # checkpoint sizes in GB (as storage vendors count), memory in GiB
+from teton.workload.headroom import headroom_text
 
 GOODPUT_RUNS = 32  # Monte Carlo runs per interval in the report (teton goodput uses the spec's, more)
 SEARCH_TOP = 10
@@ -112,11 +113,16 @@ def memory_section(ctx: Context) -> Section:
     r = ctx.result
     fits = "fits" if r.fits_in_memory else f"DOES NOT FIT (largest term: {r.largest_memory_term})"
     rows = tuple((k, f"{v / GIB:.2f}") for k, v in r.memory_breakdown.items())
-    rows += (("total", f"{r.memory_per_gpu_bytes / GIB:.2f}"), ("HBM capacity", f"{r.hbm_bytes / GIB:.2f}"))
-    lead = f"Fullest GPU: {r.memory_per_gpu_bytes / GIB:.1f} GiB of {r.hbm_bytes / GIB:.1f} GiB: {fits}."
+    rows += (("total allocated", f"{r.memory_per_gpu_bytes / GIB:.2f}"),)
+    kept = tuple((f"kept free: {k.replace('_', ' ')}", f"{v / GIB:.2f}") for k, v in r.memory_reserved.items())
+    rows += (*kept, ("usable HBM", f"{r.usable_hbm_bytes / GIB:.2f}"), ("HBM capacity", f"{r.hbm_bytes / GIB:.2f}"),
+             ("headroom left", f"{r.headroom_bytes / GIB:.2f}"))
+    room = headroom_text(r.memory_per_gpu_bytes, r.usable_hbm_bytes, r.hbm_bytes, r.memory_reserved)
+    lead = f"Fullest GPU: {room}: {fits}."
     return Section("memory", "Memory per GPU", lead, (Table(("term", "GiB"), rows, "memory of the fullest pipeline rank"),),
-                   (("memory", plots.memory_bar(r.memory_breakdown, r.hbm_bytes)),),
-                   data={"fits_in_memory": r.fits_in_memory})
+                   (("memory", plots.memory_bar(r.memory_breakdown, r.hbm_bytes, usable_bytes=r.usable_hbm_bytes)),),
+                   data={"fits_in_memory": r.fits_in_memory, "headroom_bytes": r.headroom_bytes,
+                         "usable_hbm_bytes": r.usable_hbm_bytes})
 
 
 def ops_section(ctx: Context) -> Section:

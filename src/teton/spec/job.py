@@ -12,6 +12,7 @@ from teton.hardware import GPUS
 from teton.hardware.efficiency import cluster_efficiency
 from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
+from teton.spec.headroom import HeadroomSpec
 from teton.spec.layout import BASE_AXES, Layout, data_parallel_degree
 from teton.spec.model import ModelSpec
 from teton.spec.software import SoftwareSpec
@@ -100,6 +101,9 @@ class JobSpec(Section):
     grad_reduce: Literal["per_step", "per_microbatch"] | None = None
     placement: Literal["topology-aware", "linear", "random", "fragmented"] = "topology-aware"
     parallel_order: tuple[str, ...] = BASE_AXES  # innermost first (Llama 3)
+    # HBM kept free on every GPU (CUDA context, NCCL buffers, fragmentation, a reserve): what
+    # `fits` leaves (teton.spec.headroom)
+    headroom: HeadroomSpec = HeadroomSpec()
     # the software stack (the spec's top-level software: section, put here by load_spec)
     software: SoftwareSpec = SoftwareSpec()
 

@@ -240,20 +240,43 @@ def _build(cls, section: str, fields: dict, path: Path | None, where=None):
 def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None = None) -> Spec:
     """Resolve a spec file path or mapping into a validated :class:`Spec`.
 
-    A failure is blamed on what caused it: the ``--set`` that set the field, or the file's line of
-    the field; when overrides are given and the spec is valid without them, a rule that spans
-    fields (``tp*cp*pp*dp = gpus``) is blamed on the overrides, not on the file's line."""
+    A failure is blamed on what caused it (:func:`_blame`): the overrides without which it does not
+    happen (``job.tp=3`` for a ``tp*cp*pp*dp = gpus`` error reported on ``job.dp``, not the
+    ``job.dp=64`` beside it), else the file's line of the field; when the spec is valid without
+    its overrides but no single one is needed, the ones that break it alone (all when only
+    together)."""
     try:
         return _load_spec(source, overrides)
     except SpecError as err:
-        if not overrides or (err.where or "").startswith("override "):
+        if not overrides:
             raise
-        try:
-            _load_spec(source, None)
-        except SpecError:
-            raise err from None
-        blame = " ".join(_set_text(i) for i in _culprits(source, overrides))
-        raise SpecError(err.field, err.value, err.allowed, where=blame) from None
+        blame = _blame(source, overrides, err)
+        if blame is None:
+            raise
+        raise SpecError(err.field, err.value, err.allowed, where=" ".join(_set_text(i) for i in blame)) from None
+
+
+def _fails_on(source: str | Path | dict[str, Any], overrides: list[str], field: str | None) -> bool:
+    """Whether loading fails with an error on ``field`` (None: with any error)."""
+    try:
+        _load_spec(source, overrides)
+    except SpecError as err:
+        return field is None or err.field == field
+    return False
+
+
+def _blame(source: str | Path | dict[str, Any], overrides: list[str], err: SpecError) -> list[str] | None:
+    """The overrides ``err`` is blamed on: those without which the same field's error does not
+    happen; else, when the spec is valid without overrides, those that break it alone (all when
+    only together); None: the error stands where it was found (the file, or the override the
+    field's own check named)."""
+    needed = [item for i, item in enumerate(overrides)
+              if not _fails_on(source, [*overrides[:i], *overrides[i + 1:]], err.field)]
+    if needed:
+        return needed
+    if (err.where or "").startswith("override ") or _fails_on(source, [], None):
+        return None
+    return _culprits(source, overrides)
 
 
 def _culprits(source: str | Path | dict[str, Any], overrides: list[str]) -> list[str]:

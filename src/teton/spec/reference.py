@@ -17,6 +17,7 @@ from pydantic_core import PydanticUndefined
 from teton.hardware import GPU, NIC, Host
 from teton.spec.cluster import ClusterSpec, FabricLayer
 from teton.spec.fields import field_range, numeric_kinds, range_text
+from teton.spec.headroom import HeadroomSpec
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.spec.network import NetworkSpec
@@ -35,6 +36,8 @@ SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("cluster.backend_nic", NIC, "a NIC, as `cluster.backend_nic` or a host's `backend_nic` / `frontend_nic` takes it"),
     ("model", ModelSpec, "a preset name, a Hugging Face config.json, a file, or a mapping"),
     ("job", JobSpec, "the parallel layout, batch and the memory and overlap choices"),
+    ("job.headroom", HeadroomSpec, "the HBM kept free on every GPU: a job fits when its allocations are at most "
+                                   "the rest ([memory.md](memory.md#headroom))"),
     ("software", SoftwareSpec, "the software stack: a preset name (`teton presets`), or a mapping (`base:` a preset "
                                "plus overrides); it sets the defaults of the job's framework fields and keys the "
                                "fitted in-situ values"),

@@ -24,6 +24,7 @@ from teton.errors import SpecError
 from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
 from teton.spec.layout import dp_of
 from teton.spec.schema import Spec
+from teton.workload.headroom import memory_headroom
 from teton.workload.memory import memory_per_gpu
 
 TP_CHOICES = (1, 2, 4, 8, 16)
@@ -120,8 +121,9 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
 
 
 def fits_in_memory(spec: Spec) -> bool:
-    """The memory verdict :func:`teton.engine.step.simulate_step` gives, without the step."""
-    return memory_per_gpu(spec.model, spec.job)[0].total <= spec.cluster.gpu_spec.hbm_bytes
+    """The memory verdict :func:`teton.engine.step.simulate_step` gives, without the step: the
+    allocations fit in the HBM the headroom leaves (``teton.workload.headroom``)."""
+    return memory_headroom(spec.job, spec.cluster).fits(memory_per_gpu(spec.model, spec.job)[0].total)
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class RankedLayout:
             "grad_reduce": j.grad_reduce_mode,
             "step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16, "tflops_per_gpu": r.tflops_per_gpu,
             "tokens_per_s": r.tokens_per_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
-            "fits_in_memory": r.fits_in_memory, "breakdown": r.breakdown,
+            "fits_in_memory": r.fits_in_memory, "headroom_bytes": r.headroom_bytes, "breakdown": r.breakdown,
         }
 
 

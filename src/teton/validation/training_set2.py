@@ -230,8 +230,9 @@ def row_spec(row: PublishedRow, recompute: str = "none") -> dict:
 
 
 RECOMPUTE_LADDER = ("none", "full")  # selective recomputes nothing under flash attention
-# teton's memory model holds Korthikanti et al.'s Figure 1 terms within 5 %: a job within that of its
-# GPUs' memory is taken to fit
+# teton's memory model holds Korthikanti et al.'s Figure 1 terms within 5 %: a job whose allocations,
+# CUDA context and NCCL buffers are within that of its GPUs' memory is taken to fit (fragmentation is
+# inside the tolerance)
 MEMORY_TOLERANCE = 0.05
 
 
@@ -239,13 +240,16 @@ def unstated_recompute(row: PublishedRow) -> tuple[str, str]:
     """(recompute, note) of a row whose source does not state it: the least recompute with which the
     job fits in its GPUs' memory, within the memory model's tolerance (none, else full)."""
     from teton.spec import load_spec
+    from teton.workload.headroom import memory_headroom
     from teton.workload.memory import memory_per_gpu
 
     if row.source == "H":
         return "full", ""
     for mode in RECOMPUTE_LADDER:
         spec = load_spec(row_spec(row, mode))
-        if memory_per_gpu(spec.model, spec.job)[0].total <= (1 + MEMORY_TOLERANCE) * spec.cluster.gpu_spec.hbm_bytes:
+        room = memory_headroom(spec.job, spec.cluster)
+        held = memory_per_gpu(spec.model, spec.job)[0].total + room.cuda_context_bytes + room.nccl_buffer_bytes
+        if held <= (1 + MEMORY_TOLERANCE) * room.capacity_bytes:
             break
     note = "" if mode == "none" else f"recompute unstated: {mode} (the least that fits in memory)"
     return mode, note

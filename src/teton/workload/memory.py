@@ -32,6 +32,10 @@ handler keeps at most one offloaded layer's tensors in HBM at a time (the one wh
 flight in forward, or the one reloaded ahead of its backward): one layer's worth on ranks that
 offload any.
 
+What the CUDA context and NCCL's buffers take, and what fragmentation costs, is outside these
+bytes (they are what the caching allocator hands out: ``torch.cuda.max_memory_allocated``);
+``teton.workload.headroom`` keeps it free.
+
 The output head's loss holds the cross-entropy kernel's peak bytes per logit
 (``workload.head.head_peak_bytes``: eager keeps its fp32 log-softmax besides the bf16 logits and
 their fp32 copy, 10 B; Megatron's vocab-parallel kernel its fp32 softmax in place of the copy,
@@ -56,10 +60,11 @@ from teton.workload.layer_kinds import layer_kind_counts
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
 from teton.workload.recompute import sac_op_recomputed_bytes
 
-# CUDA context, cuBLAS/cuDNN workspaces and NCCL channel buffers: ~1 GiB on Hopper (PyTorch
-# "CUDA semantics" notes: context 300-500 MB; cuBLAS workspace 32 MiB per stream; NCCL_BUFFSIZE
-# 4 MiB x channels x peers).
-RUNTIME_BYTES = 2**30
+# cuBLAS's workspace, which PyTorch allocates per handle from its caching allocator: 32 MiB, the
+# size cuBLAS recommends on Hopper (cuBLAS docs, cublasSetWorkspace); one compute stream's
+# (ASSUMPTION). The CUDA context
+# and NCCL's buffers are outside the allocator: the headroom (teton.workload.headroom).
+CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 
 __all__ = ["MemoryBreakdown", "activation_bytes_per_rank", "checkpoint_bytes", "layer_activation_bytes",
            "layer_saved_bytes", "memory_per_gpu", "params_per_rank"]
@@ -170,7 +175,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     tok = lay.tokens
     local_experts = model.experts // lay.ep if model.experts > 1 else 1  # a MoE layer gathers all its experts
     layer_params = (model.attention_params() + local_experts * model.mlp_params()) / lay.tp
-    working = np.full(lay.pp, RUNTIME_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
+    working = np.full(lay.pp, CUBLAS_WORKSPACE_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
     if sharded_grads:
         working += layer_params * grad_bytes
     if job.zero >= 3:
