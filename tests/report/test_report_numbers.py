@@ -59,7 +59,7 @@ def test_memory_is_in_gib_as_teton_run_prints_it(cli, tmp_path):
     path = _spec(tmp_path, "s", SINGLE_HOST)
     code, run_out, _ = cli("run", path)
     assert code == 0
-    said = re.search(r"([\d.]+ GiB of [\d.]+ GiB)", run_out).group(1)
+    said = re.search(r"([\d.]+ GiB of [\d.]+ GiB usable \([^)]*\): [\d.]+ GiB left)", run_out).group(1)
     out = tmp_path / "r.html"
     assert cli("report", path, "--out", out, "--sections", "memory")[0] == 0
     page = out.read_text(encoding="utf-8")
@@ -71,7 +71,8 @@ def test_a_spec_that_does_not_fit_names_its_largest_term(cli, tmp_path):
     path = _spec(tmp_path, "big", TOO_BIG)
     out = tmp_path / "r.html"
     assert cli("report", path, "--out", out, "--sections", "memory")[0] == 0
-    assert re.search(r"Fullest GPU: [\d.]+ GiB of 79\.6 GiB: DOES NOT FIT \(largest term: \w+\)", out.read_text())
+    assert re.search(r"Fullest GPU: [\d.]+ GiB of [\d.]+ GiB usable \(79\.6 GiB HBM less [^)]*\): [\d.]+ GiB short: "
+                     r"DOES NOT FIT \(largest term: \w+\)", out.read_text())
 
 
 def test_moe_layout_shows_expert_parallelism(cli, tmp_path):

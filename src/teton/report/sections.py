@@ -113,7 +113,7 @@ def memory_section(ctx: Context) -> Section:
     r = ctx.result
     fits = "fits" if r.fits_in_memory else f"DOES NOT FIT (largest term: {r.largest_memory_term})"
     rows = tuple((k, f"{v / GIB:.2f}") for k, v in r.memory_breakdown.items())
-    rows += (("total allocated", f"{r.memory_per_gpu_bytes / GIB:.2f}"),)
+    rows += (("total", f"{r.memory_per_gpu_bytes / GIB:.2f}"),)
     kept = tuple((f"kept free: {k.replace('_', ' ')}", f"{v / GIB:.2f}") for k, v in r.memory_reserved.items())
     rows += (*kept, ("usable HBM", f"{r.usable_hbm_bytes / GIB:.2f}"), ("HBM capacity", f"{r.hbm_bytes / GIB:.2f}"),
              ("headroom left", f"{r.headroom_bytes / GIB:.2f}"))

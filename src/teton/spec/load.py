@@ -17,11 +17,13 @@ from pydantic import ValidationError
 
 from teton.errors import SpecError, closest, from_validation
 from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
+from teton.spec.fields import ignored_field_notes
 from teton.spec.hardware import is_slot, resolve_cluster_hardware, slot_base
 from teton.spec.job import JobSpec, check_job, job_defaults
 from teton.spec.locate import field_line
 from teton.spec.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
 from teton.spec.network import NetworkSpec
+from teton.spec.override_paths import from_cwd
 from teton.spec.plan import PlanSpec
 from teton.spec.read import MAX_DEPTH, check_tree, read_file  # noqa: F401 - re-exported
 from teton.spec.reliability import ReliabilitySpec, parse_reliability
@@ -128,12 +130,25 @@ def _override_key(item: str) -> tuple[tuple[str, ...], str]:
     return parts, raw
 
 
+def overrides_in_file(overrides: list[str] | None, base_dir: str | Path) -> list[str]:
+    """Overrides written in a file (a runs file's ``set:``) with their file paths resolved against
+    that file's folder ``base_dir`` rather than the working directory."""
+    out = []
+    for item in overrides or []:
+        parts, raw = _override_key(item)
+        value = parse_value(raw)
+        moved = from_cwd(parts, value, base_dir)
+        out.append(f"{'.'.join(parts)}={moved}" if isinstance(moved, str) and moved != value else item)
+    return out
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides to a nested mapping (preset names expand first)."""
+    """Apply ``a.b.c=value`` overrides to a nested mapping (preset names expand first; file paths
+    resolve against the working directory: :func:`teton.spec.override_paths.from_cwd`)."""
     for item in overrides or []:
         parts, raw = _override_key(item)
         try:
-            data = set_path(data, parts, parse_value(raw))
+            data = set_path(data, parts, from_cwd(parts, parse_value(raw)))
         except SpecError as err:
             raise SpecError("overrides", item, err.allowed) from None
     return data
@@ -337,7 +352,8 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
         "reliability", where, lambda: parse_reliability({"preset": rel} if isinstance(rel, str) else rel))
     plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
     return Spec(cluster=cluster, model=model, job=job, network=network, storage=storage, reliability=reliability,
-                plan=plan, seed=seed, notes=_notes(data.get("notes"), path), job_defaults=defaults)
+                plan=plan, seed=seed, notes=(*_notes(data.get("notes"), path), *ignored_field_notes(network, "network")),
+                job_defaults=defaults)
 
 
 def _section_file(value: Any, base_dir: Path | None, field: str) -> Any:

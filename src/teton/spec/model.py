@@ -181,7 +181,10 @@ for _name, _fields in MODEL_PRESETS.items():
 
 
 def model_from_hf_config(path: str | Path) -> dict:
-    """Model fields from a Hugging Face ``config.json`` with Llama-style keys."""
+    """Model fields from a Hugging Face ``config.json`` with Llama-style keys. Its name is the
+    config's own: ``_name_or_path`` where the config has one (``meta-llama/Meta-Llama-3-8B``), else
+    its ``model_type`` and size in billions of parameters (``llama-8b``), else the file's name
+    without its suffix: never the folder it sits in."""
     path = Path(path)
     try:
         cfg = json.loads(path.read_text())
@@ -193,7 +196,7 @@ def model_from_hf_config(path: str | Path) -> dict:
         raise SpecError("model", str(path), f"HF config lacks {', '.join(missing)}")
     act = str(cfg.get("hidden_act", "silu")).lower()
     fields = dict(
-        name=cfg.get("_name_or_path") or path.parent.name or "hf-model",
+        name=path.stem,
         layers=cfg["num_hidden_layers"],
         hidden=cfg["hidden_size"],
         ffn_hidden=cfg["intermediate_size"],
@@ -208,4 +211,20 @@ def model_from_hf_config(path: str | Path) -> dict:
         top_k=cfg.get("num_experts_per_tok", 1) or 1,
         bias=bool(cfg.get("attention_bias", False)),
     )
-    return {k: v for k, v in fields.items() if v is not None}
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return {**fields, "name": _hf_name(cfg, fields)}
+
+
+def _hf_name(cfg: dict, fields: dict) -> str:
+    """``_name_or_path``, else ``<model_type>-<size>b``, else the file's stem (fields' name)."""
+    given = cfg.get("_name_or_path")
+    if isinstance(given, str) and given.strip():
+        return given.strip()
+    kind = cfg.get("model_type")
+    if not isinstance(kind, str) or not kind.strip():
+        return fields["name"]
+    try:
+        params = ModelSpec(**fields).total_params()
+    except (ValueError, SpecError):  # the fields' own error is raised when the model is built
+        return kind.strip()
+    return f"{kind.strip()}-{round(params / 1e9, 1):g}b"

@@ -30,6 +30,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from teton.errors import SpecError, from_validation
 from teton.spec import Spec, load_spec
 from teton.spec.fields import Section
+from teton.spec.load import overrides_in_file
 
 MEASURES = ("step_time_s", "tflops_per_gpu")  # what a user's runs file may give
 PUBLISHED_METRICS = (*MEASURES, "tokens_per_s_per_gpu")
@@ -129,7 +130,7 @@ def _entry_run(entry: Any, i: int, base_dir: Path, where: str) -> MeasuredRun:
     if isinstance(spec_src, str):
         spec_src = (base_dir / spec_src) if not Path(spec_src).is_absolute() else Path(spec_src)
     name = run.name or f"run {i + 1}"
-    spec = load_spec(spec_src, run.set)
+    spec = load_spec(spec_src, overrides_in_file(run.set, base_dir))  # its paths: against the runs file
     return measured_run(name, spec, given[0], getattr(run, given[0]), source=run.source, note=run.note)
 
 
