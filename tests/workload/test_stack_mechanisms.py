@@ -125,6 +125,34 @@ def test_block_scaled_recipes_add_their_scales_to_the_cast():
     assert FP8_RECIPES["blockwise"].cast_bytes == 4 + 8 / 128 and FP8_RECIPES["mxfp8"].cast_bytes == 4 + 2 / 32
 
 
+def test_blackwell_fp8_gemms_take_any_layout_so_per_tensor_casts_write_no_transpose():
+    b200 = ("cluster=dgx-b200-superpod",)
+    gpus = {"h100": GPUS["h100-sxm"], "b200": GPUS["b200"]}
+    assert gpus["b200"].fp8_any_layout and not gpus["h100"].fp8_any_layout
+
+    def cast_bytes_moved(recipe, gpu, sets=()):
+        spec = _spec({"precision": "fp8"}, {"fp8_recipe": recipe}, sets=sets)
+        compute = ComputeModel.for_gpu(gpus[gpu], "fp8")
+        blk = layer_block(spec.model, spec.job)
+        casts = [i for i in (*blk.fwd, *blk.bwd) if isinstance(i, ComputeOp) and i.name.endswith("fp8_cast")]
+        return sum(i.bytes for i in casts), sum(compute.moved_bytes(i) for i in casts)
+
+    for recipe, per_element in (("delayed", 4), ("current", 4)):  # the quantise kernel, amax pass apart
+        listed, hopper = cast_bytes_moved(recipe, "h100")
+        assert hopper == listed
+        listed, blackwell = cast_bytes_moved(recipe, "b200", b200)
+        assert blackwell == pytest.approx(listed * (per_element - 1) / per_element)  # no transposed fp8 copy
+    listed, blackwell = cast_bytes_moved("mxfp8", "b200", b200)  # block scales run along one axis
+    assert blackwell == listed
+    # and the step: the same delayed-scaling job on a B200 whose fp8 GEMMs were TN-only is slower
+    def step(gpu):
+        return teton.simulate(load_spec({"cluster": {"base": "dgx-b200-superpod", "gpu": gpu}, "model": "llama3-8b",
+                                         "job": {"gpus": 8, "seq_len": 8192, "global_batch": 8, "precision": "fp8"},
+                                         "software": {"base": "unknown", "fp8_recipe": "delayed"}})).step_time_s
+
+    assert step("b200") < step({"base": "b200", "name": "b200-tn", "fp8_any_layout": False})
+
+
 def test_fused_norm_linear_removes_the_two_input_casts_under_delayed_but_not_under_current():
     def fwd_casts(recipe, fused, precision="fp8"):
         spec = _spec({"precision": precision}, {"fp8_recipe": recipe, "fused_norm_linear": fused})

@@ -20,7 +20,8 @@ class ComputeModel:
     A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the
     main loop (``epilogue_s``). Every kernel is followed by the in-situ idle gap ``kernel_gap_s``
     (0 in the burst profile).
-    memory:    t = B / (BW * e_mem)
+    memory:    t = B / (BW * e_mem), B without a cast's transposed fp8 copy on a GPU whose fp8
+               GEMMs take any layout (Blackwell: ``moved_bytes``)
     P_prec is the dense peak of the job's precision for fp8-eligible GEMMs (Transformer Engine
     runs the linear layers in fp8; attention and the rest stay in bf16). fp8 flash attention
     (``software.fp8_attention``: cuDNN's fp8 fused attention, an attention op with ``fp8`` set)
@@ -87,8 +88,13 @@ class ComputeModel:
         """The peak an attention op runs at: fp8 for fp8 flash attention in an fp8 job, else bf16."""
         return "fp8" if op.fp8 and not op.k and self.precision == "fp8" else "bf16"
 
+    def moved_bytes(self, op: ComputeOp) -> float:
+        """The HBM bytes ``op`` moves on this GPU: without a cast's transposed fp8 copy where the
+        GPU's fp8 GEMMs take any layout (``GPU.fp8_any_layout``; ``ComputeOp.tn_only_bytes``)."""
+        return op.bytes - op.tn_only_bytes if self.gpu.fp8_any_layout else op.bytes
+
     def memory_s(self, op: ComputeOp) -> float:
-        return op.bytes / (self.gpu.hbm_bw_bytes_s * self.eff.mem)
+        return self.moved_bytes(op) / (self.gpu.hbm_bw_bytes_s * self.eff.mem)
 
     def time_s(self, op: ComputeOp) -> float:
         """The op's kernel time plus the in-situ idle gap an eager framework leaves per kernel."""

@@ -66,9 +66,10 @@ def _compute_row(op: ComputeOp, seconds: float, compute: ComputeModel, gpu) -> d
     else:
         prec = compute.precision if (op.fp8 and compute.precision == "fp8" and op.kind == "gemm") else "bf16"
     peak = gpu.peak_flops(prec) if op.flops else 0.0
-    memory_s = op.bytes / (gpu.hbm_bw_bytes_s * compute.eff.mem)
+    moved = compute.moved_bytes(op)
+    memory_s = moved / (gpu.hbm_bw_bytes_s * compute.eff.mem)
     return {
-        "kind": op.kind, "flops": op.flops, "bytes": op.bytes,
+        "kind": op.kind, "flops": op.flops, "bytes": moved,
         "shape": f"{op.m}x{op.n}x{op.k}" if op.kind == "gemm" else "",
         "fraction_of_peak": op.flops / (seconds * peak) if op.flops and seconds else 0.0,
         "bound": "memory" if op.kind == "memory" or memory_s >= seconds * (1 - 1e-12) else "compute",

@@ -52,6 +52,9 @@ class GPU(Section):
     nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) on its NVSwitch generation")
     flash_attention_3: bool = Field(default=False, description="FlashAttention-3 kernels run on it (Hopper's "
                                                                  "TMA / wgmma); job.attention_kernel fa3 needs it")
+    fp8_any_layout: bool = Field(
+        default=False, description="its fp8 GEMMs take operands in any layout, not only TN (Blackwell: cuBLASLt "
+                                   "non-TN fp8 GEMMs); a per-tensor fp8 recipe then writes no transposed fp8 copy")
     family: Family | None = Field(
         default=None, description="architecture family whose microbenchmark efficiencies and in-situ prior it "
                                   "takes (a100 | hopper | blackwell); default: the catalog GPU's nearest in bf16 "
@@ -122,9 +125,11 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
          flash_attention_3=True),
     # NVIDIA HGX B200 datasheet (per GPU = platform / 8): TF32 1.1 / BF16 2.25 / FP8 4.5 dense
     # PFLOPS; 180 GB HBM3e (DGX B200: 1,440 GB total) at 8 TB/s; NVLink 5 1.8 TB/s bidirectional;
-    # up to 1,000 W. 148 SMs (Blackwell architecture technical brief).
+    # up to 1,000 W. 148 SMs (Blackwell architecture technical brief). fp8 GEMMs in any operand
+    # layout: Transformer Engine's is_non_tn_fp8_gemm_supported() is true from compute capability
+    # 10.0 (transformer_engine/pytorch/utils.py), where Hopper (9.0) takes TN only.
     _gpu("b200", {"tf32": 1100, "bf16": 2250, "fp8": 4500}, 180 * GB, 8000 * GB, 900 * GB, 1000, 100, 148,
-         "blackwell", nvls=True),
+         "blackwell", nvls=True, fp8_any_layout=True),
 )}
 
 

@@ -82,6 +82,14 @@ class Fp8Recipe:
     norm_fusable: bool
     # per-tensor scale from this step's amax: a sequence-sharded tensor's amax is all-reduced over TP
     amax_all_reduce: bool
+    # of ``write_bytes``, the transposed fp8 copy that only a GPU whose fp8 GEMMs take TN operands
+    # needs (Hopper, Ada: cuBLASLt's fp8 GEMMs are TN-only, so the weight-gradient and data-gradient
+    # GEMMs read a transposed fp8 copy). A per-tensor scale is the same for both layouts, so on a
+    # GPU whose fp8 GEMMs take any layout (``GPU.fp8_any_layout``: Blackwell) Transformer Engine
+    # quantises rowwise only and the GEMM reads that copy transposed (TE's
+    # ``is_non_tn_fp8_gemm_supported``, compute capability 10.x); a block-scaled recipe's scales run
+    # along one axis, so its columnwise copy is a separate quantisation everywhere (0 here).
+    transpose_bytes: float = 0.0
 
     @property
     def cast_bytes(self) -> float:
@@ -92,13 +100,13 @@ class Fp8Recipe:
 FP8_RECIPES: dict[str, Fp8Recipe] = {
     # DelayedScaling: the scale comes from an amax history, and the fused cast-transpose kernel
     # records this tensor's amax as it casts: read bf16 2, write fp8 1 + transposed fp8 1 = 4.
-    "delayed": Fp8Recipe(0.0, 2.0, 2.0, True, False),
+    "delayed": Fp8Recipe(0.0, 2.0, 2.0, True, False, transpose_bytes=1.0),
     # Float8CurrentScaling: the tensor's own amax sets its scale, so it is known only after a
     # full read (2), then the cast-transpose (4): 6. With sequence parallelism each rank holds
     # a shard of the tensor and the amax is all-reduced over the TP group before the cast (TE
     # Linear's current-scaling quantizers set with_amax_reduction for the SP-sharded input of a
     # column-parallel and the output gradient of a row-parallel layer).
-    "current": Fp8Recipe(2.0, 2.0, 2.0, False, True),
+    "current": Fp8Recipe(2.0, 2.0, 2.0, False, True, transpose_bytes=1.0),
     # Float8BlockScaling (Hopper; DeepSeek-V3's recipe): 1x128 activation / 128x128 weight blocks,
     # each with an fp32 scale; one kernel quantises rowwise and columnwise: read 2, write 1 + 1
     # plus a 4-byte scale per 128 elements for each copy (4/128 x 2).

@@ -16,6 +16,11 @@ scaling recipe (``software.fp8_recipe``; bytes per element in ``hardware.kernels
   grouped expert GEMMs see dispatched tokens and reduce no amax.
 * ``blockwise`` and ``mxfp8``: one kernel quantises rowwise and columnwise with per-block
   scales (read 2, write 1 + 1 + scales).
+
+The transposed copy of the two per-tensor recipes exists because Hopper's fp8 GEMMs take only TN
+operands; on a GPU whose fp8 GEMMs take any layout (Blackwell, ``GPU.fp8_any_layout``) TE writes
+the rowwise copy alone. Each cast carries that copy's bytes as ``tn_only_bytes``, which the compute
+model drops on such a GPU (the work stays hardware-free; the time is the engine's).
 * ``nvfp4``: fp4 GEMMs, which no GPU of the catalog has (refused when the job loads:
   ``hardware.kernels.fp8_recipe_unsupported``, called by the job checks).
 
@@ -69,12 +74,14 @@ def norm_writes_fp8(job: JobSpec) -> bool:
     return job.precision == "fp8" and job.software.fused_norm_linear and recipe_of(job).norm_fusable
 
 
-def fused_norm_extra_bytes(job: JobSpec, elements: float) -> float:
-    """Bytes a norm that writes its GEMM's fp8 operand moves beyond its bf16 form over ``elements``:
-    fp8 + transposed fp8 + scales written instead of the bf16 output (0 for delayed scaling)."""
+def fused_norm_extra_bytes(job: JobSpec, elements: float) -> tuple[float, float]:
+    """(bytes, of them TN-only) a norm that writes its GEMM's fp8 operand moves beyond its bf16
+    form over ``elements``: fp8 + transposed fp8 + scales written instead of the bf16 output (0 for
+    delayed scaling), the transposed copy only for a GPU whose fp8 GEMMs are TN-only."""
     if not norm_writes_fp8(job):
-        return 0.0
-    return (recipe_of(job).write_bytes - ACT_BYTES) * elements
+        return 0.0, 0.0
+    r = recipe_of(job)
+    return (r.write_bytes - ACT_BYTES) * elements, r.transpose_bytes * elements
 
 
 def _quantise(job: JobSpec, name: str, elements: float, backward: bool, reduce_amax: bool) -> list[Item]:
@@ -86,7 +93,7 @@ def _quantise(job: JobSpec, name: str, elements: float, backward: bool, reduce_a
         out.append(memory_op(f"{name}_amax", r.amax_bytes * elements, backward))
     if r.amax_all_reduce and reduce_amax and job.layout.sequence_parallel:
         out.append(Collective(f"tp.{name}_amax", "all_reduce", "tp", AMAX_BYTES))
-    out.append(memory_op(name, r.cast_bytes * elements, backward))
+    out.append(memory_op(name, r.cast_bytes * elements, backward, tn_only_bytes=r.transpose_bytes * elements))
     return out
 
 

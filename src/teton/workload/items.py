@@ -42,6 +42,10 @@ class ComputeOp:
     accumulate_bytes: int = 0
     # kernels this op stands for (an eager loss is several passes): the CPU launches each
     kernels: int = 1
+    # of ``bytes``, the transposed fp8 copy a cast writes only for a GPU whose fp8 GEMMs are
+    # TN-only (``hardware.kernels.Fp8Recipe.transpose_bytes``; the compute model drops it on a GPU
+    # with ``fp8_any_layout``)
+    tn_only_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,12 @@ class Block:
     graphed: bool = False
 
 
-def memory_op(name: str, nbytes: float, backward: bool = False, kernels: int = 1) -> ComputeOp:
-    """A memory-bound kernel (or ``kernels`` of them) moving ``nbytes`` through HBM."""
-    return ComputeOp(name, "memory", 0.0, float(nbytes), backward=backward, kernels=kernels)
+def memory_op(name: str, nbytes: float, backward: bool = False, kernels: int = 1,
+              tn_only_bytes: float = 0.0) -> ComputeOp:
+    """A memory-bound kernel (or ``kernels`` of them) moving ``nbytes`` through HBM, of which
+    ``tn_only_bytes`` only on a GPU whose fp8 GEMMs are TN-only (:class:`ComputeOp`)."""
+    return ComputeOp(name, "memory", 0.0, float(nbytes), backward=backward, kernels=kernels,
+                     tn_only_bytes=float(tn_only_bytes))
 
 
 def gemm_ops(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True) -> tuple[ComputeOp, ...]:
@@ -111,7 +118,7 @@ def as_recompute(item: Item) -> Item:
     forward runs the forward kernel, at the forward kernel's efficiency)."""
     if isinstance(item, ComputeOp):
         return ComputeOp(f"recompute.{item.name}", item.kind, item.flops, item.bytes, item.m, item.n, item.k,
-                         item.fp8, item.backward, kernels=item.kernels)
+                         item.fp8, item.backward, kernels=item.kernels, tn_only_bytes=item.tn_only_bytes)
     if isinstance(item, HostCopy):  # pragma: no cover - host copies are added after recompute
         raise TypeError(f"{item.name}: a host copy is not recomputed")
     return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes)

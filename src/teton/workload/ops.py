@@ -224,12 +224,16 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     cast = layer_casts(model, job, (qkv, out, up, down))
     attn_cast = attention_casts(model, lay, job)
     # a norm that writes its GEMM's fp8 operand (fused_norm_linear): what it writes beyond bf16
-    norm_fp8 = fused_norm_extra_bytes(job, lay.elementwise_tokens * model.hidden)
+    norm_fp8, norm_tn = fused_norm_extra_bytes(job, lay.elementwise_tokens * model.hidden)
+
+    def norm(name: str, writes_fp8: bool) -> ComputeOp:
+        return memory_op(name, norm_b + norm_fp8 * writes_fp8, tn_only_bytes=norm_tn * writes_fp8)
+
     fwd: list[Item] = [
-        memory_op("attn_norm", norm_b + norm_fp8), *ag("tp.ag_qkv"), *cast[0][0], qkv[0], memory_op("rope", rope_b),
+        norm("attn_norm", True), *ag("tp.ag_qkv"), *cast[0][0], qkv[0], memory_op("rope", rope_b),
         *copy("repeat_kv"), *cp_fwd, *attn_cast[0], attn_fwd, memory_op("attn_scores", score_bytes),
         memory_op("attn_dropout", dropout_bytes), *cast[1][0], out[0], *rs("tp.rs_attn"), memory_op("attn_residual", resid_b),
-        memory_op("mlp_norm", norm_b + (norm_fp8 if model.experts <= 1 else 0.0)), *ag("tp.ag_mlp"), *moe_fwd,
+        norm("mlp_norm", model.experts <= 1), *ag("tp.ag_mlp"), *moe_fwd,
         *cast[2][0], up[0], memory_op("mlp_act", act_b),
         *cast[3][0], down[0], *moe_combine, *rs("tp.rs_mlp"), memory_op("mlp_residual", resid_b),
     ]
