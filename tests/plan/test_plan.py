@@ -45,6 +45,7 @@ def test_every_plan_has_the_whole_answer(cli, small_spec, plan_args):
     for p in d["plans"]:
         assert p["days_p10"] <= p["days_p50"] <= p["days_p90"]
         assert p["cost_usd"] == pytest.approx(p["gpu_cost_usd"] + p["storage_cost_usd"])
+        assert p["cost_usd"] == pytest.approx(sum(p["cost_split_usd"].values()))
         assert p["gpu_hours"] > 0 and p["energy_mwh"] > 0 and p["batch_tokens"] == 512 * 8192
     front = [p for p in d["plans"] if p["on_front"]]
     for f in front:  # nothing on the front is beaten on both days and cost
@@ -135,7 +136,8 @@ def test_html_page(cli, small_spec, tmp_path, plan_args):
 
 def _scaling_plan(gpus: int, cluster: str = "c", storage: int = 20) -> dict:
     """A plan that scales perfectly (days ~ 1 / GPUs, nothing grows): only the head line is written."""
-    return {"cluster": cluster, "storage_servers": storage, "gpus": gpus, "days_p50": 1e4 / gpus,
+    return {"cluster": cluster, "storage_servers": storage, "storage_request": storage, "gpus": gpus,
+            "days_p50": 1e4 / gpus,
             "bubble_fraction": 0.0, "comm_fraction": 0.0, "ettr": 0.95, "step_time_s": 1e3 / gpus}
 
 

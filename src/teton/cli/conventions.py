@@ -163,7 +163,12 @@ FLAGS: dict[str, Flag] = {
     # plan
     "--deadline-days": F("FLOAT", "pick the cheapest plan that finishes by then at p90"),
     "--budget-usd": F("FLOAT", "pick the fastest plan that costs at most this"),
-    "--storage-servers": F("COUNTS", "storage sizes in servers; default: the storage preset's"),
+    "--storage-servers": F("COUNTS", "storage sizes in servers (a sweep, only when asked); default: the preset's "
+                                     "(share), sized to the run (dedicated)"),
+    "--storage-pricing": F("NAME", "share (the share of a shared system the run uses) | dedicated (a system sized "
+                                   "to the run, paid in full); default: plan.storage_pricing, share"),
+    "--prefer": F("NAME", "what breaks a tie between plans within the best's band: fewer_gpus | cheaper | faster; "
+                          "default: plan.prefer, fewer_gpus"),
     "--global-batch": F("NAME|TOKENS", "the batch at every GPU count: fixed (the spec's) | per_gpu | a token "
                                        "count like 16M; default: fixed"),
     # import

@@ -17,26 +17,31 @@ def _print(d: dict, top: int) -> None:
     from rich.table import Table
 
     from teton.cli._common import console as output_console
-    from teton.plan.answer import layout_text
+    from teton.plan.answer import layout_text, storage_column, usd
 
     plans = {p["id"]: p for p in d["plans"]}
+    rows = [plans[i] for i in d["front"][:top]]
+    # the parts of the cost split some plan pays (a rental price holds energy and network)
+    parts = [k for k in ("gpus", "storage", "energy", "network") if any(p["cost_split_usd"][k] for p in rows)]
+    held = [k for k in ("energy", "network") if k not in parts]
     t = Table(title=f"{d['model']} on {d['tokens'] / 1e12:,.2f}T tokens: the Pareto front "
-                    f"({len(d['front'])} of {len(plans)} plans; days = time to train with failures)")
-    for col in ("GPUs", "cluster", "layout", "batch", "storage", "days p50", "days p90", "cost", "MWh",
-                "GPU-hours", "ETTR", ""):
+                    f"({len(d['front'])} of {len(plans)} plans; days = time to train with failures; cost = "
+                    f"{' + '.join('GPUs' if k == 'gpus' else k for k in parts)}"
+                    + (f", {' and '.join(held)} in the GPU-hour price" if held else "") + ")")
+    for col in ("GPUs", "cluster", "layout", "batch", "storage servers", "days p50", "days p90", "cost",
+                *(f"{k} $" if k != "gpus" else "GPUs $" for k in parts), "MWh", "GPU-hours", "ETTR", ""):
         t.add_column(col, justify="left" if col in ("cluster", "layout", "") else "right")
-    for i in d["front"][:top]:
-        p = plans[i]
+    for p in rows:
         t.add_row(f"{p['gpus']:,}", p["cluster"], layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M",
-                  f"{p['storage_servers']:,}", f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}",
-                  f"${p['cost_usd'] / 1e6:,.1f}M", f"{p['energy_mwh']:,.0f}", f"{p['gpu_hours'] / 1e6:,.2f}M",
-                  f"{p['ettr'] * 100:.1f} %", "<- chosen" if p["chosen"] else "")
+                  storage_column(p), f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", usd(p["cost_usd"]),
+                  *(usd(p["cost_split_usd"][k]) for k in parts), f"{p['energy_mwh']:,.0f}",
+                  f"{p['gpu_hours'] / 1e6:,.2f}M", f"{p['ettr'] * 100:.1f} %", "<- chosen" if p["chosen"] else "")
     console = output_console(t)
     console.print(t)
     chosen = plans[d["chosen"]]
     console.print(f"[bold]Plan:[/bold] {d['why']}", highlight=False)
     console.print(f"spread: {chosen['days_spread']}; {d['runs']:,} Monte Carlo runs, seed {d['seed']}; "
-                  f"batch rule: {d['global_batch_rule']}", highlight=False)
+                  f"batch rule: {d['global_batch_rule']}; storage: {storage_note(d, chosen)}", highlight=False)
     sizes = {(c["cluster"], c["gpus"]): c["batch_tokens"] for c in d["counts"]}
     console.print("batch at each size: " + ", ".join(f"{n:,} GPUs ({cl}) {b / 1e6:,.1f}M tokens"
                                                      for (cl, n), b in sizes.items()), highlight=False)
@@ -45,6 +50,17 @@ def _print(d: dict, top: int) -> None:
             console.print(f"note: {c['gpus']:,} GPUs of {c['cluster']}: {c['reason']}", highlight=False)
     for n in d["notes"]:
         console.print(f"note: {n}", highlight=False)
+
+
+def storage_note(d: dict, chosen: dict) -> str:
+    """How storage is priced, and what the chosen plan holds and writes."""
+    use = chosen["storage_use"]
+    how = ("a share of the shared system, the servers' worth the run uses" if d["storage_pricing"] == "share"
+           else "a system dedicated to the run, every server")
+    return (f"{how} ({d['storage_preset']}); the chosen plan holds {use['capacity_bytes'] / 1e12:,.1f} TB "
+            f"({use['checkpoints_kept']} checkpoints of {use['checkpoint_bytes'] / 1e12:,.2f} TB + "
+            f"{use['dataset_bytes'] / 1e12:,.1f} TB of data), writes {use['write_bytes_s'] / 1e9:,.2f} GB/s on average "
+            f"and reads {use['read_bytes_s'] / 1e9:,.3f} GB/s; {use['binding']} sets its share")
 
 
 def _search_command_lines(d: dict) -> None:
@@ -74,6 +90,11 @@ def register(app: typer.Typer) -> None:
                                                             "servers, as --gpus (default: the preset's)")] = None,
         global_batch: Annotated[str | None, typer.Option("--global-batch", help="fixed (the spec's tokens "
                                                          "per step at every size) | per_gpu | 16M")] = None,
+        storage_pricing: Annotated[str | None, typer.Option("--storage-pricing", help="share (pay for the share "
+                                                            "of a shared system the run uses) | dedicated (a system "
+                                                            "sized to the run, paid in full)")] = None,
+        prefer: Annotated[str | None, typer.Option("--prefer", help="what breaks a tie between plans within "
+                                                   "each other's band: fewer_gpus | cheaper | faster")] = None,
         runs: Annotated[int | None, typer.Option("--runs", min=1, max=MAX_RUNS, help="Monte Carlo runs per plan "
                                                  "(default: the spec's reliability.runs, 1,000)")] = None,
         seed: Annotated[int | None, typer.Option("--seed", min=0, help="seed of the Monte Carlo "
@@ -105,6 +126,7 @@ def register(app: typer.Typer) -> None:
         s = load_spec(spec, set_)
         req = plan_request(s, {"tokens": tokens, "deadline_days": deadline_days, "budget_usd": budget_usd,
                                "gpus": gpus, "storage_servers": storage_servers, "global_batch": global_batch,
+                               "storage_pricing": storage_pricing, "prefer": prefer,
                                "runs": runs, "seed": seed,
                                "space": search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep)})
         ep_degrees(s, req.space)

@@ -66,7 +66,7 @@ def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = N
         clusters = dict.fromkeys(c["cluster"] for c in counts)
         raise SpecError("gpus", ",".join(map(str, sorted({c["gpus"] for c in counts}))), "no candidate has a plan: "
                         + "; ".join(r for cluster in clusters for r in unplanned_counts(counts, cluster)))
-    chosen, rule = recommend(plans, req.deadline_days, req.budget_usd)
+    chosen, rule = recommend(plans, req.deadline_days, req.budget_usd, req.prefer)
     front = pareto_front(plans)
     for i, p in enumerate(plans):
         p["id"] = i
@@ -76,6 +76,7 @@ def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = N
         "model": req.spec.model.name, "tokens": req.tokens, "seq_len": req.spec.job.layout.seq_len,
         "global_batch_rule": req.global_batch, "deadline_days": req.deadline_days, "budget_usd": req.budget_usd,
         "runs": req.runs, "seed": req.seed, "storage_preset": req.storage_preset,
+        "storage_pricing": req.storage_pricing, "prefer": req.prefer,
         "counts": [{k: v for k, v in c.items() if k != "plans"} for c in counts],
         "plans": plans, "front": [p["id"] for p in front], "chosen": chosen["id"], "rule": rule,
         "why": why(chosen, rule, plans, counts, req.deadline_days, req.budget_usd), "notes": notes,

@@ -33,14 +33,79 @@ def layout_text(p: dict[str, Any]) -> str:
     return f"tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
 
 
+STORAGE_WORDS = {  # (sentence, table cell) templates of a plan's storage, by how it is priced
+    "local": ("storage on the hosts' own drives", "local"),
+    "dedicated": ("{servers} dedicated storage servers", "{servers} ded."),
+    "share": ("{charged} of {servers} shared storage servers", "{charged} / {servers}"),
+}
+
+
+def storage_text(p: dict[str, Any], cell: bool = False) -> str:
+    """The storage a plan uses: the servers it is charged for, of how many, in words (``3.2 of
+    7,500 shared storage servers``) or as a table ``cell`` (``3.2 / 7,500``, ``4 ded.``, ``local``)."""
+    kind = "local" if p["storage_servers_charged"] == 0 else p["storage_pricing"]
+    return STORAGE_WORDS[kind][cell].format(servers=f"{p['storage_servers']:,}",
+                                            charged=servers_figure(p["storage_servers_charged"]))
+
+
+def storage_column(p: dict[str, Any]) -> str:
+    """A plan's storage in a table cell (:func:`storage_text`)."""
+    return storage_text(p, cell=True)
+
+
+def usd(x: float) -> str:
+    """Dollars in a table cell: $1.03M, $12.4k, $310, -."""
+    if x == 0:
+        return "-"
+    return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x / 1e3:,.1f}k" if x >= 1e3 else f"${x:,.0f}"
+
+
+def servers_figure(x: float) -> str:
+    """A (fractional) server count with the precision it needs: 3.2, 0.04, 1,200."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def describe(p: dict[str, Any]) -> str:
-    """A plan in words: its GPUs, cluster, layout and storage servers."""
-    return f"{p['gpus']:,} GPUs of {p['cluster']} ({layout_text(p)}, {p['storage_servers']:,} storage servers)"
+    """A plan in words: its GPUs, cluster, layout and storage."""
+    return f"{p['gpus']:,} GPUs of {p['cluster']} ({layout_text(p)}, {storage_text(p)})"
 
 
-def recommend(plans: list[dict[str, Any]], deadline_days: float | None,
-              budget_usd: float | None) -> tuple[dict[str, Any], str]:
-    """The chosen plan and the rule that chose it; a one-line SpecError when nothing qualifies."""
+PREFER_TEXT = {"fewer_gpus": "fewer GPUs", "cheaper": "the cheaper plan", "faster": "the faster plan"}
+PREFERENCES = {  # what breaks a tie (plan.prefer): the key each ranks the tied plans by
+    "fewer_gpus": lambda p: (p["gpus"], p["cost_usd"], p["days_p50"]),
+    "cheaper": lambda p: (p["cost_usd"], p["days_p50"]),
+    "faster": lambda p: (p["days_p50"], p["cost_usd"]),
+}
+
+
+def band_half_width(p: dict[str, Any], key: str) -> float:
+    """Half the p10 - p90 width of a plan's ``cost`` or ``days`` band, relative to its value."""
+    if key == "cost":
+        return (p["cost_p90_usd"] - p["cost_p10_usd"]) / (2.0 * p["cost_usd"]) if p["cost_usd"] > 0 else 0.0
+    return (p["days_p90"] - p["days_p10"]) / (2.0 * p["days_p50"]) if p["days_p50"] > 0 else 0.0
+
+
+def break_tie(best: dict[str, Any], pool: list[dict[str, Any]], key: str, prefer: str) -> tuple[dict[str, Any], str]:
+    """``best`` (the least ``cost_usd`` or ``days_p50`` of ``pool``), or, when other plans lie within
+    its band on that figure, the one ``prefer`` ranks first among them, and a sentence saying so."""
+    value = (lambda p: p["cost_usd"]) if key == "cost" else (lambda p: p["days_p50"])
+    width = band_half_width(best, key)
+    tied = [p for p in pool if value(p) <= value(best) * (1.0 + width)]
+    if len(tied) < 2:
+        return best, ""
+    pick = min(tied, key=PREFERENCES[prefer])
+    what = "cost" if key == "cost" else "days (p50)"
+    text = (f"; {len(tied)} plans lie within its {what} band (+-{width * 100:.0f} %), a tie, broken by the "
+            f"preference for {PREFER_TEXT[prefer]} (plan.prefer)")
+    if pick is not best:
+        text += f": {describe(pick)} over {describe(best)}"
+    return pick, text
+
+
+def recommend(plans: list[dict[str, Any]], deadline_days: float | None, budget_usd: float | None,
+              prefer: str = "fewer_gpus") -> tuple[dict[str, Any], str]:
+    """The chosen plan and the rule that chose it; a one-line SpecError when nothing qualifies.
+    Plans within the best's band on the rule's figure are a tie, broken by ``prefer``."""
     if not plans:
         raise SpecError("gpus", None, "no candidate has a plan (no layout fits, or none passes the job rules)")
     if budget_usd is not None and min(p["cost_usd"] for p in plans) > budget_usd:
@@ -55,15 +120,25 @@ def recommend(plans: list[dict[str, Any]], deadline_days: float | None,
             raise SpecError("deadline_days", deadline_days,
                             f"no plan{' within the budget' if budget_usd is not None else ''} meets it at p90; "
                             f"the fastest, {describe(fastest)}, takes {fastest['days_p90']:.1f} days (p90)")
-        return min(meets, key=lambda p: (p["cost_usd"], p["days_p90"])), \
-            f"the cheapest plan that meets the {deadline_days:g}-day deadline at p90"
+        chosen, tie = break_tie(min(meets, key=lambda p: (p["cost_usd"], p["days_p90"])), meets, "cost", prefer)
+        return chosen, f"the cheapest plan that meets the {deadline_days:g}-day deadline at p90{tie}"
     if budget_usd is not None:
-        return min(within, key=lambda p: (p["days_p50"], p["cost_usd"])), \
-            f"the fastest plan (p50) within the ${budget_usd:,.0f} budget"
+        chosen, tie = break_tie(min(within, key=lambda p: (p["days_p50"], p["cost_usd"])), within, "days", prefer)
+        return chosen, f"the fastest plan (p50) within the ${budget_usd:,.0f} budget{tie}"
     front = pareto_front(plans)
     fast, cheap = min(p["days_p50"] for p in front), min(p["cost_usd"] for p in front)
     return min(front, key=lambda p: p["days_p50"] / fast + p["cost_usd"] / cheap), \
         "the knee of the front (no deadline or budget given: least days / fastest + cost / cheapest)"
+
+
+def distinct(a: float, b: float, scale: float = 100.0, unit: str = " %") -> tuple[str, str]:
+    """``a`` and ``b`` (x ``scale``) printed with the fewest decimals (0 to 4) that tell them apart,
+    so that a sentence never rounds two different values to the same figure."""
+    for digits in range(5):
+        sa, sb = f"{a * scale:,.{digits}f}", f"{b * scale:,.{digits}f}"
+        if sa != sb or a == b:
+            break
+    return sa + unit, sb + unit
 
 
 def _pct(x: float) -> str:
@@ -77,7 +152,7 @@ def scaling_reason(chosen: dict[str, Any], plans: list[dict[str, Any]]) -> str |
     with the speed-up (days p50); the causes, largest first, are the growth of the pipeline
     bubble's and the exposed communication's share of the step, the fall in ETTR, or else the
     growth of GPU-time per step. None when no other count has a plan."""
-    same = [p for p in plans if p["cluster"] == chosen["cluster"] and p["storage_servers"] == chosen["storage_servers"]]
+    same = [p for p in plans if p["cluster"] == chosen["cluster"] and p["storage_request"] == chosen["storage_request"]]
     bigger = sorted((p for p in same if p["gpus"] > chosen["gpus"]), key=lambda p: p["gpus"])
     smaller = [p for p in same if p["gpus"] < chosen["gpus"]]
     if bigger:
@@ -90,18 +165,21 @@ def scaling_reason(chosen: dict[str, Any], plans: list[dict[str, Any]]) -> str |
     causes = []
     d_bubble = b["bubble_fraction"] - a["bubble_fraction"]
     if d_bubble > 0.005:
-        causes.append((d_bubble, f"the pipeline bubble grows from {_pct(a['bubble_fraction'])} to "
-                       f"{_pct(b['bubble_fraction'])} of the step (micro-batches per DP rank {a['micro_batches']} -> "
+        before, after = distinct(a["bubble_fraction"], b["bubble_fraction"])
+        causes.append((d_bubble, f"the pipeline bubble grows from {before} to "
+                       f"{after} of the step (micro-batches per DP rank {a['micro_batches']} -> "
                        f"{b['micro_batches']} at the {b['batch_tokens'] / 1e6:,.1f}M-token batch)"))
     d_comm = b["comm_fraction"] - a["comm_fraction"]
     if d_comm > 0.005:
         grew = max((k for k in b["breakdown"] if k.endswith("_comm")),
                    key=lambda k: b["breakdown"][k] / b["step_time_s"] - a["breakdown"].get(k, 0.0) / a["step_time_s"])
-        causes.append((d_comm, f"exposed communication grows from {_pct(a['comm_fraction'])} to "
-                       f"{_pct(b['comm_fraction'])} of the step, most in {grew} ({fabric_span(b)})"))
+        before, after = distinct(a["comm_fraction"], b["comm_fraction"])
+        causes.append((d_comm, f"exposed communication grows from {before} to "
+                       f"{after} of the step, most in {grew} ({fabric_span(b)})"))
     d_ettr = a["ettr"] - b["ettr"]
     if d_ettr > 0.002:
-        causes.append((d_ettr, f"ETTR falls from {_pct(a['ettr'])} to {_pct(b['ettr'])} (failures at scale: "
+        before, after = distinct(a["ettr"], b["ettr"])
+        causes.append((d_ettr, f"ETTR falls from {before} to {after} (failures at scale: "
                        f"an interruption every {b['goodput']['mtbi_h']:.1f} h)"))
     d_step = (b["gpus"] * b["step_time_s"]) / (a["gpus"] * a["step_time_s"]) - 1.0
     if not causes and d_step > 0.005:
@@ -124,9 +202,9 @@ def fabric_span(p: dict[str, Any]) -> str:
 
 
 def unplanned_counts(counts: list[dict[str, Any]], cluster: str) -> list[str]:
-    """The GPU counts of ``cluster`` that have no plan, by reason (memory, then layout), in words."""
+    """The GPU counts of ``cluster`` that have no plan, by reason (memory, layout, storage), in words."""
     out = []
-    for kind in ("memory", "layout"):
+    for kind in ("memory", "layout", "storage"):
         no_fit = [c for c in counts if not c["plans"] and c["cluster"] == cluster and c["reason"].startswith(kind)]
         if no_fit:
             out.append(f"{no_fit[0]['reason']} at {', '.join(format(c['gpus'], ',') for c in no_fit)} GPUs "

@@ -21,6 +21,7 @@ from teton.spec.cluster import ClusterSpec
 from teton.spec.load import load_cluster
 from teton.spec.plan import PlanSpec, parse_counts
 from teton.spec.schema import Spec
+from teton.spec.storage import storage_system
 from teton.sweep.search import SearchSpace
 from teton.units import parse_count
 
@@ -40,12 +41,14 @@ class PlanRequest:
     clusters: tuple[ClusterSpec, ...]
     gpus: tuple[int, ...] | None  # None: around the spec's GPU count, per cluster
     storage_preset: str
-    storage_servers: tuple[int, ...]
+    storage_servers: tuple[int, ...] | None  # None: the preset's (share), sized to the run (dedicated)
     deadline_days: float | None = None
     budget_usd: float | None = None
     global_batch: str = "fixed"
     usd_per_gpu_hour: dict[str, float] = field(default_factory=dict)
     usd_per_tb_month: float = 20.0
+    storage_pricing: str = "share"
+    prefer: str = "fewer_gpus"
     top_layouts: int = 3
     runs: int = 1000
     seed: int = 0
@@ -63,9 +66,10 @@ class CountTask:
     gpus: int
     tokens: float
     storage_preset: str
-    storage_servers: tuple[int, ...]
+    storage_servers: tuple[int, ...] | None
     usd_per_gpu_hour: float
     usd_per_tb_month: float
+    storage_pricing: str
     top_layouts: int
     runs: int
     seed: int
@@ -92,23 +96,16 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
     gpus = None if plan.gpus is None else parse_counts(plan.gpus, "gpus", spec.cluster.gpus_per_host)
     storage = (plan.storage or (spec.storage.preset if spec.storage is not None else None) or spec.cluster.storage
                or "tectonic-llama3")
-    servers = _servers(plan.storage_servers, storage)
+    servers = None if plan.storage_servers is None else parse_counts(plan.storage_servers, "storage_servers")
+    storage_system({"preset": storage})  # a bad preset is the plan's one-line error before any task runs
     runs = options.get("runs") or (spec.reliability.runs if spec.reliability is not None else None) or 1000
     return PlanRequest(spec=spec, tokens=tokens, clusters=clusters, gpus=gpus, storage_preset=storage,
                        storage_servers=servers, deadline_days=plan.deadline_days, budget_usd=plan.budget_usd,
                        global_batch=plan.global_batch, usd_per_gpu_hour=dict(plan.usd_per_gpu_hour),
-                       usd_per_tb_month=plan.usd_per_tb_month, top_layouts=plan.top_layouts, runs=int(runs),
+                       usd_per_tb_month=plan.usd_per_tb_month, storage_pricing=plan.storage_pricing, prefer=plan.prefer,
+                       top_layouts=plan.top_layouts, runs=int(runs),
                        seed=spec.seed if options.get("seed") is None else options["seed"],
                        space=options.get("space") or SearchSpace())
-
-
-def _servers(value: Any, preset: str) -> tuple[int, ...]:
-    from teton.spec.storage import storage_system
-
-    system = storage_system({"preset": preset})
-    if value is None:
-        return (system.servers,)
-    return parse_counts(value, "storage_servers")
 
 
 def gpu_counts(req: PlanRequest, cluster: ClusterSpec) -> tuple[tuple[int, ...], list[str]]:
@@ -162,6 +159,7 @@ def count_tasks(req: PlanRequest) -> tuple[list[CountTask], list[str]]:
             tasks.append(CountTask(spec=spec, base=req.spec, cluster_name=cluster.name, gpus=n, tokens=req.tokens,
                                    storage_preset=req.storage_preset, storage_servers=req.storage_servers,
                                    usd_per_gpu_hour=gpu_price(req, cluster), usd_per_tb_month=req.usd_per_tb_month,
+                                   storage_pricing=req.storage_pricing,
                                    top_layouts=req.top_layouts, runs=req.runs, seed=req.seed, space=req.space))
     if not tasks:
         raise SpecError("gpus", ",".join(map(str, req.gpus or ())) or None,

@@ -15,8 +15,11 @@ time is scaled by a step-time factor drawn uniformly from the band (seeded). Wal
 proportional to the step time, a first-order approximation (failures per hour do not change).
 Where the prediction has no band (burst mode), the spread is the failures' only, and the row says so.
 
-Cost = GPU-hours x price per GPU-hour (goodput's ``cost_usd``) + storage held for the run:
-usable TB x ``usd_per_tb_month`` x months.
+Cost, split into GPUs, storage, energy and network: goodput's cost (GPU-hours x price per
+GPU-hour, or capex and energy; :func:`teton.reliability.energy.cost_split_usd`) plus the storage the
+run uses (:mod:`teton.storage.usage`): the servers it occupies on a shared system (``share``) or
+every server of a system dedicated to it (``dedicated``), each at its usable TB x
+``usd_per_tb_month``, for the run's mean length. Its p10 / p90 follow the days'.
 """
 
 from __future__ import annotations
@@ -94,38 +97,100 @@ def search_by_hand(task: CountTask) -> dict[str, Any] | None:
     return {"set": sets, "space": space}
 
 
-def run_on_storage(task: CountTask, spec, servers: int, step) -> dict[str, Any]:
-    """``teton goodput`` of the plan's spec on ``servers`` storage servers, and the plan's figures."""
+def _goodput(task: CountTask, spec, section, step) -> tuple[Any, Any, Any]:
+    """(``teton goodput`` of ``spec`` on storage ``section``, the run spec, its reliability section)."""
     from teton.engine.step import simulate_step
     from teton.reliability import goodput
     from teton.spec.reliability import parse_reliability
-    from teton.spec.storage import StorageSection
 
-    storage = {"preset": task.storage_preset, "servers": servers}  # what the plan sets over the spec's section
-    section = (task.spec.storage or StorageSection()).on(task.storage_preset, servers=servers)
     rel = parse_reliability(task.spec.reliability, {"usd_per_gpu_hour": task.usd_per_gpu_hour})
     run_spec = spec.model_copy(update={"storage": section, "reliability": rel})
     run = goodput(run_spec, rel, tokens=task.tokens, runs=task.runs, seed=task.seed, samples=True,
                   simulate=simulate_step)
+    return run, run_spec, rel
+
+
+def _use(task: CountTask, run, run_spec, system):
+    """The run's :class:`teton.storage.usage.StorageUse` of ``system``: its checkpoints kept, its
+    training data (the plan's tokens, one epoch), the checkpoint interval and the data loader."""
+    from teton.reliability.goodput import data_loading_bytes_s
+    from teton.storage.usage import storage_use
+
+    storage = run_spec.storage
+    tokens_per_s = run.run.tokens_per_step / run.run.effective_step_time_s
+    return storage_use(system, run.run.hosts, run.interval.checkpoint_bytes, storage.checkpoint.keep,
+                       run.checkpoint.checkpoint_interval_s, task.tokens * storage.data_loading.bytes_per_token,
+                       data_loading_bytes_s(run_spec, tokens_per_s))
+
+
+def _dedicated(section, servers: int, interval_s: float | None = None):
+    """``section`` on a system of ``servers`` servers that serves this run alone, its checkpoint
+    interval pinned to ``interval_s`` where given."""
+    out = section.on(section.preset, servers=servers, other_jobs_share=0.0)
+    if interval_s is not None:
+        out = out.model_copy(update={"checkpoint": out.checkpoint.model_copy(update={"interval_s": interval_s})})
+    return out
+
+
+def run_on_storage(task: CountTask, spec, servers: int | None, step) -> dict[str, Any]:
+    """``teton goodput`` of the plan's spec on its storage, and the plan's figures.
+
+    Storage is sized to the run (:mod:`teton.storage.usage`): ``share`` pricing runs it on the
+    shared system (``servers``, default the preset's) and charges the servers it uses;
+    ``dedicated`` gives it a system of its own, of ``servers`` servers, or, by default, of the
+    fewest that hold its checkpoints and data and sustain the interval it takes on the shared
+    system (then pinned), and charges every server. ``storage_fits``: the system holds the run's
+    checkpoints and data (a plan that does not is dropped)."""
+    from teton.reliability.energy import cost_split_usd
+    from teton.spec.storage import StorageSection
+
+    preset = task.storage_preset
+    shared = (task.spec.storage or StorageSection()).on(preset, **({"servers": servers} if servers else {}))
+    if task.storage_pricing == "dedicated":
+        if servers is None:  # sized to the run: its use of the shared system, in whole servers
+            run, run_spec, _ = _goodput(task, spec, shared, step)
+            use = _use(task, run, run_spec, shared.system())
+            section = _dedicated(shared, use.dedicated_servers, run.checkpoint.checkpoint_interval_s)
+        else:
+            section = _dedicated(shared, servers)
+    else:
+        section = shared
+    run, run_spec, rel = _goodput(task, spec, section, step)
+    system = section.system()
+    use = _use(task, run, run_spec, system)
     days = np.asarray(run.time_to_train_samples_days, dtype=float)
-    figures = run.to_dict()
     band = step.step_time_s_low is not None and step.step_time_s_high is not None
     if band:
         rng = np.random.default_rng(task.seed)
         days = days * rng.uniform(step.step_time_s_low, step.step_time_s_high, days.size) / step.step_time_s
     p10, p50, p90 = (float(x) for x in np.percentile(days, [10, 50, 90]))
-    usable_tb = section.system().usable_capacity_bytes() / 1e12
-    storage_usd = usable_tb * task.usd_per_tb_month * float(np.mean(days)) / DAYS_PER_MONTH
+    usable_tb = system.usable_capacity_bytes(run.run.hosts) / 1e12
+    charged = use.servers_used if task.storage_pricing == "share" else (0.0 if system.kind == "local" else system.servers)
+    tb_month = usable_tb / use.servers * task.usd_per_tb_month  # one server's usable TB, a month
+    months = float(np.mean(days)) / DAYS_PER_MONTH
+    split = {k: float(v) for k, v in cost_split_usd(rel, run.time.gpu_hours, run.energy.energy_mwh).items()}
+    split = {"gpus": split["gpus"], "storage": charged * tb_month * months, "energy": split["energy"],
+             "network": split["network"]}
+    cost = sum(split.values())
+    spread = np.percentile(days, [10, 90]) / float(np.mean(days)) * cost
+    figures = run.to_dict()
+    storage = {"preset": preset, "servers": system.servers}
+    if task.storage_pricing == "dedicated":
+        storage |= {"other_jobs_share": 0.0, "checkpoint.interval_s": section.checkpoint.interval_s}
     return {
-        "storage_preset": task.storage_preset, "storage_servers": servers, "storage_usable_tb": usable_tb,
+        "storage_preset": preset, "storage_servers": system.servers, "storage_usable_tb": usable_tb,
+        "storage_pricing": task.storage_pricing, "storage_request": servers, "storage_servers_charged": charged,
+        "storage_use": use.to_dict(), "storage_fits": use.capacity_share <= 1.0,
         "days_p10": p10, "days_p50": p50, "days_p90": p90,
         "days_spread": "failures and the step-time band" if band else "failures only (no step-time band)",
-        "gpu_hours": run.time.gpu_hours, "energy_mwh": run.energy.energy_mwh, "gpu_cost_usd": run.energy.cost_usd,
-        "storage_cost_usd": storage_usd, "cost_usd": run.energy.cost_usd + storage_usd,
+        "gpu_hours": run.time.gpu_hours, "energy_mwh": run.energy.energy_mwh,
+        "gpu_cost_usd": split["gpus"] + split["energy"] + split["network"], "storage_cost_usd": split["storage"],
+        "cost_usd": cost, "cost_split_usd": split, "cost_p10_usd": float(spread[0]), "cost_p90_usd": float(spread[1]),
         "ettr": run.time.ettr, "checkpoint_interval_s": run.checkpoint.checkpoint_interval_s,
         "checkpoint_interval_source": run.checkpoint.checkpoint_interval_source,
         "goodput": {k: figures[k] for k in GOODPUT_KEYS if k in figures},
-        "reproduce": {"set": overrides(task.base, run_spec, storage, task.usd_per_gpu_hour),
+        "reproduce": {"set": overrides(task.base, run_spec, {k: v for k, v in storage.items() if v is not None},
+                                       task.usd_per_gpu_hour),
                       "tokens": task.tokens, "runs": task.runs, "seed": task.seed},
     }
 
@@ -157,7 +222,13 @@ def evaluate_count(task: CountTask) -> dict[str, Any]:
               "top_comm": max(comm, key=comm.get) if comm else None, "breakdown": bd,
               "fabric": [{"layer": lay.name, "span_gpus": lay.span_gpus, "domains": -(-task.gpus // lay.span_gpus),
                           "oversubscription": lay.oversubscription} for lay in task.spec.cluster.layers]}
-    plans = [{**head, **layout, **run_on_storage(task, spec, n, step)} for n in task.storage_servers]
+    plans = [{**head, **layout, **run_on_storage(task, spec, n, step)} for n in (task.storage_servers or (None,))]
+    if not all(p["storage_fits"] for p in plans):
+        small = [p["storage_servers"] for p in plans if not p["storage_fits"]]
+        plans = [p for p in plans if p["storage_fits"]]
+        if not plans:
+            return {**head, "plans": [], "reason": f"storage: {', '.join(map(str, small))} servers cannot hold the "
+                                                   "run's checkpoints and training data"}
     for p in plans:
         p.pop("layouts")
     return {**head, "plans": plans}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from teton.plan.answer import layout_text
+from teton.plan.answer import layout_text, storage_column, storage_text, usd
 from teton.report.sections import Section, Table
 
 
@@ -27,7 +27,7 @@ def pareto_figure(d: dict[str, Any]):
                                             symbol=["star" if p["chosen"] else "circle" for p in sel]),
             error_y=dict(type="data", symmetric=False, array=[p["days_p90"] - p["days_p50"] for p in sel],
                          arrayminus=[p["days_p50"] - p["days_p10"] for p in sel]),
-            text=[f"{p['cluster']}, {layout_text(p)}, {p['storage_servers']:,} storage servers" for p in sel]))
+            text=[f"{p['cluster']}, {layout_text(p)}, {storage_text(p)}" for p in sel]))
     front = sorted((p for p in d["plans"] if p["on_front"]), key=lambda p: p["cost_usd"])
     fig.add_trace(go.Scatter(x=[p["cost_usd"] / 1e6 for p in front], y=[p["days_p50"] for p in front],
                              mode="lines", name="Pareto front", line=dict(color="#888", dash="dot")))
@@ -55,12 +55,15 @@ def plan_sections(d: dict[str, Any]) -> list[Section]:
     """The page's sections: the answer, the front (plot and tables), the chosen plan's breakdown."""
     plans = {p["id"]: p for p in d["plans"]}
     chosen = plans[d["chosen"]]
-    front = Table(("GPUs", "cluster", "layout", "batch", "storage servers", "days p50", "days p90", "cost", "MWh",
-                   "GPU-hours", "ETTR"), tuple(
+    front = Table(("GPUs", "cluster", "layout", "batch", "storage servers", "days p50", "days p90", "cost",
+                   "GPUs $", "storage $", "energy $", "network $", "MWh", "GPU-hours", "ETTR"), tuple(
         (f"{p['gpus']:,}", p["cluster"], layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M tokens",
-         f"{p['storage_servers']:,}", f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", f"${p['cost_usd']:,.0f}",
+         storage_column(p), f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", f"${p['cost_usd']:,.0f}",
+         *(usd(p["cost_split_usd"][k]) for k in ("gpus", "storage", "energy", "network")),
          f"{p['energy_mwh']:,.0f}", f"{p['gpu_hours']:,.0f}", f"{p['ettr'] * 100:.1f} %")
-        for p in (plans[i] for i in d["front"])), "the Pareto front")
+        for p in (plans[i] for i in d["front"])),
+        "the Pareto front (cost split into GPUs, storage, energy and network; - : none charged apart, a rental "
+        "GPU-hour price holds energy and the network)")
     every = Table(("GPUs", "cluster", "layouts fit / valid", "best step s", "reason"), tuple(
         (f"{c['gpus']:,}", c["cluster"], f"{c['layouts_fitting']:,} / {c['layouts_evaluated']:,}",
          f"{c['layouts'][0]['step_time_s']:.3f}" if c["layouts"] else "-", c.get("reason", ""))

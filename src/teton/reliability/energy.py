@@ -15,7 +15,10 @@ energy = IT energy x PUE. The swing when every GPU stops together is
 ``gpus * (P_train - idle) * PUE``.
 
 Cost: ``usd_per_gpu_hour`` x GPU-hours held (rental), or, when ``capex_per_gpu_usd`` is given,
-straight-line depreciation over ``depreciation_years`` plus facility energy x ``usd_per_kwh``.
+straight-line depreciation over ``depreciation_years`` plus facility energy x ``usd_per_kwh``; the
+fabric's own cost on top where the spec prices it apart (``network_usd_per_gpu_hour`` with a rental
+price, ``network_capex_per_gpu_usd`` depreciated with the servers). :func:`cost_split_usd` gives the
+parts: a rental price holds the energy (and the network, unless priced apart) in the GPUs' part.
 """
 
 from __future__ import annotations
@@ -87,8 +90,20 @@ def energy_mwh(pm: PowerModel, train_s, idle_s):
 
 
 def cost_usd(cfg: ReliabilitySpec, gpus: int, wall_s, energy):
-    """Cost of holding ``gpus`` GPUs for ``wall_s`` seconds (rental, or capex + energy)."""
+    """Cost of holding ``gpus`` GPUs for ``wall_s`` seconds (rental, or capex + energy, and the
+    network where priced apart): the sum of :func:`cost_split_usd`'s parts."""
     gpu_h = gpus * wall_s / 3600.0
+    return sum(cost_split_usd(cfg, gpu_h, energy).values())
+
+
+def cost_split_usd(cfg: ReliabilitySpec, gpu_hours, energy) -> dict:
+    """The run's cost by part, for ``gpu_hours`` GPU-hours and ``energy`` MWh of facility energy:
+    ``gpus`` (the rental, or the servers' depreciation), ``energy`` (capex mode: energy x
+    ``usd_per_kwh``; 0 with a rental price, which includes it) and ``network`` (the fabric where
+    the spec prices it apart, else 0: inside the GPUs' part)."""
     if cfg.capex_per_gpu_usd is None:
-        return gpu_h * cfg.usd_per_gpu_hour
-    return gpu_h * cfg.capex_per_gpu_usd / (cfg.depreciation_years * HOURS_PER_YEAR) + energy * 1000.0 * cfg.usd_per_kwh
+        return {"gpus": gpu_hours * cfg.usd_per_gpu_hour, "energy": 0.0 * gpu_hours,
+                "network": gpu_hours * cfg.network_usd_per_gpu_hour}
+    hours = cfg.depreciation_years * HOURS_PER_YEAR
+    return {"gpus": gpu_hours * cfg.capex_per_gpu_usd / hours, "energy": energy * 1000.0 * cfg.usd_per_kwh,
+            "network": gpu_hours * (cfg.network_capex_per_gpu_usd or 0.0) / hours}

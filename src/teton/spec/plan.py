@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
@@ -101,9 +101,16 @@ class PlanSpec(Section):
     global_batch: str = "fixed"
     # Price of a GPU-hour by GPU name, for GPUs the spec's reliability section does not price.
     usd_per_gpu_hour: dict[str, float] = Field(default_factory=dict)
-    # Assumption: the order of object-storage list prices (S3 Standard ~$23 per TB-month, AWS 2024);
-    # the job pays for the storage it holds for the whole run. Set your own.
+    # Assumption: the order of object-storage list prices (S3 Standard ~$23 per TB-month, AWS 2024),
+    # per usable TB of the storage system; set your own.
     usd_per_tb_month: float = Field(default=20.0, ge=0)
+    # How the run pays for storage (teton.storage.usage): share = the share of a shared system it
+    # uses (capacity, flash write budget or bandwidth, whichever is largest: how Tectonic-style
+    # storage is used); dedicated = a system of its own, sized to the run (or storage_servers), paid in full
+    storage_pricing: Literal["share", "dedicated"] = "share"
+    # what breaks a tie: plans within the best plan's band (p10-p90) on the figure the choice ranks
+    # by (cost under a deadline, days under a budget) are a tie, and this preference picks among them
+    prefer: Literal["fewer_gpus", "cheaper", "faster"] = "fewer_gpus"
     top_layouts: int = Field(default=3, ge=1, le=50)
 
     @field_validator("global_batch", mode="before")

@@ -115,9 +115,15 @@ class ReliabilitySpec(Section):
     # --- cost ------------------------------------------------------------------------------------
     # Assumption: order of 2024-25 H100 rental prices; set your own. Used unless capex is given.
     usd_per_gpu_hour: float = Field(default=2.0, ge=0)
-    capex_per_gpu_usd: float | None = Field(default=None, ge=0)  # server cost / GPUs, with network share
+    capex_per_gpu_usd: float | None = Field(default=None, ge=0)  # server cost / GPUs (network: below)
     depreciation_years: float = Field(default=4.0, gt=0)
     usd_per_kwh: float = Field(default=0.08, ge=0)  # ~US industrial average (EIA 2024); capex mode only
+    # The fabric's own cost, for a cost split (teton plan): per GPU-hour on top of a rental price
+    # that leaves it out (0: the GPU-hour price includes the network) ...
+    network_usd_per_gpu_hour: float = Field(default=0.0, ge=0)
+    # ... or, in capex mode, switches, optics and cables per GPU, depreciated as the servers are
+    # (None: included in capex_per_gpu_usd)
+    network_capex_per_gpu_usd: float | None = Field(default=None, ge=0)
     # --- Monte Carlo -------------------------------------------------------------------------------
     # At most 100,000 runs: each run keeps a ring of spare-host return times (up to 4,096 floats),
     # so 1e6 runs would need tens of GB; 100,000 take ~20 s and ~1 GB.

@@ -272,6 +272,9 @@ class CheckpointPolicy(Section):
     files_per_rank: int = Field(default=1, gt=0)  # DCP FileSystemWriter: one file per writer thread
     writer_ranks: int | None = Field(default=None, gt=0)  # what-if: the bytes spread over N writers
     interval_s: float | None = Field(default=None, gt=0)  # checkpoint every interval_s of training
+    # ASSUMPTION: checkpoints held on storage at once: the last durable one and the one being
+    # written (older ones deleted); what teton plan charges capacity for. Keep more to roll back further.
+    keep: int = Field(default=2, ge=1, le=100_000, description="checkpoints held on storage at once")
 
 
 TOKEN_BYTES = 4  # int32 token ids (vocab 128,256 > 65,536)
