@@ -23,3 +23,15 @@ def test_a_field_meaning_comes_from_its_source_comment():
     # JobSpec.global_batch carries "# sequences per step" on its line
     row = next(r for r in markdown().split("### `job`")[1].splitlines() if r.startswith("| `global_batch` |"))
     assert row.endswith("| sequences per step |")
+
+
+def test_every_field_has_a_meaning_and_no_meaning_is_a_code_banner():
+    """docs/spec.md showed comment banners ("--- cost ---") as meanings and left 36 fields blank."""
+    section = None
+    for row in markdown().splitlines():
+        if row.startswith("### "):
+            section = row
+        if row.startswith("| `"):
+            meaning = row.rstrip().rstrip("|").split("|")[-1].strip()
+            assert meaning, f"{section} {row.split('|')[1].strip()}: no meaning"
+            assert "---" not in meaning, f"{section}: {meaning}"

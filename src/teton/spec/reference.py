@@ -84,6 +84,39 @@ GLOSSARY = {
     "plan.gpus": "GPU counts to compare", "plan.tokens": "tokens to train on", "plan.deadline_days": "finish within",
     "plan.budget_usd": "spend at most", "plan.global_batch": "batch rule across GPU counts",
     "plan.top_layouts": "layouts kept per GPU count",
+    "cluster.description": "what the cluster is, in words (shown by teton presets)",
+    "model.name": "the model's name in tables", "model.norm": "normalisation layer: RMSNorm (Llama) or LayerNorm (GPT)",
+    "model.max_seq_len": "longest sequence the model takes, tokens (sizes a learned position embedding)",
+    "model.tied_embeddings": "the output layer shares the input embedding's weights",
+    "software.version": "the framework's release, e.g. 24.07 or core_r0.8.0",
+    "storage.name": "the storage system's name in tables",
+    "storage.kind": "distributed (Tectonic-like, many servers), parallel-nfs (pNFS), local (the GPU hosts' own drives)",
+    "storage.ssds_per_server": "flash drives per storage server", "storage.ssd": "drive model from the SSD catalog",
+    "storage.ssd_write_gbytes_s": "one drive's sequential write, GB/s (default: the catalog's)",
+    "storage.ssd_capacity_tb": "one drive's capacity, TB (default: the catalog's)",
+    "storage.ssd_dwpd": "rated drive writes per day, the flash's endurance (default: the catalog's)",
+    "storage.server_nics": "NICs per storage server", "storage.mtu_bytes": "network MTU, bytes (sets TCP goodput)",
+    "storage.redundancy": "how every byte is protected: none, replication or erasure coding",
+    "storage.replicas": "copies written with replication", "storage.ec_data": "data chunks of RS(k, m) erasure coding",
+    "storage.ec_parity": "parity chunks of RS(k, m) erasure coding",
+    "storage.chunk_bytes": "bytes per storage chunk, each costing metadata_ops_per_chunk operations",
+    "storage.metadata_nodes": "metadata servers (shards)",
+    "storage.metadata_ops_s_per_node": "metadata operations one metadata server answers per second",
+    "storage.client": "client path: FUSE (Tectonic), the kernel NFS client, or the local kernel filesystem",
+    "storage.client_gbytes_s_per_host": "streaming ceiling of one host's client, GB/s (None: no ceiling)",
+    "storage.client_op_bytes": "bytes per client request", "storage.client_op_overhead_us": "CPU time per client "
+                                                                                              "request, us",
+    "storage.description": "what the storage system is, in words",
+    "reliability.days": "run length in days (instead of tokens; default 54, the Llama 3 Table 5 window)",
+    "reliability.infant_mortality": "early-life failures of a young cluster (Weibull); None: constant rates",
+    "reliability.pg_init": "process-group start-up: stock (O(n) rendezvous) or optimized (O(log n), Meta's)",
+    "reliability.checkpoint_save_s": "a checkpoint's save time, s, instead of the storage model's",
+    "reliability.checkpoint_blocking_s": "the part of a save the GPUs wait for, s, instead of the storage model's",
+    "reliability.checkpoint_restore_s": "a restore's time, s, instead of the storage model's",
+    "reliability.depreciation_years": "capex mode: years the servers are depreciated over (straight line)",
+    "reliability.infant_mortality.weibull_shape": "Weibull shape of the early-life hazard (< 1: decaying)",
+    "reliability.infant_mortality.cluster_age_days": "the cluster's age when the run starts, days",
+    "reliability.infant_mortality.reference_age_days": "the age at which the Table 5 rates are the hazard, days",
 }
 
 
@@ -98,11 +131,13 @@ def _comments(cls: type) -> dict[str, str]:
     for line in lines:
         stripped = line.strip()
         if stripped.startswith("#"):
-            above.append(stripped.lstrip("#").strip())
+            text = stripped.lstrip("#").strip()
+            if not text.startswith("---"):  # a section banner (# --- cost ---) is no field's meaning
+                above.append(text)
             continue
         m = re.match(r"\s+(\w+)\s*:[^=]*(?:=.*?)?(?:#\s*(.*))?$", line)
         if m and not stripped.startswith(("def ", "@", "return")):
-            text = m.group(2) or " ".join(a for a in above if not set(a) <= set("-"))
+            text = m.group(2) or " ".join(above)
             if text:
                 out.setdefault(m.group(1), text.strip())
         above = []
