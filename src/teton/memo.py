@@ -32,12 +32,24 @@ class IdentityMemo:
     def get(self, objs: tuple, extra: Any, make: Callable[[], Any]) -> Any:
         key = (tuple(map(id, objs)), extra)
         hit = self._entries.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], objs, strict=True)):
+        if hit is not None:  # the entry holds its objects alive, so no other object has their ids
             return hit[1]
         value = make()
         if len(self._entries) >= self.maxsize:
             self._entries.clear()
         self._entries[key] = (objs, value)
+        return value
+
+    def of(self, obj: Any, make: Callable[[Any], Any]) -> Any:
+        """``make(obj)`` cached by ``obj``'s identity alone: the hottest path's form of :meth:`get`
+        (no key tuple, no closure)."""
+        hit = self._entries.get(id(obj))
+        if hit is not None:
+            return hit[1]
+        value = make(obj)
+        if len(self._entries) >= self.maxsize:
+            self._entries.clear()
+        self._entries[id(obj)] = (obj, value)
         return value
 
     def clear(self) -> None:

@@ -100,15 +100,22 @@ def nccl_buffer_bytes(job: JobSpec, gpus_per_host: int, nics_per_host: int) -> f
     per_connection = simple + NCCL_LL128_BUFF_BYTES + NCCL_LL_BUFF_BYTES
     total = 0.0
     for axis, degree, stride in _axis_groups(job):
-        members = np.arange(degree) * stride  # rank 0's group; ranks fill hosts in order
-        across = members[-1] // gpus_per_host > 0
         if axis == "pp":
             total += P2P_CHANNELS * RING_CONNECTIONS * simple
             continue
-        channels = nccl_channels(members, gpus_per_host, nics_per_host)
+        across = (degree - 1) * stride // gpus_per_host > 0  # rank 0's group; ranks fill hosts in order
+        channels = _group_channels(degree, stride, gpus_per_host, nics_per_host)
         connections = RING_CONNECTIONS + (TREE_CONNECTIONS if across else 0)
         total += channels * connections * per_connection
     return total
+
+
+@cached(4096)
+def _group_channels(degree: int, stride: int, gpus_per_host: int, nics_per_host: int) -> int:
+    """NCCL's channels for rank 0's group of ``degree`` ranks ``stride`` apart (a few distinct
+    groups recur across every layout a search tries: sorting a 16K-rank world group per layout
+    halved bench_step)."""
+    return nccl_channels(np.arange(degree) * stride, gpus_per_host, nics_per_host)
 
 
 def memory_headroom(job: JobSpec, cluster: ClusterSpec) -> MemoryHeadroom:
