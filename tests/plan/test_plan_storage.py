@@ -51,8 +51,10 @@ def test_storage_use_is_the_largest_of_capacity_endurance_and_bandwidth_and_scal
     # a run that fills more than the system: a share over 1 (the plan drops it)
     assert storage_use(storage_system({"preset": "tectonic-llama3", "servers": 1}), 128, 1 * TB, 2, 1000.0,
                        100 * TB, 1e9).capacity_share > 1
-    # the local tier is the hosts' own drives: no storage servers
-    assert storage_use(storage_system("local-nvme"), 16, 1 * TB, 2, 1000.0, 1 * TB, 1e9).servers_used == 0
+    # the local tier is the hosts' own drives: no storage servers, a share of the run's hosts' drives
+    local = storage_use(storage_system("local-nvme"), 16, 1 * TB, 2, 1000.0, 1 * TB, 1e9)
+    assert local.servers_used == 0 and local.servers == 16
+    assert local.capacity_share == pytest.approx(3 * TB / storage_system("local-nvme").usable_capacity_bytes(16))
 
 
 def test_a_shared_system_charges_the_servers_the_run_uses_not_the_whole_preset(cli, small_spec, plan_args):

@@ -55,12 +55,14 @@ def _print(d: dict, top: int) -> None:
 def storage_note(d: dict, chosen: dict) -> str:
     """How storage is priced, and what the chosen plan holds and writes."""
     use = chosen["storage_use"]
-    how = ("a share of the shared system, the servers' worth the run uses" if d["storage_pricing"] == "share"
+    how = ("the hosts' own drives, in the GPUs' price" if chosen["storage_servers_charged"] == 0 else
+           "a share of the shared system, the servers' worth the run uses" if d["storage_pricing"] == "share"
            else "a system dedicated to the run, every server")
     return (f"{how} ({d['storage_preset']}); the chosen plan holds {use['capacity_bytes'] / 1e12:,.1f} TB "
             f"({use['checkpoints_kept']} checkpoints of {use['checkpoint_bytes'] / 1e12:,.2f} TB + "
             f"{use['dataset_bytes'] / 1e12:,.1f} TB of data), writes {use['write_bytes_s'] / 1e9:,.2f} GB/s on average "
-            f"and reads {use['read_bytes_s'] / 1e9:,.3f} GB/s; {use['binding']} sets its share")
+            f"and reads {use['read_bytes_s'] / 1e9:,.3f} GB/s; {use['binding']} sets its share "
+            f"({use['share'] * 100:,.3g} % of the system)")
 
 
 def _search_command_lines(d: dict) -> None:

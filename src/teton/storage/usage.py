@@ -16,7 +16,7 @@ for bandwidth, and a tenant that fills either has used that much of it. Every te
 the server count, so ``share x servers`` is the number of the system's servers the run uses
 (``servers_used``): what a plan charges on a shared system, and, rounded up, the size of a
 system dedicated to it. The local tier (the GPU hosts' own drives) is part of the hosts the run
-rents already: it uses no storage servers.
+rents already: its share is of the run's own hosts' drives, and it uses no storage servers.
 """
 
 from __future__ import annotations
@@ -62,14 +62,12 @@ def storage_use(system: StorageSystem, hosts: int, checkpoint_bytes: float, chec
     client hosts (the local tier's servers)."""
     write = checkpoint_bytes / interval_s if interval_s > 0 else 0.0
     capacity = checkpoints_kept * checkpoint_bytes + dataset_bytes
-    if system.kind == "local":
-        shares = (0.0, 0.0, 0.0)
-    else:
-        shares = (capacity / system.usable_capacity_bytes(), write / system.endurance_write_bytes_s(),
-                  write / system.peak_write_bytes_s() + read_bytes_s / system.peak_read_bytes_s())
+    h = max(1, hosts)  # the local tier's servers are the run's hosts (read rate: no network, unbounded)
+    shares = (capacity / system.usable_capacity_bytes(h), write / system.endurance_write_bytes_s(h),
+              write / system.peak_write_bytes_s(h) + read_bytes_s / system.peak_read_bytes_s(h))
     share = max(shares)
     binding = BINDINGS[shares.index(share)]
-    servers = max(1, hosts) if system.kind == "local" else system.servers
+    servers = h if system.kind == "local" else system.servers
     return StorageUse(float(checkpoint_bytes), int(checkpoints_kept), float(dataset_bytes), float(capacity),
                       float(write), float(read_bytes_s), servers, *shares, share, binding,
                       0.0 if system.kind == "local" else share * system.servers)
