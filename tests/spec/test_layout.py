@@ -48,3 +48,15 @@ def test_a_tp_rank_holds_the_vocab_rows_its_lm_head_runs():
     positions = m.embedding_params() - m.vocab * m.hidden
     assert work.chunk_params[0, 0] - layers[0, 0] == rows * m.hidden + positions
     assert m.tied_embeddings and work.chunk_params[-1, -1] - layers[-1, -1] == m.norm_params()
+
+
+def test_the_memoised_layout_follows_every_copy_of_the_job():
+    """job.layout is memoised by the frozen JobSpec's identity: a copy with other degrees (what the
+    search and check_job make with model_copy) gets its own, never the original's."""
+    job = load_spec("examples/llama3-405b-16k.yaml").job
+    first = job.layout
+    assert job.layout is first and first == Layout.of(job)
+    for update in ({"tp": 4, "dp": 256}, {"global_batch": 1024}, {"micro_batch": 2, "dp": 128}):
+        copy = job.model_copy(update=update)
+        assert copy.layout == Layout.of(copy) and copy.layout != first
+    assert job.layout is first  # the original keeps its own

@@ -17,7 +17,7 @@ def _print(d: dict, top: int) -> None:
     from rich.table import Table
 
     from teton.cli._common import console as output_console
-    from teton.plan.answer import layout_text, storage_column, usd
+    from teton.plan.answer import layout_text, storage_text, usd
 
     plans = {p["id"]: p for p in d["plans"]}
     rows = [plans[i] for i in d["front"][:top]]
@@ -33,7 +33,7 @@ def _print(d: dict, top: int) -> None:
         t.add_column(col, justify="left" if col in ("cluster", "layout", "") else "right")
     for p in rows:
         t.add_row(f"{p['gpus']:,}", p["cluster"], layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M",
-                  storage_column(p), f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", usd(p["cost_usd"]),
+                  storage_text(p, cell=True), f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", usd(p["cost_usd"]),
                   *(usd(p["cost_split_usd"][k]) for k in parts), f"{p['energy_mwh']:,.0f}",
                   f"{p['gpu_hours'] / 1e6:,.2f}M", f"{p['ettr'] * 100:.1f} %", "<- chosen" if p["chosen"] else "")
     console = output_console(t)

@@ -48,11 +48,6 @@ def storage_text(p: dict[str, Any], cell: bool = False) -> str:
                                             charged=servers_figure(p["storage_servers_charged"]))
 
 
-def storage_column(p: dict[str, Any]) -> str:
-    """A plan's storage in a table cell (:func:`storage_text`)."""
-    return storage_text(p, cell=True)
-
-
 def usd(x: float) -> str:
     """Dollars in a table cell: $1.03M, $12.4k, $310, -."""
     if x == 0:
@@ -78,23 +73,26 @@ PREFERENCES = {  # what breaks a tie (plan.prefer): the key each ranks the tied 
 }
 
 
+# the figure a rule ranks by: (its key, its p10 and p90 keys, its name in words)
+RANKED_BY = {"cost": ("cost_usd", "cost_p10_usd", "cost_p90_usd", "cost"),
+             "days": ("days_p50", "days_p10", "days_p90", "days (p50)")}
+
+
 def band_half_width(p: dict[str, Any], key: str) -> float:
     """Half the p10 - p90 width of a plan's ``cost`` or ``days`` band, relative to its value."""
-    if key == "cost":
-        return (p["cost_p90_usd"] - p["cost_p10_usd"]) / (2.0 * p["cost_usd"]) if p["cost_usd"] > 0 else 0.0
-    return (p["days_p90"] - p["days_p10"]) / (2.0 * p["days_p50"]) if p["days_p50"] > 0 else 0.0
+    value, p10, p90, _ = RANKED_BY[key]
+    return (p[p90] - p[p10]) / (2.0 * p[value]) if p[value] > 0 else 0.0
 
 
 def break_tie(best: dict[str, Any], pool: list[dict[str, Any]], key: str, prefer: str) -> tuple[dict[str, Any], str]:
     """``best`` (the least ``cost_usd`` or ``days_p50`` of ``pool``), or, when other plans lie within
     its band on that figure, the one ``prefer`` ranks first among them, and a sentence saying so."""
-    value = (lambda p: p["cost_usd"]) if key == "cost" else (lambda p: p["days_p50"])
+    value, _, _, what = RANKED_BY[key]
     width = band_half_width(best, key)
-    tied = [p for p in pool if value(p) <= value(best) * (1.0 + width)]
+    tied = [p for p in pool if p[value] <= best[value] * (1.0 + width)]
     if len(tied) < 2:
         return best, ""
     pick = min(tied, key=PREFERENCES[prefer])
-    what = "cost" if key == "cost" else "days (p50)"
     text = (f"; {len(tied)} plans lie within its {what} band (+-{width * 100:.0f} %), a tie, broken by the "
             f"preference for {PREFER_TEXT[prefer]} (plan.prefer)")
     if pick is not best:

@@ -168,9 +168,9 @@ def run_on_storage(task: CountTask, spec, servers: int | None, step) -> dict[str
     charged = use.servers_used if task.storage_pricing == "share" else (0.0 if system.kind == "local" else system.servers)
     tb_month = usable_tb / use.servers * task.usd_per_tb_month  # one server's usable TB, a month
     months = float(np.mean(days)) / DAYS_PER_MONTH
-    split = {k: float(v) for k, v in cost_split_usd(rel, run.time.gpu_hours, run.energy.energy_mwh).items()}
-    split = {"gpus": split["gpus"], "storage": charged * tb_month * months, "energy": split["energy"],
-             "network": split["network"]}
+    run_cost = cost_split_usd(rel, run.time.gpu_hours, run.energy.energy_mwh)
+    split = {"gpus": run_cost["gpus"], "storage": charged * tb_month * months, "energy": run_cost["energy"],
+             "network": run_cost["network"]}
     cost = sum(split.values())
     spread = np.percentile(days, [10, 90]) / float(np.mean(days)) * cost
     figures = run.to_dict()
@@ -184,6 +184,7 @@ def run_on_storage(task: CountTask, spec, servers: int | None, step) -> dict[str
         "days_p10": p10, "days_p50": p50, "days_p90": p90,
         "days_spread": "failures and the step-time band" if band else "failures only (no step-time band)",
         "gpu_hours": run.time.gpu_hours, "energy_mwh": run.energy.energy_mwh,
+        # gpu_cost_usd: what goodput charges (GPUs, energy, network), the key plans had before the split
         "gpu_cost_usd": split["gpus"] + split["energy"] + split["network"], "storage_cost_usd": split["storage"],
         "cost_usd": cost, "cost_split_usd": split, "cost_p10_usd": float(spread[0]), "cost_p90_usd": float(spread[1]),
         "ettr": run.time.ettr, "checkpoint_interval_s": run.checkpoint.checkpoint_interval_s,

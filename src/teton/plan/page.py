@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from teton.plan.answer import layout_text, storage_column, storage_text, usd
+from teton.plan.answer import layout_text, storage_text, usd
 from teton.report.sections import Section, Table
 
 
@@ -58,7 +58,7 @@ def plan_sections(d: dict[str, Any]) -> list[Section]:
     front = Table(("GPUs", "cluster", "layout", "batch", "storage servers", "days p50", "days p90", "cost",
                    "GPUs $", "storage $", "energy $", "network $", "MWh", "GPU-hours", "ETTR"), tuple(
         (f"{p['gpus']:,}", p["cluster"], layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M tokens",
-         storage_column(p), f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", f"${p['cost_usd']:,.0f}",
+         storage_text(p, cell=True), f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", f"${p['cost_usd']:,.0f}",
          *(usd(p["cost_split_usd"][k]) for k in ("gpus", "storage", "energy", "network")),
          f"{p['energy_mwh']:,.0f}", f"{p['gpu_hours']:,.0f}", f"{p['ettr'] * 100:.1f} %")
         for p in (plans[i] for i in d["front"])),

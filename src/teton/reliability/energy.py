@@ -96,14 +96,15 @@ def cost_usd(cfg: ReliabilitySpec, gpus: int, wall_s, energy):
     return sum(cost_split_usd(cfg, gpu_h, energy).values())
 
 
-def cost_split_usd(cfg: ReliabilitySpec, gpu_hours, energy) -> dict:
-    """The run's cost by part, for ``gpu_hours`` GPU-hours and ``energy`` MWh of facility energy:
+def cost_split_usd(cfg: ReliabilitySpec, gpu_hours, energy_mwh) -> dict:
+    """The run's cost by part, for ``gpu_hours`` GPU-hours and ``energy_mwh`` of facility energy
+    (numbers or per-run arrays alike):
     ``gpus`` (the rental, or the servers' depreciation), ``energy`` (capex mode: energy x
     ``usd_per_kwh``; 0 with a rental price, which includes it) and ``network`` (the fabric where
     the spec prices it apart, else 0: inside the GPUs' part)."""
     if cfg.capex_per_gpu_usd is None:
-        return {"gpus": gpu_hours * cfg.usd_per_gpu_hour, "energy": 0.0 * gpu_hours,
+        return {"gpus": gpu_hours * cfg.usd_per_gpu_hour, "energy": 0.0 * gpu_hours,  # zeros shaped as the input
                 "network": gpu_hours * cfg.network_usd_per_gpu_hour}
     hours = cfg.depreciation_years * HOURS_PER_YEAR
-    return {"gpus": gpu_hours * cfg.capex_per_gpu_usd / hours, "energy": energy * 1000.0 * cfg.usd_per_kwh,
+    return {"gpus": gpu_hours * cfg.capex_per_gpu_usd / hours, "energy": energy_mwh * 1000.0 * cfg.usd_per_kwh,
             "network": gpu_hours * (cfg.network_capex_per_gpu_usd or 0.0) / hours}

@@ -62,7 +62,7 @@ def storage_use(system: StorageSystem, hosts: int, checkpoint_bytes: float, chec
     client hosts (the local tier's servers)."""
     write = checkpoint_bytes / interval_s if interval_s > 0 else 0.0
     capacity = checkpoints_kept * checkpoint_bytes + dataset_bytes
-    h = max(1, hosts)  # the local tier's servers are the run's hosts (read rate: no network, unbounded)
+    h = max(1, hosts)  # the local tier's servers are the run's hosts (others ignore it)
     shares = (capacity / system.usable_capacity_bytes(h), write / system.endurance_write_bytes_s(h),
               write / system.peak_write_bytes_s(h) + read_bytes_s / system.peak_read_bytes_s(h))
     share = max(shares)
