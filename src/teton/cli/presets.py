@@ -20,7 +20,7 @@ def presets_dict() -> dict:
     for name, fields in CLUSTER_PRESETS.items():
         c = ClusterSpec(**fields)
         clusters[name] = {"gpus": c.gpus, "gpu": c.gpu_spec.name, "host": c.host_spec.name, "topology": c.topology,
-                          "nic_gbps": c.nic.gbps, "layers": [layer.name for layer in c.layers],
+                          "nic_gbps": c.nic.gbps, "nvlink_domain_gpus": c.domain_gpus, "layers": [layer.name for layer in c.layers],
                           "description": c.description}
     models = {}
     for name, fields in MODEL_PRESETS.items():
@@ -29,11 +29,12 @@ def presets_dict() -> dict:
                         "kv_heads": m.n_kv_heads, "vocab": m.vocab}
     gpus = {n: {"bf16_tflops": g.peak_tflops["bf16"], "fp8_tflops": g.peak_tflops.get("fp8"),
                 "hbm_gb": g.hbm_bytes / 1e9, "hbm_gib": g.hbm_bytes / 2**30, "hbm_tb_s": g.hbm_bw_bytes_s / 1e12,
-                "tdp_w": g.tdp_w, "family": g.family}
+                "fp4_tflops": g.peak_tflops.get("fp4"), "tdp_w": g.tdp_w, "family": g.family}
             for n, g in GPUS.items()}
     out = {"clusters": clusters, "models": models, "gpus": gpus,
            "hosts": {n: {"gpu": h.gpu_spec.name, "gpus": h.gpus, "backend_nic": h.backend_nic_spec.name,
-                         "backend_nics": h.backend_nics} for n, h in HOSTS.items()},
+                         "backend_nics": h.backend_nics, "nvlink_domain_gpus": h.domain_gpus}
+                     for n, h in HOSTS.items()},
            "nics": {n: {"gbps": x.gbps} for n, x in NICS.items()}}
     from teton.spec.storage import STORAGE_PRESETS
 
@@ -103,10 +104,11 @@ def register(app: typer.Typer) -> None:
 
         console = output_console()
         t = Table(title="clusters")
-        for col in ("name", "GPUs", "GPU", "topology", "NIC Gb/s", "description"):
+        for col in ("name", "GPUs", "GPU", "NVLink domain", "topology", "NIC Gb/s", "description"):
             t.add_column(col)
         for n, c in d["clusters"].items():
-            t.add_row(n, f"{c['gpus']:,}", c["gpu"], c["topology"], f"{c['nic_gbps']:.0f}", c["description"])
+            t.add_row(n, f"{c['gpus']:,}", c["gpu"], str(c["nvlink_domain_gpus"]), c["topology"],
+                      f"{c['nic_gbps']:.0f}", c["description"])
         console.print(t)
         t = Table(title="models")
         for col in ("name", "params (B)", "layers", "hidden", "heads", "kv heads", "vocab"):
@@ -116,11 +118,11 @@ def register(app: typer.Typer) -> None:
                       str(m["kv_heads"]), str(m["vocab"]))
         console.print(t)
         t = Table(title="GPUs")
-        for col in ("name", "bf16 TFLOPS", "fp8 TFLOPS", "HBM GiB", "HBM TB/s", "TDP W"):
+        for col in ("name", "bf16 TFLOPS", "fp8 TFLOPS", "fp4 TFLOPS", "HBM GiB", "HBM TB/s", "TDP W"):
             t.add_column(col)
         for n, g in d["gpus"].items():  # HBM in GiB, as teton run reports memory against it
-            fp8 = "-" if g["fp8_tflops"] is None else f"{g['fp8_tflops']:.0f}"
-            t.add_row(n, f"{g['bf16_tflops']:.0f}", fp8, f"{g['hbm_gib']:.1f}",
+            fp8, fp4 = ("-" if g[k] is None else f"{g[k]:.0f}" for k in ("fp8_tflops", "fp4_tflops"))
+            t.add_row(n, f"{g['bf16_tflops']:.0f}", fp8, fp4, f"{g['hbm_gib']:.1f}",
                       f"{g['hbm_tb_s']:.2f}", f"{g['tdp_w']:.0f}")
         console.print(t)
         t = Table(title="software stacks (software:)")
@@ -130,6 +132,14 @@ def register(app: typer.Typer) -> None:
             t.add_row(n, s["framework"], s["version"], ", ".join(s["fitted_on"]) or "- (prior)", s["attention"],
                       s["tp_comm_overlap"], s["fp8_recipe"])
         console.print(t)
-        console.print("hosts: " + ", ".join(d["hosts"]) + "   NICs: " + ", ".join(d["nics"]))
+        t = Table(title="hosts (cluster.host)")
+        for col in ("name", "GPU", "GPUs", "NVLink domain", "backend NICs"):
+            t.add_column(col)
+        for n, h in d["hosts"].items():
+            t.add_row(n, h["gpu"], str(h["gpus"]), str(h["nvlink_domain_gpus"]),
+                      f"{h['backend_nics']} x {h['backend_nic']} ({d['nics'][h['backend_nic']]['gbps']:g} Gb/s)"
+                      if h["backend_nic"] in d["nics"] else f"{h['backend_nics']} x {h['backend_nic']}")
+        console.print(t)
+        console.print("NICs: " + ", ".join(f"{n} ({x['gbps']:g} Gb/s)" for n, x in d["nics"].items()))
         if "storage" in d:
             console.print("storage: " + ", ".join(d["storage"]))

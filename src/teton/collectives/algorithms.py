@@ -125,11 +125,13 @@ class _Builder:
 
 
 def _hosts(row: np.ndarray, gph: int) -> list[np.ndarray]:
-    """Members of a group per host: hosts in rank order of first appearance, members sorted."""
+    """Members of a group per host (``gph``: an NVLink domain's GPUs): hosts in rank order of first
+    appearance, members sorted."""
     host = row // gph
-    _, first = np.unique(host, return_index=True)
-    order = host[np.sort(first)]
-    return [np.sort(row[host == h]) for h in order]
+    _, first, inverse = np.unique(host, return_index=True, return_inverse=True)
+    appearance = np.argsort(np.argsort(first))[inverse.ravel()]
+    members = row[np.lexsort((row, appearance))]
+    return np.split(members, np.cumsum(np.bincount(appearance))[:-1])
 
 
 def _ring_chains(row: np.ndarray, gph: int, drop_wrap: bool = False,
@@ -141,6 +143,8 @@ def _ring_chains(row: np.ndarray, gph: int, drop_wrap: bool = False,
         src, dst = m, np.roll(m, -1)
         return [(src[:-1], dst[:-1]) if drop_wrap else (src, dst)]
     channels = min(len(m) for m in per_host) * dup
+    if all(len(m) == len(per_host[0]) for m in per_host):
+        return _even_ring_chains(np.stack(per_host), channels, drop_wrap)
     chains = []
     for c in range(channels):
         src, dst = [], []
@@ -156,6 +160,28 @@ def _ring_chains(row: np.ndarray, gph: int, drop_wrap: bool = False,
             src.append(np.array([entries[hi]]))
             dst.append(np.array([entries[(hi + 1) % len(per_host)]]))
         chains.append((np.concatenate(src), np.concatenate(dst)))
+    return chains
+
+
+def _even_ring_chains(members: np.ndarray, channels: int, drop_wrap: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``_ring_chains`` for k members on each of h hosts (an (h, k) array), vectorised: per host
+    and channel, k - 1 NVLink hops forward, the PXN hop back to the NIC's GPU, then the hop to the
+    next host's entry GPU, in the same order as the general loop."""
+    h, k = members.shape
+    chains = []
+    for c in range(channels):
+        order = np.roll(members, -(c % k), axis=1)
+        entries = members[:, c % k]
+        inter_src, inter_dst = entries[:, None], np.roll(entries, -1)[:, None]
+        if k > 1:
+            src = np.concatenate([order[:, :-1], order[:, -1:], inter_src], axis=1)
+            dst = np.concatenate([order[:, 1:], order[:, :1], inter_dst], axis=1)
+        else:
+            src, dst = inter_src, inter_dst
+        src, dst = src.ravel(), dst.ravel()
+        if drop_wrap:
+            src, dst = src[:-1], dst[:-1]
+        chains.append((src, dst))
     return chains
 
 

@@ -66,7 +66,7 @@ def sm_fraction(placement: Placement, axis: str, cluster) -> float:
     if placement.groups(axis).shape[1] <= 1:  # a group of one rank runs no collective
         return 0.0
     return _SM_FRACTION.get((placement, cluster), (axis,), lambda: min(1.0, nccl_channels(
-        placement.groups(axis), cluster.gpus_per_host, cluster.host_spec.backend_nics) / cluster.gpu_spec.sm_count))
+        placement.groups(axis), cluster.domain_gpus, cluster.nics_per_domain) / cluster.gpu_spec.sm_count))
 
 
 class BlockTimer:
@@ -157,7 +157,7 @@ class BlockTimer:
             return out, {k: self.comm[k] for k in used}
 
         out, comm = _BLOCK_S.get((block, self.placement, self.cost, c.eff),
-                                 (c.gpu, c.precision, c.seq_len, c.attention_kernel, host.pcie_x16_bytes_s,
+                                 (c.gpu, c.precision, c.seq_len, c.attention_kernel, host.cpu_copy_link_bytes_s,
                                   host.gpus_per_pcie_link), price)
         self.comm.update(comm)  # the collective times a memoised block used, for the result's report
         return out

@@ -128,7 +128,21 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # up to 1,000 W. 148 SMs (Blackwell architecture technical brief). fp8 GEMMs in any operand
     # layout: Transformer Engine's is_non_tn_fp8_gemm_supported() is true from compute capability
     # 10.0 (transformer_engine/pytorch/utils.py), where Hopper (9.0) takes TN only.
-    _gpu("b200", {"tf32": 1100, "bf16": 2250, "fp8": 4500}, 180 * GB, 8000 * GB, 900 * GB, 1000, 100, 148,
+    _gpu("b200", {"tf32": 1100, "bf16": 2250, "fp8": 4500, "fp4": 9000}, 180 * GB, 8000 * GB, 900 * GB, 1000, 100,
+         148, "blackwell", nvls=True, fp8_any_layout=True),
+    # The other Blackwell parts. Dense peaks, HBM and NVLink: NVIDIA's LLM benchmarking collection
+    # (github.com/NVIDIA/dgxc-benchmarking README @841f546, "Peak Theoretical Throughput" and the
+    # reference-architecture tables): GB200 2,450 / 4,900 / 9,800 (bf16 / fp8 / fp4), 186 GB at
+    # 8 TB/s; B300 2,250 / 4,500 / 13,500, 270 GB at 7.7 TB/s, 1,100 W; GB300 2,450 / 4,900 /
+    # 14,700, 279 GB at 8 TB/s, configurable up to 1,400 W; NVLink 5 1.8 TB/s bidirectional on all.
+    # GB200's 1,200 W: NVIDIA's GB200 datasheet as quoted by G. Lockwood's notes (secondary).
+    # ASSUMPTION: GB200 has B200's 148 SMs (the same die); B300 / GB300 (Blackwell Ultra) 160 SMs
+    # (secondary reports; no stored NVIDIA page); idle 100 W as B200.
+    _gpu("gb200", {"bf16": 2450, "fp8": 4900, "fp4": 9800}, 186 * GB, 8000 * GB, 900 * GB, 1200, 100, 148,
+         "blackwell", nvls=True, fp8_any_layout=True),
+    _gpu("b300", {"bf16": 2250, "fp8": 4500, "fp4": 13500}, 270 * GB, 7700 * GB, 900 * GB, 1100, 100, 160,
+         "blackwell", nvls=True, fp8_any_layout=True),
+    _gpu("gb300", {"bf16": 2450, "fp8": 4900, "fp4": 14700}, 279 * GB, 8000 * GB, 900 * GB, 1400, 100, 160,
          "blackwell", nvls=True, fp8_any_layout=True),
 )}
 

@@ -44,6 +44,10 @@ NICS: dict[str, NIC] = {
     "opa-100g": NIC(name="opa-100g", gbps=100, latency_us=1.0),
     # NVIDIA ConnectX-8 SuperNIC datasheet: 800 Gb/s XDR IB / 800GbE.
     "cx8-800g": NIC(name="cx8-800g", gbps=800, latency_us=2.0),
+    # NVIDIA BlueField-3 DPU: 400 Gb/s ports; two per GB200 compute tray carry its front-end
+    # (storage, in-band) traffic (NVIDIA Multi-Node NVLink tuning guide, "Understanding Your
+    # Grace-Blackwell Systems").
+    "bf3-400g": NIC(name="bf3-400g", gbps=400, latency_us=2.0),
 }
 
 
@@ -85,7 +89,15 @@ class Host(Section):
     pcie_x16_bytes_s: float = Field(default=PCIE_GEN5_X16_BYTES_S, gt=0, le=1e13,
                                     description="each GPU's (and NIC's) PCIe x16 link, one direction, bytes/s")
     gpus_per_pcie_link: int = Field(default=2, gt=0, le=MAX_HOST_GPUS,
-                                    description="GPUs sharing one PCIe link to host memory (a PCIe switch's)")
+                                    description="GPUs sharing one link to host memory (a PCIe switch's, a Grace "
+                                                "CPU's NVLink-C2C)")
+    cpu_link_bytes_s: float | None = Field(
+        default=None, gt=0, le=1e13, description="the link to host (CPU) memory those GPUs share, one direction, "
+                                                 "bytes/s (Grace: NVLink-C2C); default: pcie_x16_bytes_s")
+    nvlink_domain_gpus: int | None = Field(
+        default=None, gt=0, le=1_000_000, description="GPUs in one NVLink (scale-up) domain: the host's own GPUs "
+                                                      "(default) or a multiple of them joined by NVLink switch "
+                                                      "trays (GB200 NVL72: 18 trays of 4 GPUs)")
     source: str = Field(default="", max_length=2000, description="where the figures come from")
 
     @field_validator("gpu", mode="before")
@@ -102,6 +114,9 @@ class Host(Section):
     def _rules(self) -> Host:
         if self.gpus_per_pcie_link > self.gpus:
             raise SpecError("gpus_per_pcie_link", self.gpus_per_pcie_link, f"at most the host's {self.gpus} GPUs")
+        if self.nvlink_domain_gpus is not None and self.nvlink_domain_gpus % self.gpus:
+            raise SpecError("nvlink_domain_gpus", self.nvlink_domain_gpus,
+                            f"must be a multiple of the host's {self.gpus} GPUs (whole hosts join a domain)")
         for field in ("backend_nic", "frontend_nic"):
             problem = nic_pcie_problem(getattr(self, f"{field}_spec"), self.pcie_x16_bytes_s)
             if problem:
@@ -114,6 +129,16 @@ class Host(Section):
         return GPUS[self.gpu] if isinstance(self.gpu, str) else self.gpu
 
     @property
+    def domain_gpus(self) -> int:
+        """GPUs in one NVLink domain (``nvlink_domain_gpus``, default the host's GPUs)."""
+        return self.nvlink_domain_gpus or self.gpus
+
+    @property
+    def cpu_copy_link_bytes_s(self) -> float:
+        """The link to host memory that ``gpus_per_pcie_link`` GPUs share, one direction."""
+        return self.cpu_link_bytes_s or self.pcie_x16_bytes_s
+
+    @property
     def backend_nic_spec(self) -> NIC:
         return NICS[self.backend_nic] if isinstance(self.backend_nic, str) else self.backend_nic
 
@@ -123,10 +148,17 @@ class Host(Section):
 
 
 def _host(name: str, gpu: str, gpus: int, backend_nic: str, backend_nics: int, frontend_nic: str,
-          frontend_nics: int, host_power_w: float, pcie_x16_bytes_s: float = PCIE_GEN5_X16_BYTES_S) -> Host:
+          frontend_nics: int, host_power_w: float, pcie_x16_bytes_s: float = PCIE_GEN5_X16_BYTES_S,
+          **extra) -> Host:
     return Host(name=name, gpu=gpu, gpus=gpus, backend_nic=backend_nic, backend_nics=backend_nics,
                 frontend_nic=frontend_nic, frontend_nics=frontend_nics, host_power_w=host_power_w,
-                pcie_x16_bytes_s=pcie_x16_bytes_s)
+                pcie_x16_bytes_s=pcie_x16_bytes_s, **extra)
+
+
+# Grace-Blackwell compute trays: 2 Grace CPUs + 4 GPUs, each Grace joined to its 2 GPUs by
+# NVLink-C2C at 900 GB/s (secondary: continuumlabs' GB200 NVL72 page; no stored NVIDIA page).
+# ASSUMPTION: the 900 GB/s is both directions together and shared by the Grace's two GPUs.
+GRACE_C2C_BYTES_S = 450 * 1e9
 
 
 HOSTS: dict[str, Host] = {
@@ -153,4 +185,26 @@ HOSTS: dict[str, Host] = {
     "hgx-h200": _host("hgx-h200", "h200", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
     # NVIDIA DGX B200 datasheet: 8 x B200, 8 x 400G ConnectX-7 compute (4 OSFP), 14.3 kW max.
     "dgx-b200": _host("dgx-b200", "b200", 8, "cx7-400g", 8, "cx7-400g", 2, 6300),
+    # DGX B300 (NVIDIA LLM benchmarking collection README, reference architectures): 8 x B300,
+    # 8 x 800 Gb/s ConnectX-8 compute ports; ConnectX-8 sits on PCIe Gen6. Non-GPU power:
+    # ASSUMPTION, the DGX B300 SuperPOD RA's "> 50 kW per rack" of 4 systems (12.5 kW each) minus
+    # 8 x 1,100 W; frontend as DGX B200.
+    "dgx-b300": _host("dgx-b300", "b300", 8, "cx8-800g", 8, "cx7-400g", 2, 3700, PCIE_GEN6_X16_BYTES_S),
+    # GB200 NVL72 compute tray (DGX GB200 user guide; DGX SuperPOD GB200 RA, network fabrics): 4 x
+    # GB200 GPUs + 2 Grace, one 400G ConnectX-7 per GPU (4 compute rails), 2 BlueField-3 for the
+    # front end; 18 trays and 9 NVLink switch trays make one 72-GPU NVLink domain. Non-GPU power:
+    # ASSUMPTION, a rack's ~120 kW (secondary reports) minus 72 x 1,200 W, over 18 trays (switch
+    # trays and power conversion included).
+    "gb200-nvl72": _host("gb200-nvl72", "gb200", 4, "cx7-400g", 4, "bf3-400g", 2, 1870,
+                         cpu_link_bytes_s=GRACE_C2C_BYTES_S, nvlink_domain_gpus=72),
+    # GB300 NVL72 compute tray (NVIDIA Enterprise RA, NVL72 AI factory, components): 4 x GB300 + 2
+    # Grace, 4 x ConnectX-8 (800G, PCIe Gen6), 72-GPU domain; rack up to 142 kW (8 power shelves x
+    # 33 kW). Non-GPU power: 142 kW minus 72 x 1,400 W over 18 trays. Front end as GB200: ASSUMPTION.
+    "gb300-nvl72": _host("gb300-nvl72", "gb300", 4, "cx8-800g", 4, "bf3-400g", 2, 2290, PCIE_GEN6_X16_BYTES_S,
+                         cpu_link_bytes_s=GRACE_C2C_BYTES_S, nvlink_domain_gpus=72),
+    # Meta's Catalina (OCP 2024): GB200 in an NVL36x2 pod, two ORv3 racks of 36 GPUs forming one
+    # 72-GPU NVLink domain (~120 kW the pod). ASSUMPTION: 800G backend NICs (ConnectX-8, PCIe
+    # Gen6), one per GPU as on Grand Teton; Meta has published no Catalina NIC figure.
+    "catalina": _host("catalina", "gb200", 4, "cx8-800g", 4, "bf3-400g", 2, 1870, PCIE_GEN6_X16_BYTES_S,
+                      cpu_link_bytes_s=GRACE_C2C_BYTES_S, nvlink_domain_gpus=72),
 }

@@ -60,11 +60,11 @@ PCIE_D2H_EFFICIENCY = 55e9 / PCIE_GEN5_X16_BYTES_S
 
 
 def d2h_bytes_s_per_gpu(host: str | Host) -> float:
-    """Device->host copy rate of one GPU when every GPU of the host snapshots at once: its PCIe
-    link (``hardware.hosts``) shared by the GPUs behind one switch (a host, or a catalog host's
+    """Device->host copy rate of one GPU when every GPU of the host snapshots at once: its link to
+    host memory (PCIe, or a Grace's NVLink-C2C: ``hardware.hosts``) shared by the GPUs behind it (a host, or a catalog host's
     name; an unknown name: one GPU on a Gen5 link)."""
     spec = host if isinstance(host, Host) else HOSTS.get(host)
-    link, gpus_per_link = (spec.pcie_x16_bytes_s, spec.gpus_per_pcie_link) if spec else (PCIE_GEN5_X16_BYTES_S, 1)
+    link, gpus_per_link = (spec.cpu_copy_link_bytes_s, spec.gpus_per_pcie_link) if spec else (PCIE_GEN5_X16_BYTES_S, 1)
     return link * PCIE_D2H_EFFICIENCY / gpus_per_link
 
 

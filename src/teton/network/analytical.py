@@ -71,7 +71,7 @@ class AnalyticalCostModel:
         self.gpu = cluster.gpu_spec
         self.eff = cluster_efficiency(self.gpu, cluster.efficiency)
         self.nvls = nvls and self.gpu.nvls
-        self.gpus_per_host = cluster.gpus_per_host
+        self.domain_gpus = cluster.domain_gpus
         self.nic_bw = cluster.nic_bytes_s_per_gpu
         self.nic_latency_s = cluster.nic.latency_us * 1e-6
         # the paths (and their cache) depend on the fabric, not on the efficiency figures
@@ -108,7 +108,7 @@ class AnalyticalCostModel:
         (contention included), and its latency. Independent of the efficiency figures."""
         g = np.atleast_2d(np.asarray(groups))
         n = g.shape[1]
-        hosts = self._distinct_per_row(g // self.gpus_per_host)
+        hosts = self._distinct_per_row(g // self.domain_gpus)
         if hosts.max() == 1:
             if op == "all_reduce" and self.nvls and n > 2:
                 return "nvls", 1.0, NVLINK_STEP_LATENCY_S
@@ -121,13 +121,13 @@ class AnalyticalCostModel:
             domains = self._distinct_per_row(g // layer.span_gpus)
             crossing = domains > 1
             if not crossing.any():
-                latency += 2 * layer.hop_latency_us * 1e-6  # paths turn around at this tier
+                latency += 2 * layer.turn_latency_s  # paths turn around at this tier
                 break
             members = n / domains
             share = np.where(crossing, np.minimum(share, members / layer.oversubscription), share)
             worst_a2a = np.where(crossing, np.maximum(worst_a2a, (n - members) / max(1, n - 1)
                                                       * layer.oversubscription), worst_a2a)
-            latency += 2 * layer.hop_latency_us * 1e-6
+            latency += 2 * layer.turn_latency_s
         if op == "all_to_all":
             # a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain at NIC / o_l
             per = 1.0 / worst_a2a * (n - 1) / np.maximum(1, n - k)

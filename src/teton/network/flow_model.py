@@ -122,7 +122,7 @@ class FlowCostModel:
         if not self.background:
             return None
         if self._background_phase is None:
-            gph = self.fabric.gpus_per_host
+            gph = self.fabric.domain_gpus
             parts = [phases_for(op, g, gph, "ring", False, self.channels_per_nic)[0] for op, g in self.background]
             offsets = np.cumsum([0] + [q.hop_src.size for q in parts[:-1]])
             self._background_phase = Phase(
@@ -133,7 +133,7 @@ class FlowCostModel:
         return self._background_phase
 
     def _solve_phase(self, phase: Phase) -> PhaseResult:
-        gph = self.fabric.gpus_per_host
+        gph = self.fabric.domain_gpus
         n_own = int(phase.flow_bytes.size)
         bg = self.neighbour_phase()
         if bg is not None and not (phase.hop_src // gph != phase.hop_dst // gph).any():
@@ -186,7 +186,7 @@ class FlowCostModel:
     def _representatives(self, groups: np.ndarray) -> np.ndarray:
         """For groups each inside one host: one host per distinct local pattern (exact: hosts share
         no links on the way GPU -> NVSwitch -> GPU)."""
-        gph = self.fabric.gpus_per_host
+        gph = self.fabric.domain_gpus
         host = groups[:, 0] // gph
         order = np.argsort(host, kind="stable")
         host_sorted = host[order]
@@ -213,7 +213,7 @@ class FlowCostModel:
         if hit is not None:
             return hit
         n = groups.shape[1]
-        gph = self.fabric.gpus_per_host
+        gph = self.fabric.domain_gpus
         intra = bool((groups // gph == groups[:, :1] // gph).all())
         if intra and groups.shape[0] > 1:
             groups = groups[self._representatives(groups)]

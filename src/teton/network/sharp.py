@@ -34,7 +34,7 @@ def sharp_flows(router: Router, groups: np.ndarray) -> tuple[np.ndarray, np.ndar
     """Flows of a SHARP all-reduce of every group: (indptr, links, weight, bytes per byte of S,
     turn tier of the widest tree)."""
     f = router.fabric
-    gph = f.gpus_per_host
+    gph = f.domain_gpus
     flows: list[np.ndarray] = []
     nbytes: list[float] = []
     top = -1

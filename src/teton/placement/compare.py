@@ -173,7 +173,7 @@ def ranks_per_host(cluster: ClusterSpec, p: Placement) -> dict[str, int]:
     for axis, groups in (("tp", "tp"), ("cp", "cp"), ("pp", "pp"), ("dp", "dp_cp")):
         g = p.groups(groups)
         if g.shape[1] > 1:
-            hosts = np.sort(g // cluster.gpus_per_host, axis=1)
+            hosts = np.sort(g // cluster.domain_gpus, axis=1)
             distinct = 1 + (np.diff(hosts, axis=1) != 0).sum(axis=1)
             out[axis] = int((g.shape[1] // distinct).min())
     return out

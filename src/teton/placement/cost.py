@@ -103,7 +103,7 @@ def get_model(name: str) -> ModelSpec:
 def structure_key(cluster: ClusterSpec, gpu_of_rank: np.ndarray) -> bytes:
     """Which ranks share a host, and a domain of each fabric layer: relabelled so that two
     placements with the same sharing pattern get the same key (all the analytical model sees)."""
-    levels = [cluster.gpus_per_host] + [layer.span_gpus for layer in cluster.layers]
+    levels = sorted({cluster.gpus_per_host, cluster.domain_gpus}) + [layer.span_gpus for layer in cluster.layers]
     parts = []
     for span in levels:
         _, inv = np.unique(gpu_of_rank // span, return_inverse=True)

@@ -169,6 +169,20 @@ def topology_aware_gpus(cluster: ClusterSpec, free: np.ndarray, n: int, block_gp
     return np.concatenate(chosen)[:n] if chosen else np.empty(0, dtype=np.int64)
 
 
+def whole_groups_per_domain(cluster: ClusterSpec, free: np.ndarray, unit: int) -> np.ndarray:
+    """The free GPUs of each NVLink domain cut to a whole number of ``unit``-GPU groups (the
+    innermost axis', TP's), so that no such group straddles two domains: an NVL36 domain holds four
+    TP-8 groups and leaves 4 GPUs idle, as a scheduler that keeps TP on NVLink places them."""
+    d = cluster.domain_gpus
+    if unit <= 1 or unit > d or d == cluster.gpus_per_host:  # one host: its own free-host rules
+        return free
+    domain = free // d
+    start = np.flatnonzero(np.r_[True, domain[1:] != domain[:-1]])
+    count = np.diff(np.r_[start, free.size])
+    pos = np.arange(free.size) - np.repeat(start, count)
+    return free[pos < np.repeat(count // unit * unit, count)]
+
+
 def fragmented_order(cluster: ClusterSpec, free: np.ndarray) -> np.ndarray:
     """Free GPUs in the order a scheduler that ignores host boundaries hands them out on a
     half-occupied cluster: the first half of every free host's GPUs, then the second halves
@@ -185,7 +199,9 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
 
     topology-aware: whole free hosts, in blocks that keep all axes but the outermost inside one
       pod, pods with the most free hosts first, racks filled in order (a contiguous, minimum-cut
-      block on an empty cluster); partial hosts only when whole ones run out.
+      block on an empty cluster); partial hosts only when whole ones run out; the innermost
+      axis' groups never straddle two NVLink domains while the free GPUs allow it
+      (``whole_groups_per_domain``).
     linear: the free GPUs in id order, whatever hosts they are on.
     random: free whole hosts in a seeded random order (GPUs of one host stay together).
     fragmented: whatever is free, as a host-oblivious scheduler on a half-occupied cluster hands
@@ -207,7 +223,8 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
     elif policy == "topology-aware":
         inner = [a for a in order if a != "ep"][:-1]
         block_gpus = int(np.prod([degrees[a] for a in inner])) if inner else 1
-        chosen = topology_aware_gpus(cluster, free, n, block_gpus)
+        whole = whole_groups_per_domain(cluster, free, degrees[inner[0]] if inner else 1)
+        chosen = topology_aware_gpus(cluster, whole if whole.size >= n else free, n, block_gpus)
     else:  # random: whole free hosts in a seeded random order, then the fullest partial hosts
         hosts, counts = np.unique(free // g, return_counts=True)
         whole = np.random.default_rng(seed).permutation(hosts[counts == g])[: -(-n // g)]

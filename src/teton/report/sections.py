@@ -70,7 +70,9 @@ def spec_section(ctx: Context) -> Section:
     fabric = ", ".join(f"{layer.name} {layer.span_gpus:,} GPUs" + (f" (1:{layer.oversubscription:g} up)"
                                                                    if layer.oversubscription > 1 else "")
                        for layer in c.layers)
-    cluster = _kv([("cluster", c.name), ("hosts x GPUs", f"{c.hosts:,} x {c.gpus_per_host} ({c.gpus:,} GPUs)"),
+    cluster = _kv([("cluster", c.name), ("hosts x GPUs", f"{c.hosts:,} x {c.gpus_per_host} ({c.gpus:,} GPUs"
+                                                         + (f", NVLink domains of {c.domain_gpus})"
+                                                            if c.domain_gpus != c.gpus_per_host else ")")),
                    ("GPU", f"{gpu.name}, {gpu.hbm_bytes / GIB:.1f} GiB HBM, {gpu.peak_flops(j.precision) / 1e12:.0f} "
                            f"dense TFLOP/s {j.precision}"),
                    ("fabric", f"{c.topology}: {fabric}"), ("storage", c.storage or "-"),

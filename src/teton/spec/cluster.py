@@ -28,7 +28,16 @@ class FabricLayer(Section):
     switch: str = "switch"
     span_gpus: int = Field(gt=0, description="GPUs in one domain of this layer")
     oversubscription: float = Field(default=1.0, ge=1.0, description="down:up capacity leaving a domain")
-    hop_latency_us: float = Field(default=1.0, ge=0)
+    hop_latency_us: float = Field(default=1.0, ge=0, description="port-to-port latency of this layer's switches, us")
+    link_latency_us: float = Field(default=0.0, ge=0, le=100_000,
+                                   description="propagation of the links that join this layer's domains, one way, "
+                                               "us (fibre ~ 5 us per km: inter-building links)")
+
+    @property
+    def turn_latency_s(self) -> float:
+        """One way through this tier: its switch's port-to-port latency plus the propagation of the
+        links into it; a path that turns at tier t pays twice the sum over tiers 0..t."""
+        return (self.hop_latency_us + self.link_latency_us) * 1e-6
 
 
 class ClusterSpec(Section):
@@ -42,6 +51,9 @@ class ClusterSpec(Section):
                                                             "mapping (the GPU schema: docs/hardware.md)")
     backend_nic: str | NIC | None = Field(default=None, description="override the host's backend NIC: a NIC preset, "
                                                                     "a file or a mapping")
+    nvlink_domain_gpus: int | None = Field(
+        default=None, gt=0, le=MAX_GPUS, description="GPUs in one NVLink (scale-up) domain; default: the host's "
+                                                     "(NVL72: 72, NVL36: 36); a multiple of the host's GPUs")
     topology: Literal["clos", "fat-tree", "rail-optimized"] = "clos"
     layers: tuple[FabricLayer, ...]
     storage: str | None = None  # storage preset that checkpoints land on
@@ -75,6 +87,12 @@ class ClusterSpec(Section):
         if not spans:
             raise SpecError("cluster.layers", [], "needs at least one fabric layer")
         g = self.host_spec.gpus
+        d = self.domain_gpus
+        if d % g:
+            raise SpecError("cluster.nvlink_domain_gpus", d, f"must be a multiple of the host's {g} GPUs")
+        if self.gpus % d:
+            raise SpecError("cluster.nvlink_domain_gpus", d, f"must divide the cluster's {self.gpus:,} GPUs "
+                            f"({self.hosts:,} hosts x {g}): whole domains only")
         prev = g
         for i, s in enumerate(spans):
             if s % prev:
@@ -105,6 +123,16 @@ class ClusterSpec(Section):
     @property
     def gpus_per_host(self) -> int:
         return self.host_spec.gpus
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs in one NVLink domain: ``nvlink_domain_gpus``, else the host's."""
+        return self.nvlink_domain_gpus or self.host_spec.domain_gpus
+
+    @property
+    def nics_per_domain(self) -> int:
+        """Backend NICs in one NVLink domain."""
+        return self.host_spec.backend_nics * (self.domain_gpus // self.host_spec.gpus)
 
     @property
     def gpus(self) -> int:
@@ -217,5 +245,66 @@ CLUSTER_PRESETS: dict[str, dict] = {
         layers=[
             dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
             dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # NVIDIA DGX SuperPOD with DGX GB200 reference architecture (network fabrics): scalable units
+    # of 8 NVL72 racks (576 GPUs), up to 16 SUs (128 racks, 9,216 GPUs). Compute fabric NDR 400G,
+    # rail-aligned per rack: 4 rails (one ConnectX-7 per GPU of a tray), a leaf per (rack, rail)
+    # with the rack's 18 trays below it; spine-leaf groups per SU, non-blocking; core groups above.
+    "gb200-nvl72-superpod": dict(
+        name="gb200-nvl72-superpod", host="gb200-nvl72", hosts=2304, topology="rail-optimized",
+        description="NVIDIA DGX SuperPOD GB200: 128 NVL72 racks (9,216 GPUs), 400G NDR InfiniBand per GPU",
+        layers=[
+            dict(name="rack", switch="qm9700", span_gpus=72, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="su", switch="qm9700", span_gpus=576, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="core", switch="qm9700", span_gpus=9216, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # The GB300 NVL72 racks on the same SuperPOD layout with 800G XDR (Quantum-X800, 144 x 800G;
+    # DGX SuperPOD B300 XDR RA). ASSUMPTION: the GB200 SU shape carried over; port-to-port
+    # latency as Quantum-2.
+    "gb300-nvl72-superpod": dict(
+        name="gb300-nvl72-superpod", host="gb300-nvl72", hosts=2304, topology="rail-optimized",
+        description="GB300 NVL72 SuperPOD-style: 128 racks (9,216 GPUs), 800G XDR InfiniBand per GPU",
+        layers=[
+            dict(name="rack", switch="q3400", span_gpus=72, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="su", switch="q3400", span_gpus=576, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="core", switch="q3400", span_gpus=9216, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # NVIDIA DGX SuperPOD with DGX B300, XDR InfiniBand RA: SUs of 72 nodes (576 GPUs), 18 SUs
+    # (9,216 GPUs), 800G ConnectX-8 per GPU, rail-optimised, non-blocking.
+    "dgx-b300-superpod": dict(
+        name="dgx-b300-superpod", host="dgx-b300", hosts=1152, topology="rail-optimized",
+        description="NVIDIA DGX SuperPOD B300: 1,152 x DGX B300 (9,216 GPUs), rail-optimised 800G XDR InfiniBand",
+        layers=[
+            dict(name="su", switch="q3400", span_gpus=576, oversubscription=1.0, hop_latency_us=0.13),
+            dict(name="core", switch="q3400", span_gpus=9216, oversubscription=1.0, hop_latency_us=0.13),
+        ]),
+    # A Meta-style GB200 cluster: Catalina NVL36x2 pods (72-GPU NVLink domains) on an 800G RoCE
+    # fabric shaped as the Llama 3 clusters (Llama 3 paper 3.3.3): one RTSW tier per pod, AI zones
+    # of 64 pods with full bisection, zones joined at 1:7. ASSUMPTION throughout: Meta has
+    # published no GB200 fabric; 36,864 GPUs (512 pods, 8 zones).
+    "meta-gb200-roce": dict(
+        name="meta-gb200-roce", host="catalina", hosts=9216, topology="clos",
+        description="Meta-style GB200 (Catalina NVL36x2) on 800G RoCE: 512 pods of 72, zones of 4,608 at 1:7",
+        layers=[
+            dict(name="pod", switch="rtsw", span_gpus=72, oversubscription=1.0, hop_latency_us=1.0),
+            dict(name="zone", switch="ctsw", span_gpus=4608, oversubscription=7.0, hop_latency_us=4.0),
+            dict(name="cluster", switch="atsw", span_gpus=36864, oversubscription=1.0, hop_latency_us=4.0),
+        ]),
+    # Several buildings of Meta's H100 design joined into one training cluster (131,072 GPUs):
+    # racks of 16 behind an RTSW, pods of 4,096 with full bisection, buildings of 8 pods whose
+    # ATSWs leave the pod at 1:7 (as the 24K clusters), and a campus tier between 4 buildings.
+    # ASSUMPTIONS, labelled: the building's uplinks to the campus spine at 1:4 of its injection
+    # bandwidth, and 2 km of fibre between buildings (~ 5 us per km one way: light in glass at
+    # ~ 2e8 m/s).
+    "meta-h100-campus-131k": dict(
+        name="meta-h100-campus-131k", host="grand-teton", hosts=16384, topology="clos",
+        storage="tectonic-llama3",
+        description="4 buildings of 32,768 H100 (Meta's RoCE design), joined at 1:4 over 2 km of fibre",
+        layers=[
+            dict(name="rack", switch="rtsw", span_gpus=16, oversubscription=1.0, hop_latency_us=1.0),
+            dict(name="pod", switch="ctsw", span_gpus=4096, oversubscription=7.0, hop_latency_us=4.0),
+            dict(name="building", switch="atsw", span_gpus=32768, oversubscription=4.0, hop_latency_us=4.0),
+            dict(name="campus", switch="campus-spine", span_gpus=131072, oversubscription=1.0,
+                 hop_latency_us=4.0, link_latency_us=10.0),
         ]),
 }

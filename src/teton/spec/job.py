@@ -183,7 +183,7 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         job = job.model_copy(update={"dp": data_parallel_degree(job)})
     if job.gpus > cluster.gpus:
         raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
-    job.layout.check(job, model, cluster.gpus_per_host)
+    job.layout.check(job, model, cluster.domain_gpus)
     _check_kernels(job, cluster)
     if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
         why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else

@@ -165,20 +165,21 @@ class Layout:
         """This TP rank's share of the vocabulary, rounded up (the last shard is padded)."""
         return -(-vocab // self.tp)
 
-    def check(self, job, model: ModelSpec, gpus_per_host: int) -> None:
-        """The degrees' rules against the job's GPUs, the model and the host size."""
-        self._check_degrees(job, model, gpus_per_host)
+    def check(self, job, model: ModelSpec, domain_gpus: int) -> None:
+        """The degrees' rules against the job's GPUs, the model and the NVLink domain's size."""
+        self._check_degrees(job, model, domain_gpus)
         self._check_batch(job)
 
-    def _check_degrees(self, job, model: ModelSpec, gpus_per_host: int) -> None:
+    def _check_degrees(self, job, model: ModelSpec, domain_gpus: int) -> None:
         if self.gpus != job.gpus:
             raise SpecError("job.dp", job.dp, f"tp*cp*pp*dp = {self.tp}*{self.cp}*{self.pp}*{self.dp} = "
                             f"{self.gpus} must equal job.gpus ({job.gpus})")
         for width, name in ((model.heads, "heads"), (model.n_kv_heads, "kv_heads"), (model.ffn_hidden, "ffn_hidden")):
             if width % self.tp:
                 raise SpecError("job.tp", self.tp, f"must divide model.{name} ({width})")
-        if self.tp > gpus_per_host and self.tp % gpus_per_host:
-            raise SpecError("job.tp", self.tp, f"must divide or be a multiple of GPUs per host ({gpus_per_host})")
+        if self.tp > domain_gpus and self.tp % domain_gpus:
+            raise SpecError("job.tp", self.tp, f"must divide or be a multiple of the GPUs per NVLink domain "
+                            f"({domain_gpus})")
         if self.chunks > model.layers + (2 if job.pp_embedding_slots else 0):
             raise SpecError("job.pp", self.pp,
                             f"pp*virtual_stages = {self.chunks} exceeds the model's {model.layers} layers")

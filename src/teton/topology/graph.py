@@ -3,9 +3,11 @@
 One graph type for every topology. ``build_fabric(cluster)`` turns a layered ``ClusterSpec``
 into a folded Clos with *planes* (the standard construction of Clos / fat-tree fabrics):
 
-* per host an NVSwitch node; every GPU has one link up to it and one down (NVLink per-direction
-  bandwidth, the NVSwitch being non-blocking), one PCIe link to its NIC and back, and the NIC a
-  link up to its leaf switch and back (one backend NIC per GPU, Grand Teton / DGX).
+* per NVLink domain an NVSwitch node (a host's NVSwitch, or a rack's NVLink switch trays: GB200
+  NVL72's 72 GPUs, ``ClusterSpec.domain_gpus``); every GPU has one link up to it and one down
+  (NVLink per-direction bandwidth, the NVSwitch being non-blocking), one PCIe link to its NIC and
+  back, and the NIC a link up to its leaf switch and back (one backend NIC per GPU, Grand Teton /
+  DGX / GB200 trays). Rails follow the host: GPU *r* of a host is on rail *r*.
 * tier 0 (leaf): ``clos`` / ``fat-tree``: one leaf per ``layers[0]`` domain (Meta RTSW: one per
   rack of 16 GPUs; Quantum-2 leaf: 32 GPUs = half of 64 ports). ``rail-optimized``: one leaf per
   (domain, rail) -- GPU *r* of every host of a scalable unit sits on leaf *r* (DGX SuperPOD RA).
@@ -47,7 +49,8 @@ class Fabric:
     name: str
     topology: str
     n_gpus: int
-    gpus_per_host: int
+    gpus_per_host: int  # a host's GPUs: its NICs' rails
+    domain_gpus: int  # an NVLink domain's GPUs: a path inside one stays on NVLink
     node_kind: np.ndarray  # (nodes,) int8: GPU_NODE, NIC_NODE, NVSWITCH_NODE, SWITCH + tier
     link_src: np.ndarray  # (links,) int32 node ids
     link_dst: np.ndarray  # (links,) int32
@@ -100,14 +103,14 @@ class Fabric:
         return gpu // self.spans[0]
 
     def turn_tier(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Lowest switch tier where the path a -> b turns around (-1: same host, NVLink only)."""
+        """Lowest switch tier where the path a -> b turns around (-1: same NVLink domain)."""
         a = np.asarray(a, dtype=np.int64)
         b = np.asarray(b, dtype=np.int64)
         t = np.full(a.shape, self.tiers - 1, dtype=np.int64)
         for i in range(self.tiers - 1, 0, -1):
             t = np.where(a // self.spans[i] == b // self.spans[i], i, t)
         t = np.where(self.leaf_of(a) == self.leaf_of(b), 0, t)
-        return np.where(a // self.gpus_per_host == b // self.gpus_per_host, -1, t)
+        return np.where(a // self.domain_gpus == b // self.domain_gpus, -1, t)
 
     def path_latency_s(self, tier: np.ndarray) -> np.ndarray:
         """One-way latency of a path turning at ``tier``: NIC plus one hop up and one down at every
@@ -155,10 +158,10 @@ def tier_shape(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -> 
     return TierShape(switches, planes, up_cap, domains)
 
 
-def _node_kinds(n_gpus: int, hosts: int, switches: list[int]) -> tuple[np.ndarray, list[int]]:
+def _node_kinds(n_gpus: int, domains: int, switches: list[int]) -> tuple[np.ndarray, list[int]]:
     """The kind of every node id, in id order: GPUs, NICs (one per GPU), NVSwitches (one per
-    host), then the switch tiers; and the first node id of each tier."""
-    sw_base = [2 * n_gpus + hosts]
+    NVLink domain), then the switch tiers; and the first node id of each tier."""
+    sw_base = [2 * n_gpus + domains]
     for s in switches[:-1]:
         sw_base.append(sw_base[-1] + s)
     node_kind = np.empty(sw_base[-1] + switches[-1], dtype=np.int8)
@@ -176,12 +179,12 @@ LinkGroup = tuple[np.ndarray, np.ndarray, float, float, int]
 
 def _host_link_groups(cluster: ClusterSpec, leaf_base: int, hop_latency_s: tuple[float, ...],
                       nic_latency_s: float) -> dict[str, LinkGroup]:
-    """Each GPU's links, one per GPU in each group (module docstring): up to its host's NVSwitch
-    and back (NVLink), to its NIC and back (the host's PCIe link, hardware.hosts), and the NIC's
-    to its leaf switch (node ids from ``leaf_base``) and back."""
+    """Each GPU's links, one per GPU in each group (module docstring): up to its NVLink domain's
+    NVSwitch and back (NVLink), to its NIC and back (the host's PCIe link, hardware.hosts), and
+    the NIC's to its leaf switch (node ids from ``leaf_base``) and back."""
     g, n_gpus, spans0 = cluster.gpus_per_host, cluster.gpus, cluster.layers[0].span_gpus
     gids = np.arange(n_gpus, dtype=np.int32)
-    nvsw = (2 * n_gpus + gids // g).astype(np.int32)
+    nvsw = (2 * n_gpus + gids // cluster.domain_gpus).astype(np.int32)
     nic = (n_gpus + gids).astype(np.int32)
     rail = cluster.topology == "rail-optimized"
     leaf = (leaf_base + (((gids // spans0) * g + gids % g) if rail else gids // spans0)).astype(np.int32)
@@ -248,8 +251,8 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
     collisions, then 1.125:1 -- pass 2.0 or 1.125 to study them.
     """
     shape = tier_shape(cluster, leaf_uplink_ratio)
-    node_kind, sw_base = _node_kinds(cluster.gpus, cluster.hosts, shape.switches)
-    hop = tuple(layer.hop_latency_us * 1e-6 for layer in cluster.layers)
+    node_kind, sw_base = _node_kinds(cluster.gpus, cluster.gpus // cluster.domain_gpus, shape.switches)
+    hop = tuple(layer.turn_latency_s for layer in cluster.layers)
     nic_lat = cluster.nic.latency_us * 1e-6
     host = _host_link_groups(cluster, sw_base[0], hop, nic_lat)
     bases, (src, dst, cap, lat, lay) = _concat_links(
@@ -258,6 +261,7 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
     fabric_bases = bases[len(host):]
     return Fabric(
         name=cluster.name, topology=cluster.topology, n_gpus=cluster.gpus, gpus_per_host=cluster.gpus_per_host,
+        domain_gpus=cluster.domain_gpus,
         node_kind=node_kind, link_src=src, link_dst=dst, link_capacity_bytes_s=cap, link_latency_s=lat,
         link_layer=lay, gpu_node=np.arange(cluster.gpus, dtype=np.int32),
         spans=tuple(layer.span_gpus for layer in cluster.layers), planes=tuple(shape.planes),

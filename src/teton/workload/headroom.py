@@ -120,7 +120,7 @@ def _group_channels(degree: int, stride: int, gpus_per_host: int, nics_per_host:
 
 def memory_headroom(job: JobSpec, cluster: ClusterSpec) -> MemoryHeadroom:
     """The HBM of one of the job's GPUs and what is kept free of it."""
-    return _headroom(job, cluster.gpu_spec.hbm_bytes, cluster.gpus_per_host, cluster.host_spec.backend_nics)
+    return _headroom(job, cluster.gpu_spec.hbm_bytes, cluster.domain_gpus, cluster.nics_per_domain)
 
 
 @cached(4096)
