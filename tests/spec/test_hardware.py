@@ -125,7 +125,7 @@ BAD = [
     ({"gpu": _gpu(hbm_bytes=True)}, "cluster.gpu.hbm_bytes = True: must be a finite number"),
     ({"gpu": _gpu(hbm_bw_bytes_s=-5)}, "cluster.gpu.hbm_bw_bytes_s = -5: must be a finite number in [1e-12, 1e+15]"),
     ({"gpu": _gpu(idle_w=900)}, "cluster.gpu.idle_w = 900.0: must be at most tdp_w (750 W)"),
-    ({"gpu": _gpu(family="cdna3")}, "cluster.gpu.family = 'cdna3': input should be 'a100', 'hopper' or 'blackwell'"),
+    ({"gpu": _gpu(family="cdna3")}, "cluster.gpu.family = 'cdna3': input should be 'a100', 'hopper', 'blackwell' or 'blackwell-ultra'"),
     ({"gpu": _gpu(peak_tflops={"fp8": 100})}, "cluster.gpu.peak_tflops = {'fp8': 100.0}: needs a bf16 peak"),
     ({"gpu": _gpu(peak_tflops={"bf16": 100, "int4": 9})}, "cluster.gpu.peak_tflops.int4 = 9.0: unknown precision"),
     ({"gpu": _gpu(peak_tflops={"bf16": 0})}, "cluster.gpu.peak_tflops.bf16 = 0.0: must be TFLOP/s in (0, 1e+06]"),

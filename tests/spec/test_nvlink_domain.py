@@ -90,3 +90,12 @@ def test_inter_building_fibre_adds_its_latency_to_paths_that_cross_buildings():
     inside = (np.arange(4) * 4096)[None]  # four pods of one building
     assert far.path("all_reduce", across)[2] - near.path("all_reduce", across)[2] == pytest.approx(20e-6)
     assert far.path("all_reduce", inside)[2] == near.path("all_reduce", inside)[2]
+
+
+def test_tp_x_cp_blocks_fill_an_nvl72_domain_when_the_cluster_has_room():
+    c = _cluster("gb200-nvl72-superpod")
+    p = place(c, {"tp": 8, "cp": 8, "pp": 2, "dp": 8})  # 1,024 GPUs: 16 domains of one 64-GPU block
+    cp = p.groups("cp")
+    assert (cp // 72 == cp[:, :1] // 72).all()
+    packed = place(c, {"tp": 8, "cp": 8, "pp": 1, "dp": 144})  # all 9,216 GPUs: no room to leave gaps
+    assert np.unique(packed.gpu_of_rank).size == 9216

@@ -103,7 +103,8 @@ FLAGS: dict[str, Flag] = {
                       "broadcast", "all_reduce"),
     "--gpus": F("COUNTS", "GPU counts: collective, the ranks of its one communicator; plan, the candidates "
                           "(default: 0.5x ... 2x the spec's); import, the job's one count where the config leaves "
-                          "it to the launcher", None, (("collective", "8"),)),
+                          "it to the launcher; report --frontier, the scales (default: 16384,65536,131072,350000)",
+                None, (("collective", "8"),)),
     "--min-bytes": F("SIZE", "smallest message size", "1M", short="-b"),
     "--max-bytes": F("SIZE", "largest message size", "1G", short="-e"),
     "--step-factor": F("INT", "size multiplier per row", 2, short="-f"),
@@ -147,6 +148,9 @@ FLAGS: dict[str, Flag] = {
     "--devx-read-bytes": F("SIZE", "read request size", "4K"),
     # report, ops, flops
     "--sections": F("LIST", "report sections; default: all but search"),
+    "--frontier": F(SWITCH, "report: the frontier study instead of a spec (what breaks first at 16K ... 350K GPUs, "
+                            "H100 vs GB200; docs/frontier.md)", False),
+    "--systems": F("LIST", "report --frontier: the systems compared, from h100, gb200; default: both"),
     "--block": F("NAME", "layer | embedding | head | all", "layer"),
     "--attention-kernel": F("NAME", "flash | math", "flash"),
     # validate, fit

@@ -148,6 +148,10 @@ EFFICIENCY: dict[str, Efficiency] = {
     "blackwell": Efficiency({"bf16": 0.72, "fp8": 0.70, "tf32": 0.70}, (4096, 4096, 8192), 0.53,
                             0.42, 0.90, 0.80, 1.07, 0.92),
 }
+# Blackwell Ultra (B300, GB300): B200's table, ASSUMPTION (no microbenchmark read here); its level
+# against B200 (NVIDIA announces twice the attention-layer softmax throughput) is left to its own
+# fitted in-situ values until a sweep is measured.
+EFFICIENCY["blackwell-ultra"] = EFFICIENCY["blackwell"]
 
 if tuple(EFFICIENCY) != FAMILIES:
     raise RuntimeError("teton.hardware.gpus.FAMILIES must list the families of EFFICIENCY, in order")

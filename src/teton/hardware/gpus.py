@@ -26,8 +26,8 @@ from teton.hardware.bounds import Section
 from teton.units import GB, GIB, MIB
 
 # the architecture families with an efficiency table (teton.hardware.efficiency.EFFICIENCY)
-Family = Literal["a100", "hopper", "blackwell"]
-FAMILIES: tuple[str, ...] = ("a100", "hopper", "blackwell")
+Family = Literal["a100", "hopper", "blackwell", "blackwell-ultra"]
+FAMILIES: tuple[str, ...] = ("a100", "hopper", "blackwell", "blackwell-ultra")
 # precisions a GPU may list a dense peak for; every GPU lists bf16 (the reference precision)
 PRECISIONS = ("tf32", "fp16", "bf16", "fp8", "fp4")
 MAX_TFLOPS = 1e6  # one GPU's dense peak at most 1 EFLOP/s (the largest today: ~10 PFLOP/s fp4)
@@ -137,13 +137,15 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # 14,700, 279 GB at 8 TB/s, configurable up to 1,400 W; NVLink 5 1.8 TB/s bidirectional on all.
     # GB200's 1,200 W: NVIDIA's GB200 datasheet as quoted by G. Lockwood's notes (secondary).
     # ASSUMPTION: GB200 has B200's 148 SMs (the same die); B300 / GB300 (Blackwell Ultra) 160 SMs
-    # (secondary reports; no stored NVIDIA page); idle 100 W as B200.
+    # (secondary reports; no stored NVIDIA page); idle 100 W as B200. Blackwell Ultra is a family of
+    # its own (sm_103): the published GB300 runs go 1.05-1.27x GB200's at the same layout, release
+    # and dense peaks, so it keeps its own fitted in-situ values.
     _gpu("gb200", {"bf16": 2450, "fp8": 4900, "fp4": 9800}, 186 * GB, 8000 * GB, 900 * GB, 1200, 100, 148,
          "blackwell", nvls=True, fp8_any_layout=True),
     _gpu("b300", {"bf16": 2250, "fp8": 4500, "fp4": 13500}, 270 * GB, 7700 * GB, 900 * GB, 1100, 100, 160,
-         "blackwell", nvls=True, fp8_any_layout=True),
+         "blackwell-ultra", nvls=True, fp8_any_layout=True),
     _gpu("gb300", {"bf16": 2450, "fp8": 4900, "fp4": 14700}, 279 * GB, 8000 * GB, 900 * GB, 1400, 100, 160,
-         "blackwell", nvls=True, fp8_any_layout=True),
+         "blackwell-ultra", nvls=True, fp8_any_layout=True),
 )}
 
 

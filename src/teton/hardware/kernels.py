@@ -120,18 +120,22 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
 def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
     """Why ``gpu`` cannot run the fp8 ``recipe`` (a one-line reason), or None when it can.
 
-    NVFP4 (TE's ``NVFP4BlockScaling``) runs its GEMMs on fp4 tensor cores, which no GPU of the
-    catalog lists (``GPU.peak_tflops`` has no ``fp4``); MXFP8 needs Blackwell's block-scaled
-    tensor cores (TE docs: MXFP8 is supported on Blackwell and later; TE's
-    ``check_mxfp8_support`` asks for compute capability 10.0), here a GPU whose catalog
-    family is ``blackwell``. The GPU's fp8 tensor cores themselves are checked with
+    NVFP4 (TE's ``NVFP4BlockScaling``) runs its GEMMs on fp4 tensor cores (a GPU whose
+    ``GPU.peak_tflops`` lists ``fp4``: the Blackwell parts) and is refused on every GPU until its
+    GEMMs and block scales are modelled; MXFP8 needs Blackwell's block-scaled tensor cores (TE
+    docs: MXFP8 is supported on Blackwell and later; TE's ``check_mxfp8_support`` asks for
+    compute capability 10.0), here a GPU whose catalog family is ``blackwell`` or
+    ``blackwell-ultra``. The GPU's fp8 tensor cores themselves are checked with
     ``job.precision``.
     """
     from teton.hardware.efficiency import family_of
 
     if recipe == "nvfp4" and "fp4" not in gpu.peak_tflops:
         return f"needs fp4 tensor cores, which {gpu.name} does not list; use delayed, current, blockwise or mxfp8"
-    if recipe == "mxfp8" and family_of(gpu) != "blackwell":
+    if recipe == "nvfp4":
+        return ("the NVFP4 recipe (fp4 GEMMs with 16-element block scales) is not modelled yet; use delayed, "
+                "current, blockwise or mxfp8")
+    if recipe == "mxfp8" and family_of(gpu) not in ("blackwell", "blackwell-ultra"):
         return f"MXFP8 block scaling needs Blackwell tensor cores ({gpu.name} is not); use delayed, current or blockwise"
     return None
 

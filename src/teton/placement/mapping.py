@@ -176,11 +176,28 @@ def whole_groups_per_domain(cluster: ClusterSpec, free: np.ndarray, unit: int) -
     d = cluster.domain_gpus
     if unit <= 1 or unit > d or d == cluster.gpus_per_host:  # one host: its own free-host rules
         return free
-    domain = free // d
+    return whole_groups_per_span(free, unit, d)
+
+
+def whole_groups_per_span(free: np.ndarray, unit: int, span: int) -> np.ndarray:
+    """The free GPUs (sorted ids) of each ``span``-GPU domain cut to a whole number of ``unit``s."""
+    domain = free // span
     start = np.flatnonzero(np.r_[True, domain[1:] != domain[:-1]])
     count = np.diff(np.r_[start, free.size])
     pos = np.arange(free.size) - np.repeat(start, count)
     return free[pos < np.repeat(count // unit * unit, count)]
+
+
+def domain_aligned(cluster: ClusterSpec, free: np.ndarray, n: int, inner_degrees: list[int]) -> np.ndarray:
+    """The free GPUs cut so that the job's innermost groups stay inside NVLink domains: the largest
+    product of the inner axes' degrees (innermost first: TP, TP x CP, ...) that fits a domain and
+    still leaves ``n`` GPUs (``whole_groups_per_domain``); all of ``free`` if none does."""
+    units = [int(u) for u in np.cumprod(inner_degrees or [1]) if u <= cluster.domain_gpus]
+    for unit in reversed(units):
+        whole = whole_groups_per_domain(cluster, free, unit)
+        if whole.size >= n:
+            return whole
+    return free
 
 
 def fragmented_order(cluster: ClusterSpec, free: np.ndarray) -> np.ndarray:
@@ -200,8 +217,8 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
     topology-aware: whole free hosts, in blocks that keep all axes but the outermost inside one
       pod, pods with the most free hosts first, racks filled in order (a contiguous, minimum-cut
       block on an empty cluster); partial hosts only when whole ones run out; the innermost
-      axis' groups never straddle two NVLink domains while the free GPUs allow it
-      (``whole_groups_per_domain``).
+      axes' groups never straddle two rack-scale NVLink domains while the free GPUs allow it
+      (``domain_aligned``).
     linear: the free GPUs in id order, whatever hosts they are on.
     random: free whole hosts in a seeded random order (GPUs of one host stay together).
     fragmented: whatever is free, as a host-oblivious scheduler on a half-occupied cluster hands
@@ -223,8 +240,8 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
     elif policy == "topology-aware":
         inner = [a for a in order if a != "ep"][:-1]
         block_gpus = int(np.prod([degrees[a] for a in inner])) if inner else 1
-        whole = whole_groups_per_domain(cluster, free, degrees[inner[0]] if inner else 1)
-        chosen = topology_aware_gpus(cluster, whole if whole.size >= n else free, n, block_gpus)
+        chosen = topology_aware_gpus(cluster, domain_aligned(cluster, free, n, [degrees[a] for a in inner]), n,
+                                     block_gpus)
     else:  # random: whole free hosts in a seeded random order, then the fullest partial hosts
         hosts, counts = np.unique(free // g, return_counts=True)
         whole = np.random.default_rng(seed).permutation(hosts[counts == g])[: -(-n // g)]

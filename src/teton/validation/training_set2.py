@@ -16,7 +16,9 @@ Every row is loaded; :func:`row_status` says whether teton judges it, and why no
   whose degrees multiply to a quarter of its GPU counts; Mixtral 8x22B's swapped batch columns; rows
   whose own batch arithmetic does not add up;
 * ``no_layout`` / ``no_measurement``: a throughput without its parallel layout, or a truncated cell;
-* ``needs_hardware``: GB200 / GB300 NVL72 racks and B300 (#21's hardware);
+* ``needs_hardware``: a system whose GPU or host the catalog lacks (none today);
+* ``needs_mechanism``: NVFP4 rows (the recipe's fp4 GEMMs and 16-element block scales are not
+  modelled yet);
 * ``needs_model``: architectures the model spec cannot describe yet (MLA, shared experts, dense
   prefixes, sliding-window attention, Mamba layers: #25);
 * ``incomplete_layout``: a pipelined row whose virtual stages and micro-batch are not published.
@@ -24,8 +26,11 @@ Every row is loaded; :func:`row_status` says whether teton judges it, and why no
 A judged row becomes a spec: the system's cluster preset, the model, the layout as published (DP
 from the GPU count; interleaved with ``VP > 1``; Megatron-FSDP, ZeRO-3, where ``FSDP > 0``, else the
 distributed optimizer, ZeRO-1; sequence parallelism with TP), the software stack of its release with
-the row's fp8 recipe, and activation recompute where the source does not state it: none if the job
-fits in memory, else the least that does (selective, then full). Its measured step time is
+the row's fp8 recipe, and activation memory savings where the source does not state them: none if the
+job fits in memory, else the least that does (on Grace hosts, GB200 / GB300 NVL72, CPU activation
+offload of the fewest layers that fits; else full recompute; selective saves nothing under flash
+attention). NeMo's and Megatron-Bridge's Llama 3.1 405B split the embedding and the loss into the
+pipeline as a layer each (``pp_embedding_slots``). Its measured step time is
 ``GBS x seq / (tokens/s/GPU x GPUs)``; rows with only TFLOP/s are converted with their source's FLOP
 convention (``teton.validation.flop_conventions``), rows with an iteration time (BLOOM, MT-NLG) use it.
 """
@@ -46,14 +51,18 @@ SOURCE_NAMES = {
     "H": "BLOOM 176B / MT-NLG 530B on A100",
 }
 JUDGED = "judged"
-# system -> cluster preset (DGX H100 above 1,024 GPUs: the 8K variant); None: hardware teton lacks
+# system -> cluster preset (DGX H100 above 1,024 GPUs: the 8K variant). The NVL72 SuperPODs' compute
+# trays hold 4 GPUs in a 72-GPU NVLink domain (one rack): a job of up to 72 GPUs runs inside one
+# domain, a larger one spans whole racks (256 GPUs: 3 full racks and part of a fourth).
 SYSTEMS = {"DGX-H100": "dgx-h100-superpod", "DGX-B200": "dgx-b200-superpod", "DGX-A100": "selene",
-           "Jean-Zay-A100-80GB": "jean-zay-a100"}
-NEEDS_HARDWARE = {
-    "DGX-GB200": "GB200 NVL72: a 72-GPU NVLink domain with Grace CPU memory over NVLink-C2C (#21)",
-    "DGX-GB300": "GB300 NVL72: Blackwell Ultra GPUs in a 72-GPU NVLink domain (#21)",
-    "DGX-B300": "B300 (Blackwell Ultra) is not in the GPU catalog (#21)",
-}
+           "Jean-Zay-A100-80GB": "jean-zay-a100", "DGX-GB200": "gb200-nvl72-superpod",
+           "DGX-GB300": "gb300-nvl72-superpod", "DGX-B300": "dgx-b300-superpod"}
+# systems whose rows the catalog cannot describe yet (none since GB200 / GB300 NVL72 and B300 joined
+# it). GB300 rows run 1.05-1.27x GB200's throughput at the same layout, release and dense peaks: the
+# catalog gives Blackwell Ultra (B300, GB300) a GPU family of its own, so its in-situ values are its own.
+NEEDS_HARDWARE: dict[str, str] = {}
+NVFP4_REASON = ("the NVFP4 recipe (fp4 GEMMs with 16-element block scales) is not modelled yet; the catalog's "
+                "Blackwell GPUs list their fp4 peaks")
 # the source's model name (its leading word) -> teton model (a preset, or a mapping)
 MODELS: dict[str, str | dict] = {
     "GPT3-5B": {"base": "gpt3-5b", "vocab": 51200}, "GPT3-20B": {"base": "gpt3-20b", "vocab": 51200},
@@ -178,10 +187,13 @@ def row_status(row: PublishedRow) -> tuple[str, str]:
         return "needs_model", ("MoE: grouped expert GEMMs, token permutation and the dropless all-to-all "
                                "dispatcher are #25's mechanisms")
     if row.precision == "NVFP4":
-        return "needs_hardware", "NVFP4 (fp4 tensor cores) is not in the precision catalog (#21)"
+        return "needs_mechanism", NVFP4_REASON
     if row.source == "E" and (row.pp or 1) > 1:
         return "incomplete_layout", ("pipelined, but its virtual stages and micro-batch size are not published "
                                      "(the bubble depends on both)")
+    if row.source == "D" and (row.pp or 1) > 1 and row.vp is None:
+        return "incomplete_layout", ("pipelined, but its VP cell is empty: the interleaving that sets the bubble "
+                                     "is not published")
     return JUDGED, ""
 
 
@@ -212,8 +224,9 @@ def _micro_batch(row: PublishedRow) -> int:
     return 1
 
 
-def row_spec(row: PublishedRow, recompute: str = "none") -> dict:
-    """The spec mapping of a judged row, with ``recompute`` (the source states it only for H)."""
+def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0) -> dict:
+    """The spec mapping of a judged row, with ``recompute`` (the source states it only for H) and
+    ``offload_layers`` per pipeline chunk of CPU activation offload (``software.cpu_offload_layers``)."""
     precision, recipe = PRECISIONS[row.precision]
     stack = stack_of(row)
     tp, pp, cp, vp = row.tp or 1, row.pp or 1, row.cp or 1, row.vp or 1
@@ -225,34 +238,74 @@ def row_spec(row: PublishedRow, recompute: str = "none") -> dict:
         job.update(recompute="full", sequence_parallel=False)
         if row.model.startswith("BLOOM"):  # --pp-partition-method 'type:transformer|embedding'
             job["pp_embedding_slots"] = True
+    if row.source in "CD" and _model(row) == "llama3.1-405b" and pp > 1:
+        # NeMo's and Megatron-Bridge's Llama 3.1 405B recipes split 126 layers + embedding + loss
+        # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split): the only
+        # reading under which their PP x VP (8 x 8, 16 x 8, 8 x 4) divides the layers
+        job["pp_embedding_slots"] = True
     software = stack if recipe is None else {"base": stack, "fp8_recipe": recipe}
+    if offload_layers:
+        software = {"base": stack} if isinstance(software, str) else software
+        software["cpu_offload_layers"] = offload_layers
     return {"cluster": _cluster(row), "model": _model(row), "software": software, "job": job}
 
 
-RECOMPUTE_LADDER = ("none", "full")  # selective recomputes nothing under flash attention
+# selective recompute saves nothing under flash attention: the ladder is none, (offload,) full.
 # teton's memory model holds Korthikanti et al.'s Figure 1 terms within 5 %: a job whose allocations,
 # CUDA context and NCCL buffers are within that of its GPUs' memory is taken to fit (fragmentation is
 # inside the tolerance)
 MEMORY_TOLERANCE = 0.05
 
 
-def unstated_recompute(row: PublishedRow) -> tuple[str, str]:
-    """(recompute, note) of a row whose source does not state it: the least recompute with which the
-    job fits in its GPUs' memory, within the memory model's tolerance (none, else full)."""
-    from teton.spec import load_spec
+def _fits(spec) -> bool:
     from teton.workload.headroom import memory_headroom
     from teton.workload.memory import memory_per_gpu
 
+    room = memory_headroom(spec.job, spec.cluster)
+    held = memory_per_gpu(spec.model, spec.job)[0].total + room.cuda_context_bytes + room.nccl_buffer_bytes
+    return held <= (1 + MEMORY_TOLERANCE) * room.capacity_bytes
+
+
+def _offload_host(spec) -> bool:
+    """Whether the job's GPUs reach host memory over a link faster than their PCIe (Grace's
+    NVLink-C2C), on which offloaded activations travel under the compute."""
+    host = spec.cluster.host_spec
+    return host.cpu_copy_link_bytes_s > host.pcie_x16_bytes_s
+
+
+def _least_offload(row: PublishedRow, spec) -> int:
+    """The fewest layers per pipeline chunk whose activations, offloaded, let the job fit (0: none do)."""
+    from teton.spec import load_spec
+
+    chunk_layers = -(-spec.model.layers // spec.job.layout.chunks)
+    hi = chunk_layers - 1  # Megatron offloads fewer layers than the chunk has
+    if hi < 1 or not _fits(load_spec(row_spec(row, "none", hi))):
+        return 0
+    lo = 0  # lo does not fit, hi does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _fits(load_spec(row_spec(row, "none", mid))) else (mid, hi)
+    return hi
+
+
+def unstated_memory_saving(row: PublishedRow) -> tuple[str, int, str]:
+    """(recompute, offloaded layers per chunk, note) of a row whose source does not state them: the
+    least that makes the job fit in its GPUs' memory, within the memory model's tolerance. No
+    recompute if it fits; on a host whose GPUs reach CPU memory over NVLink-C2C (Grace: GB200 /
+    GB300 NVL72), CPU activation offload of the fewest layers that fits (it runs under the compute
+    there, where full recompute costs a third more compute: the GB200 / GB300 FSDP rows measure as
+    fast as their release's pipelined rows without recompute); else full recompute."""
+    from teton.spec import load_spec
+
     if row.source == "H":
-        return "full", ""
-    for mode in RECOMPUTE_LADDER:
-        spec = load_spec(row_spec(row, mode))
-        room = memory_headroom(spec.job, spec.cluster)
-        held = memory_per_gpu(spec.model, spec.job)[0].total + room.cuda_context_bytes + room.nccl_buffer_bytes
-        if held <= (1 + MEMORY_TOLERANCE) * room.capacity_bytes:
-            break
-    note = "" if mode == "none" else f"recompute unstated: {mode} (the least that fits in memory)"
-    return mode, note
+        return "full", 0, ""
+    spec = load_spec(row_spec(row, "none"))
+    if _fits(spec):
+        return "none", 0, ""
+    if _offload_host(spec) and (n := _least_offload(row, spec)):
+        return "none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per chunk "
+                           "over NVLink-C2C (the least that fits in memory)")
+    return "full", 0, "recompute unstated: full (the least that fits in memory)"
 
 
 def measured_step_s(row: PublishedRow, spec) -> float:
@@ -300,8 +353,8 @@ def training_runs_2() -> tuple:
     for row in published_rows():
         if row_status(row)[0] != JUDGED:
             continue
-        recompute, rnote = unstated_recompute(row)
-        spec = load_spec(row_spec(row, recompute))
+        recompute, offload, rnote = unstated_memory_saving(row)
+        spec = load_spec(row_spec(row, recompute, offload))
         metric, value = _metric(row)
         runs.append(MeasuredRun(row.id, spec, metric, value, measured_step_s(row, spec),
                                 source=f"{SOURCE_NAMES[row.source]} ({row.where})", note=row_note(row, rnote),

@@ -21,8 +21,10 @@ The transposed copy of the two per-tensor recipes exists because Hopper's fp8 GE
 operands; on a GPU whose fp8 GEMMs take any layout (Blackwell, ``GPU.fp8_any_layout``) TE writes
 the rowwise copy alone. Each cast carries that copy's bytes as ``tn_only_bytes``, which the compute
 model drops on such a GPU (the work stays hardware-free; the time is the engine's).
-* ``nvfp4``: fp4 GEMMs, which no GPU of the catalog has (refused when the job loads:
-  ``hardware.kernels.fp8_recipe_unsupported``, called by the job checks).
+* ``nvfp4``: not modelled yet (fp4 GEMMs at the fp4 peak with 16-element block scales). Refused
+  when the job loads: on a GPU without fp4 tensor cores by ``hardware.kernels.fp8_recipe_unsupported``,
+  on one that lists an fp4 peak (the Blackwell GPUs) by :func:`recipe_of`; both are called by the
+  job checks.
 
 In backward the output gradient (m x n) of each fp8 GEMM is cast the same way. Weights are
 cast once per step and cached across micro-batches (not charged). GEMMs outside TE's fp8
@@ -60,11 +62,11 @@ AMAX_BYTES = 4  # one fp32 amax per tensor, all-reduced over TP under current sc
 
 
 def recipe_of(job: JobSpec) -> Fp8Recipe:
-    """The job's fp8 recipe; nvfp4 is refused (it would need fp4 GEMMs)."""
+    """The job's fp8 recipe; nvfp4 is refused (its fp4 GEMMs and block scales are not modelled)."""
     name = job.software.fp8_recipe
     if name not in FP8_RECIPES:
-        raise SpecError("software.fp8_recipe", name, "needs fp4 tensor cores, which no GPU of teton's catalog "
-                        f"lists; use {', '.join(FP8_RECIPES)}")
+        raise SpecError("software.fp8_recipe", name, "the NVFP4 recipe (fp4 GEMMs with 16-element block scales) "
+                        f"is not modelled yet; use {', '.join(FP8_RECIPES)}")
     return FP8_RECIPES[name]
 
 
