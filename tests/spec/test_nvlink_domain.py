@@ -99,3 +99,36 @@ def test_tp_x_cp_blocks_fill_an_nvl72_domain_when_the_cluster_has_room():
     assert (cp // 72 == cp[:, :1] // 72).all()
     packed = place(c, {"tp": 8, "cp": 8, "pp": 1, "dp": 144})  # all 9,216 GPUs: no room to leave gaps
     assert np.unique(packed.gpu_of_rank).size == 9216
+
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ("cluster.nvlink_domain_gpus=18432", "cluster.nvlink_domain_gpus = 18432: must divide the cluster's 9,216 GPUs"),
+    ("cluster.backend_nic=cx8-800g", "cluster.backend_nic = 'cx8-800g': its 800 Gb/s (100.0 GB/s) exceeds the "
+                                     "host's PCIe x16 link"),
+    ("cluster.layers.0.span_gpus=0", "cluster.layers.0.span_gpus = 0: must be an integer in 1.."),
+    ("cluster.host.gpus=0", "cluster.host.gpus = 0: must be an integer in 1.."),
+])
+def test_bad_rack_scale_hardware_is_one_line_naming_the_field(cli, setting, says):
+    code, out, err = cli("run", "examples/llama3-405b-gb200-nvl72.yaml", "--set", setting)
+    assert code == 2 and not out
+    assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_second_fabric_plane_turns_switch_failures_from_interruptions_into_degradations():
+    from teton.reliability.goodput import failure_model
+    from teton.reliability.rates import job_components
+    from teton.spec.reliability import ReliabilitySpec
+
+    one, two = _cluster("dgx-b300-superpod"), _cluster("dgx-b300-superpod", fabric_planes=2)
+    a, b = failure_model(one, 4096, ReliabilitySpec()), failure_model(two, 4096, ReliabilitySpec())
+    assert a.job_rates_h["network_switch_cable"] > 0 and b.job_rates_h["network_switch_cable"] == 0
+    assert a.unexpected_per_h - b.unexpected_per_h == pytest.approx(a.job_rates_h["network_switch_cable"])
+    assert job_components(two, 4096).switches == job_components(one, 4096).switches  # still there, counted
+
+
+def test_a_job_inside_one_nvl72_rack_spans_no_switch():
+    from teton.reliability.rates import job_components
+
+    c = _cluster("gb200-nvl72-superpod")
+    assert job_components(c, 72).switches == 0 and job_components(c, 144).switches > 0
+    assert job_components(c, 72).hosts == 18  # failures stay per tray

@@ -57,7 +57,7 @@ class GPU(Section):
                                    "non-TN fp8 GEMMs); a per-tensor fp8 recipe then writes no transposed fp8 copy")
     family: Family | None = Field(
         default=None, description="architecture family whose microbenchmark efficiencies and in-situ prior it "
-                                  "takes (a100 | hopper | blackwell); default: the catalog GPU's nearest in bf16 "
+                                  "takes (a100 | hopper | blackwell | blackwell-ultra); default: the catalog GPU's nearest in bf16 "
                                   "peak and HBM bandwidth")
     usd_per_gpu_hour: float | None = Field(
         default=None, ge=0, le=1e4, description="rental price a plan charges per GPU-hour (teton plan; default: "

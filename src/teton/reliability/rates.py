@@ -50,7 +50,12 @@ the Minipack2 RTSW; Meta/OCP Minipack2 spec). For a job of G GPUs placed topolog
   ``down_l = up_{l-1}``, plus this tier's own uplinks ``up_l = down_l / oversubscription_l``
   when the job spans more than one domain of this layer; switch-equivalents = ports / 64.
   ``up_0 = G * NICs-per-GPU / oversubscription_0`` when G spans more than one tier-0 domain.
-- a job inside one host never leaves NVLink for its collectives and spans no switch.
+- a job inside one NVLink domain (a host, or a GB200 NVL72 rack) never leaves NVLink for its
+  collectives and spans no switch.
+- on a multi-plane fabric (``cluster.fabric_planes`` >= 2) a switch or cable failure takes one plane
+  down and NCCL carries on over the others (NVIDIA's DGX B300 SuperPOD RA, network fabrics: "a
+  plane failure halves bandwidth instead of aborting the job"): the switches are still counted,
+  but their failures interrupt nothing (the slower steps until the repair are not modelled).
 
 For 16,384 GPUs on meta-roce-24k (spans 16 / 3,072 / 24,576, oversubscription 1 / 7 / 1):
 RTSW 1,024; CTSW ports 16,384 + 2,340.6 -> 292.6; ATSW ports 2,340.6 -> 36.6;
@@ -137,9 +142,12 @@ class ComponentCounts:
     switches: float  # switch-equivalents (64 x 400G ports), fractional shares of upper tiers
     switch_ports: float
     switches_by_tier: tuple[tuple[str, float], ...] = ()
+    switch_failures_interrupt: bool = True  # False on a multi-plane fabric (module docstring)
 
     def of(self, scope: str) -> float:
-        return float({"gpu": self.gpus, "host": self.hosts, "nic": self.nics, "switch": self.switches}[scope])
+        """Components of ``scope`` whose failure interrupts the job."""
+        switches = self.switches if self.switch_failures_interrupt else 0.0
+        return float({"gpu": self.gpus, "host": self.hosts, "nic": self.nics, "switch": switches}[scope])
 
 
 def job_components(cluster: ClusterSpec, gpus: int) -> ComponentCounts:
@@ -151,7 +159,7 @@ def job_components(cluster: ClusterSpec, gpus: int) -> ComponentCounts:
     nics_per_gpu = host.backend_nics / gph
     tiers: list[tuple[str, float]] = []
     ports_total = 0.0
-    if gpus > gph:
+    if gpus > cluster.domain_gpus:
         up = 0.0
         for i, layer in enumerate(cluster.layers):
             spans_many = gpus > layer.span_gpus
@@ -171,7 +179,7 @@ def job_components(cluster: ClusterSpec, gpus: int) -> ComponentCounts:
             ports_total += ports
     switches = sum(n for _, n in tiers)
     return ComponentCounts(gpus=gpus, hosts=hosts, nics=nics, switches=switches, switch_ports=ports_total,
-                           switches_by_tier=tuple(tiers))
+                           switches_by_tier=tuple(tiers), switch_failures_interrupt=cluster.fabric_planes == 1)
 
 
 def table5_components() -> ComponentCounts:

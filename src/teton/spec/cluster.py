@@ -55,6 +55,10 @@ class ClusterSpec(Section):
         default=None, gt=0, le=MAX_GPUS, description="GPUs in one NVLink (scale-up) domain; default: the host's "
                                                      "(NVL72: 72, NVL36: 36); a multiple of the host's GPUs")
     topology: Literal["clos", "fat-tree", "rail-optimized"] = "clos"
+    fabric_planes: int = Field(
+        default=1, ge=1, le=8, description="independent backend fabric planes the GPUs' NIC ports spread over (DGX "
+                                           "B300 Spectrum-X: 2); with 2 or more a switch or cable failure takes one "
+                                           "plane down and the job runs on the others instead of stopping")
     layers: tuple[FabricLayer, ...]
     storage: str | None = None  # storage preset that checkpoints land on
     frontend_oversubscription: float = Field(default=1.0, ge=1.0)

@@ -157,8 +157,10 @@ def fit(cells_of_runs: list[tuple[str, str]], log_measured: np.ndarray, sur: Sur
     sol = least_squares(residuals, x_start, jac=jacobian, bounds=(lo, hi), method="trf", xtol=1e-10, ftol=1e-12,
                         gtol=1e-10, max_nfev=500)
     z, m = unpack(sol.x)
+    # the held centres belong to the solution too: a cell of a family no fitted run informs takes its
+    # own family's centre, not the mean of the centres the runs happened to touch
     out = Solution(keys, cells, {(c, k): float(z[i, j]) for i, c in enumerate(cells) for j, k in enumerate(keys)},
-                   {g: float(v) for g, v in m.items()})
+                   {**(fixed_centres or {}), **{g: float(v) for g, v in m.items()}})
     _posterior(out, z, run_cell, log_measured, sur, hyper)
     return out
 
