@@ -124,14 +124,17 @@ class _Builder:
                      np.concatenate(self.bytes), np.concatenate(self.group), int(steps), nvls)
 
 
-def _hosts(row: np.ndarray, gph: int) -> list[np.ndarray]:
+def _hosts(row: np.ndarray, gph: int) -> list[np.ndarray] | np.ndarray:
     """Members of a group per host (``gph``: an NVLink domain's GPUs): hosts in rank order of first
-    appearance, members sorted."""
+    appearance, members sorted; an (hosts, k) array when every host holds k members."""
     host = row // gph
     _, first, inverse = np.unique(host, return_index=True, return_inverse=True)
     appearance = np.argsort(np.argsort(first))[inverse.ravel()]
     members = row[np.lexsort((row, appearance))]
-    return np.split(members, np.cumsum(np.bincount(appearance))[:-1])
+    counts = np.bincount(appearance)
+    if (counts == counts[0]).all():
+        return members.reshape(counts.size, counts[0])
+    return np.split(members, np.cumsum(counts)[:-1])
 
 
 def _ring_chains(row: np.ndarray, gph: int, drop_wrap: bool = False,
@@ -143,8 +146,8 @@ def _ring_chains(row: np.ndarray, gph: int, drop_wrap: bool = False,
         src, dst = m, np.roll(m, -1)
         return [(src[:-1], dst[:-1]) if drop_wrap else (src, dst)]
     channels = min(len(m) for m in per_host) * dup
-    if all(len(m) == len(per_host[0]) for m in per_host):
-        return _even_ring_chains(np.stack(per_host), channels, drop_wrap)
+    if isinstance(per_host, np.ndarray):
+        return _even_ring_chains(per_host, channels, drop_wrap)
     chains = []
     for c in range(channels):
         src, dst = [], []
