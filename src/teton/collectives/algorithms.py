@@ -148,6 +148,13 @@ def _ring_chains(row: np.ndarray, gph: int, drop_wrap: bool = False,
     channels = min(len(m) for m in per_host) * dup
     if isinstance(per_host, np.ndarray):
         return _even_ring_chains(per_host, channels, drop_wrap)
+    return _uneven_ring_chains(per_host, channels, drop_wrap)
+
+
+def _uneven_ring_chains(per_host: list[np.ndarray], channels: int,
+                        drop_wrap: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``_ring_chains`` for hosts holding different numbers of members: channel ``c`` enters each
+    host on its member ``c mod k``, visits the others on NVLink and leaves for the next host."""
     chains = []
     for c in range(channels):
         src, dst = [], []

@@ -117,6 +117,9 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
 }
 
 
+NVFP4_NOT_MODELLED = "the NVFP4 recipe (fp4 GEMMs with 16-element block scales) is not modelled yet"
+
+
 def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
     """Why ``gpu`` cannot run the fp8 ``recipe`` (a one-line reason), or None when it can.
 
@@ -133,8 +136,7 @@ def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
     if recipe == "nvfp4" and "fp4" not in gpu.peak_tflops:
         return f"needs fp4 tensor cores, which {gpu.name} does not list; use delayed, current, blockwise or mxfp8"
     if recipe == "nvfp4":
-        return ("the NVFP4 recipe (fp4 GEMMs with 16-element block scales) is not modelled yet; use delayed, "
-                "current, blockwise or mxfp8")
+        return f"{NVFP4_NOT_MODELLED}; use delayed, current, blockwise or mxfp8"
     if recipe == "mxfp8" and family_of(gpu) not in ("blackwell", "blackwell-ultra"):
         return f"MXFP8 block scaling needs Blackwell tensor cores ({gpu.name} is not); use delayed, current or blockwise"
     return None

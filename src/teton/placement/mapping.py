@@ -176,12 +176,7 @@ def whole_groups_per_domain(cluster: ClusterSpec, free: np.ndarray, unit: int) -
     d = cluster.domain_gpus
     if unit <= 1 or unit > d or d == cluster.gpus_per_host:  # one host: its own free-host rules
         return free
-    return whole_groups_per_span(free, unit, d)
-
-
-def whole_groups_per_span(free: np.ndarray, unit: int, span: int) -> np.ndarray:
-    """The free GPUs (sorted ids) of each ``span``-GPU domain cut to a whole number of ``unit``s."""
-    domain = free // span
+    domain = free // d  # free is sorted: each domain's free GPUs are one run
     start = np.flatnonzero(np.r_[True, domain[1:] != domain[:-1]])
     count = np.diff(np.r_[start, free.size])
     pos = np.arange(free.size) - np.repeat(start, count)

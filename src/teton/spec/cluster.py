@@ -166,6 +166,17 @@ def _meta_clos(name: str, desc: str, **extra) -> dict:
     )
 
 
+# NVIDIA Quantum InfiniBand switches (QM8700 HDR, QM9700 NDR; Quantum-X800 Q3400 XDR taken alike,
+# ASSUMPTION): < 130 ns port-to-port (QM9700 datasheet)
+QUANTUM_HOP_LATENCY_US = 0.13
+
+
+def _infiniband(switch: str, **spans: int) -> list[dict]:
+    """Non-blocking InfiniBand tiers of ``switch``, lowest first: ``name=span_gpus`` each."""
+    return [dict(name=name, switch=switch, span_gpus=span, oversubscription=1.0,
+                 hop_latency_us=QUANTUM_HOP_LATENCY_US) for name, span in spans.items()]
+
+
 CLUSTER_PRESETS: dict[str, dict] = {
     "meta-roce-24k": _meta_clos(
         "meta-roce-24k",
@@ -177,39 +188,25 @@ CLUSTER_PRESETS: dict[str, dict] = {
     "meta-ib-24k": dict(
         name="meta-ib-24k", host="grand-teton", hosts=3072, topology="fat-tree", storage="tectonic-llama3",
         description="Meta 24,576 x H100 InfiniBand (Quantum-2 NDR) cluster, full bisection",
-        layers=[
-            dict(name="leaf", switch="qm9700", span_gpus=32, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="spine", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="core", switch="qm9700", span_gpus=24576, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm9700", leaf=32, spine=1_024, core=24_576)),
     # Meta RSC (2022 announcement): 2,000 DGX A100 = 16,000 A100, NVIDIA Quantum 200 Gb/s HDR
     # InfiniBand, two-level Clos with no oversubscription. QM8700 (40 ports): 20 down / 20 up.
     "meta-rsc-16k": dict(
         name="meta-rsc-16k", host="dgx-a100", hosts=2000, topology="fat-tree",
         description="Meta Research SuperCluster: 16,000 x A100, 200G HDR InfiniBand, non-blocking",
-        layers=[
-            dict(name="leaf", switch="qm8700", span_gpus=160, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="spine", switch="qm8700", span_gpus=16000, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm8700", leaf=160, spine=16_000)),
     # NVIDIA DGX SuperPOD (A100) reference architecture: scalable units of 20 DGX A100,
     # 140 nodes (1,120 GPUs), rail-optimised HDR 200G, full fat tree.
     "dgx-a100-superpod": dict(
         name="dgx-a100-superpod", host="dgx-a100", hosts=140, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD, 140 x DGX A100, rail-optimised 200G HDR InfiniBand",
-        layers=[
-            dict(name="su", switch="qm8700", span_gpus=160, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="pod", switch="qm8700", span_gpus=1120, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm8700", su=160, pod=1_120)),
     # Selene (NVIDIA, Top500 2020-21): 560 DGX A100 nodes (4,480 GPUs) as four DGX SuperPODs of
     # 140 nodes, rail-optimised HDR 200G InfiniBand, full fat tree (the MT-NLG 530B cluster).
     "selene": dict(
         name="selene", host="dgx-a100", hosts=560, topology="rail-optimized",
         description="NVIDIA Selene, 560 x DGX A100 (four SuperPODs), rail-optimised 200G HDR InfiniBand",
-        layers=[
-            dict(name="su", switch="qm8700", span_gpus=160, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="pod", switch="qm8700", span_gpus=1120, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="cluster", switch="qm8700", span_gpus=4480, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm8700", su=160, pod=1_120, cluster=4_480)),
     # IDRIS Jean Zay gpu_p5 (BLOOM 176B; bigscience tr11 README): 52 HPE Apollo 6500 nodes of 8 x A100
     # 80GB, 4 x 100 Gb/s Omni-Path per node, a "fully dedicated subnet" for NCCL. Fat tree of Omni-Path
     # edge switches (4 nodes, 16 links, 32 GPUs each) under a core: ASSUMPTION for the tiers,
@@ -226,30 +223,20 @@ CLUSTER_PRESETS: dict[str, dict] = {
     "dgx-h100-superpod": dict(
         name="dgx-h100-superpod", host="dgx-h100", hosts=128, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD, 128 x DGX H100, rail-optimised 400G NDR InfiniBand",
-        layers=[
-            dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm9700", su=256, pod=1_024)),
     # The same scalable units joined by a third (core) tier of QM9700 switches: 1,024 DGX H100 (8,192
     # GPUs), full bisection, as NVIDIA's larger H100 clusters (Eos: 576 nodes) are built; the
     # Megatron-LM weak-scaling runs used up to 6,144 H100s.
     "dgx-h100-superpod-8k": dict(
         name="dgx-h100-superpod-8k", host="dgx-h100", hosts=1024, topology="rail-optimized",
         description="DGX H100 scalable units under a core tier: 8,192 x H100, rail-optimised 400G NDR InfiniBand",
-        layers=[
-            dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="core", switch="qm9700", span_gpus=8192, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm9700", su=256, pod=1_024, core=8_192)),
     # NVIDIA DGX SuperPOD (B200) reference architecture: scalable units of 32 DGX B200 (256 GPUs),
     # rail-optimised 400G NDR compute fabric (8 x ConnectX-7 per node), full fat tree; 4 SUs.
     "dgx-b200-superpod": dict(
         name="dgx-b200-superpod", host="dgx-b200", hosts=128, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD, 128 x DGX B200, rail-optimised 400G NDR InfiniBand",
-        layers=[
-            dict(name="su", switch="qm9700", span_gpus=256, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="pod", switch="qm9700", span_gpus=1024, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm9700", su=256, pod=1_024)),
     # NVIDIA DGX SuperPOD with DGX GB200 reference architecture (network fabrics): scalable units
     # of 8 NVL72 racks (576 GPUs), up to 16 SUs (128 racks, 9,216 GPUs). Compute fabric NDR 400G,
     # rail-aligned per rack: 4 rails (one ConnectX-7 per GPU of a tray), a leaf per (rack, rail)
@@ -257,31 +244,20 @@ CLUSTER_PRESETS: dict[str, dict] = {
     "gb200-nvl72-superpod": dict(
         name="gb200-nvl72-superpod", host="gb200-nvl72", hosts=2304, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD GB200: 128 NVL72 racks (9,216 GPUs), 400G NDR InfiniBand per GPU",
-        layers=[
-            dict(name="rack", switch="qm9700", span_gpus=72, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="su", switch="qm9700", span_gpus=576, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="core", switch="qm9700", span_gpus=9216, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("qm9700", rack=72, su=576, core=9_216)),
     # The GB300 NVL72 racks on the same SuperPOD layout with 800G XDR (Quantum-X800, 144 x 800G;
     # DGX SuperPOD B300 XDR RA). ASSUMPTION: the GB200 SU shape carried over; port-to-port
     # latency as Quantum-2.
     "gb300-nvl72-superpod": dict(
         name="gb300-nvl72-superpod", host="gb300-nvl72", hosts=2304, topology="rail-optimized",
         description="GB300 NVL72 SuperPOD-style: 128 racks (9,216 GPUs), 800G XDR InfiniBand per GPU",
-        layers=[
-            dict(name="rack", switch="q3400", span_gpus=72, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="su", switch="q3400", span_gpus=576, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="core", switch="q3400", span_gpus=9216, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("q3400", rack=72, su=576, core=9_216)),
     # NVIDIA DGX SuperPOD with DGX B300, XDR InfiniBand RA: SUs of 72 nodes (576 GPUs), 18 SUs
     # (9,216 GPUs), 800G ConnectX-8 per GPU, rail-optimised, non-blocking.
     "dgx-b300-superpod": dict(
         name="dgx-b300-superpod", host="dgx-b300", hosts=1152, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD B300: 1,152 x DGX B300 (9,216 GPUs), rail-optimised 800G XDR InfiniBand",
-        layers=[
-            dict(name="su", switch="q3400", span_gpus=576, oversubscription=1.0, hop_latency_us=0.13),
-            dict(name="core", switch="q3400", span_gpus=9216, oversubscription=1.0, hop_latency_us=0.13),
-        ]),
+        layers=_infiniband("q3400", su=576, core=9_216)),
     # A Meta-style GB200 cluster: Catalina NVL36x2 pods (72-GPU NVLink domains) on an 800G RoCE
     # fabric shaped as the Llama 3 clusters (Llama 3 paper 3.3.3): one RTSW tier per pod, AI zones
     # of 64 pods with full bisection, zones joined at 1:7. ASSUMPTION throughout: Meta has

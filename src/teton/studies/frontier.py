@@ -70,6 +70,7 @@ LIMITS = (
           "detection): past it start-up is the largest fixed cost of every interruption; load = start-up / 600 s"),
 )
 LIMIT_KEYS = tuple(lim.key for lim in LIMITS)
+LIMIT_BY_KEY = {lim.key: lim for lim in LIMITS}
 ETTR_MIN = 0.90
 DP_EXPOSED_MAX = 0.10
 STARTUP_MAX_S = 600.0
@@ -327,20 +328,15 @@ def verdicts(rows: Sequence[FrontierRow]) -> tuple[Verdict, ...]:
         if not crossed:
             top = max(LIMIT_KEYS, key=lambda k: by[k]["load"])
             out.append(Verdict(sys_key, None, None, None, by, f"{sys_key}: no limit crossed up to {mine[-1].gpus:,} "
-                               f"GPUs; closest: {_label(top)} at {by[top]['load']:.0%} of its budget"))
+                               f"GPUs; closest: {LIMIT_BY_KEY[top].label} at {by[top]['load']:.0%} of its budget"))
             continue
         first = min(crossed, key=lambda k: (by[k]["first_scale"], by[k]["crossing_gpus"] or 0.0, -by[k]["load"]))
         b = by[first]
         where = (f"between {_below(mine, b['first_scale']):,} and {b['first_scale']:,} GPUs (~{b['crossing_gpus']:,.0f})"
                  if b["crossing_gpus"] is not None else f"at {b['first_scale']:,} GPUs, the smallest scale studied")
-        rule = next(lim.rule for lim in LIMITS if lim.key == first)
         out.append(Verdict(sys_key, first, b["first_scale"], b["crossing_gpus"], by,
-                           f"{sys_key}: {_label(first)} limits first: {rule} {where}"))
+                           f"{sys_key}: {LIMIT_BY_KEY[first].label} limits first: {LIMIT_BY_KEY[first].rule} {where}"))
     return tuple(out)
-
-
-def _label(key: str) -> str:
-    return next(lim.label for lim in LIMITS if lim.key == key)
 
 
 def _below(rows: Sequence[FrontierRow], gpus: int) -> int:

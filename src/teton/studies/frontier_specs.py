@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from teton.errors import SpecError, closest
+from teton.hardware import HOSTS
 from teton.spec.cluster import CLUSTER_PRESETS
 
 STORAGE = MappingProxyType({"preset": "tectonic-llama3", "other_jobs_share": 0.0})
@@ -60,15 +61,22 @@ class System:
 
     key: str
     label: str
-    host: str
-    gpus_per_host: int
-    domain_gpus: int  # GPUs of one NVLink domain (whole domains per job)
+    host: str  # a catalog host: its GPUs and NVLink domain
     below_building: tuple[dict[str, Any], ...]  # fabric layers inside a building
     building_gpus: int
     software: str
     model: str
     job: MappingProxyType
     example: str  # the bundled example the job is
+
+    @property
+    def gpus_per_host(self) -> int:
+        return HOSTS[self.host].gpus
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs of one NVLink domain (a job takes whole domains)."""
+        return HOSTS[self.host].domain_gpus
 
     @property
     def replica_gpus(self) -> int:
@@ -90,10 +98,10 @@ def _building_layer(span: int) -> dict[str, Any]:
 
 
 SYSTEMS: MappingProxyType[str, System] = MappingProxyType({
-    "h100": System("h100", "H100 (Grand Teton, 400G RoCE)", CAMPUS["host"], 8, 8,
+    "h100": System("h100", "H100 (Grand Teton, 400G RoCE)", CAMPUS["host"],
                    tuple(dict(x) for x in CAMPUS["layers"][:2]), CAMPUS["layers"][2]["span_gpus"],
                    "meta-llama3-2024", "llama3-405b", H100_JOB, "examples/llama3-405b-16k.yaml"),
-    "gb200": System("gb200", "GB200 NVL72 (Catalina, 800G RoCE)", GB200_ZONES["host"], 4, 72,
+    "gb200": System("gb200", "GB200 NVL72 (Catalina, 800G RoCE)", GB200_ZONES["host"],
                     tuple(dict(x) for x in GB200_ZONES["layers"][:2]), GB200_ZONES["layers"][-1]["span_gpus"],
                     "megatron-bridge-25.11", "llama3-405b", GB200_JOB, "examples/llama3-405b-gb200-nvl72.yaml"),
 })

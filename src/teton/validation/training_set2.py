@@ -41,6 +41,7 @@ import csv
 from dataclasses import dataclass
 from importlib import resources
 
+from teton.hardware.kernels import NVFP4_NOT_MODELLED
 from teton.memo import cached
 
 DATA_FILE = "training-set-2.csv"
@@ -61,8 +62,7 @@ SYSTEMS = {"DGX-H100": "dgx-h100-superpod", "DGX-B200": "dgx-b200-superpod", "DG
 # it). GB300 rows run 1.05-1.27x GB200's throughput at the same layout, release and dense peaks: the
 # catalog gives Blackwell Ultra (B300, GB300) a GPU family of its own, so its in-situ values are its own.
 NEEDS_HARDWARE: dict[str, str] = {}
-NVFP4_REASON = ("the NVFP4 recipe (fp4 GEMMs with 16-element block scales) is not modelled yet; the catalog's "
-                "Blackwell GPUs list their fp4 peaks")
+NVFP4_REASON = f"{NVFP4_NOT_MODELLED}; the catalog's Blackwell GPUs list their fp4 peaks"
 # the source's model name (its leading word) -> teton model (a preset, or a mapping)
 MODELS: dict[str, str | dict] = {
     "GPT3-5B": {"base": "gpt3-5b", "vocab": 51200}, "GPT3-20B": {"base": "gpt3-20b", "vocab": 51200},

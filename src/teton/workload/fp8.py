@@ -22,9 +22,8 @@ operands; on a GPU whose fp8 GEMMs take any layout (Blackwell, ``GPU.fp8_any_lay
 the rowwise copy alone. Each cast carries that copy's bytes as ``tn_only_bytes``, which the compute
 model drops on such a GPU (the work stays hardware-free; the time is the engine's).
 * ``nvfp4``: not modelled yet (fp4 GEMMs at the fp4 peak with 16-element block scales). Refused
-  when the job loads: on a GPU without fp4 tensor cores by ``hardware.kernels.fp8_recipe_unsupported``,
-  on one that lists an fp4 peak (the Blackwell GPUs) by :func:`recipe_of`; both are called by the
-  job checks.
+  on every GPU when the job loads (``hardware.kernels.fp8_recipe_unsupported``, called by the job
+  checks); :func:`recipe_of` refuses it too, for work built from an unchecked job.
 
 In backward the output gradient (m x n) of each fp8 GEMM is cast the same way. Weights are
 cast once per step and cached across micro-batches (not charged). GEMMs outside TE's fp8
@@ -51,7 +50,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from teton.errors import SpecError
-from teton.hardware.kernels import FP8_RECIPES, Fp8Recipe
+from teton.hardware.kernels import FP8_RECIPES, NVFP4_NOT_MODELLED, Fp8Recipe
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
@@ -65,8 +64,7 @@ def recipe_of(job: JobSpec) -> Fp8Recipe:
     """The job's fp8 recipe; nvfp4 is refused (its fp4 GEMMs and block scales are not modelled)."""
     name = job.software.fp8_recipe
     if name not in FP8_RECIPES:
-        raise SpecError("software.fp8_recipe", name, "the NVFP4 recipe (fp4 GEMMs with 16-element block scales) "
-                        f"is not modelled yet; use {', '.join(FP8_RECIPES)}")
+        raise SpecError("software.fp8_recipe", name, f"{NVFP4_NOT_MODELLED}; use {', '.join(FP8_RECIPES)}")
     return FP8_RECIPES[name]
 
 
