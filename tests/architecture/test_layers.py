@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "teton"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
     ("units", "memo", "progress", "atomic", "data", "version"),
-    ("hardware",),
+    ("hardware", "order_stats"),
     ("spec",),
     ("topology", "collectives"),
     ("network",),

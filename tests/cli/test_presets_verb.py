@@ -9,10 +9,12 @@ def test_presets_lists_everything(cli):
     code, out, _ = cli("presets", "--json")
     d = json.loads(out)
     assert code == 0
-    assert {"meta-roce-24k", "meta-ib-24k", "meta-rsc-16k", "dgx-a100-superpod", "dgx-h100-superpod"} <= set(d["clusters"])
+    assert {"meta-roce-24k", "meta-ib-24k", "meta-rsc-16k", "dgx-a100-superpod", "dgx-h100-superpod",
+            "deepseek-h800-2k"} <= set(d["clusters"])
     assert {"llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b", "llama3.1-405b",
             "gpt3-175b"} <= set(d["models"])
-    assert {"a100-40gb", "a100-80gb", "h100-sxm", "h100-96gb", "h200", "b200"} <= set(d["gpus"])
+    assert {"a100-40gb", "a100-80gb", "h100-sxm", "h100-96gb", "h200", "b200", "h800"} <= set(d["gpus"])
+    assert "hgx-h800" in d["hosts"]
 
 
 def test_presets_show_hbm_in_gib_and_no_fake_fp8(cli):

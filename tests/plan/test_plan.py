@@ -187,3 +187,25 @@ def test_a_killed_plan_worker_is_a_one_line_error_naming_the_executor():
     with pytest.raises(SpecError, match=r"^executor = 'local': a worker died \(BrokenProcessPool: killed or "
                                         r"out of memory\?\); 0 of 2 GPU counts were evaluated"):
         run_tasks([1, 2], "local", 2, evaluate=_die)
+
+
+def test_an_moe_plan_carries_expert_tp_and_the_rank_order(cli, tmp_path):
+    """A plan of an MoE model chooses etp and the order with the other degrees (issue 25), shows
+    them in its layout ("etp1 tp-cp-ep-dp-pp") and hands ``teton search`` the --etp it searched."""
+    from teton.plan.answer import layout_text
+
+    path = tmp_path / "moe.yaml"
+    path.write_text(yaml.safe_dump({"cluster": "dgx-h100-superpod", "model": "mixtral-8x7b",
+                                    "job": {"gpus": 64, "tp": 2, "pp": 2, "ep": 8, "seq_len": 4096,
+                                            "global_batch": 512}}))
+    d = _plan(cli, path, ("--tokens", "100B", "--gpus", "64", "--runs", "50", "--executor", "serial", "--tp", "2",
+                          "--cp", "1", "--pp", "2", "--virtual-stages", "1", "--ep", "8", "--etp", "1,2"))
+    chosen = next(p for p in d["plans"] if p["chosen"])
+    lay = chosen["layout"]
+    assert lay["etp"] in (1, 2) and lay["parallel_order"] in (["tp", "cp", "ep", "dp", "pp"], ["tp", "cp", "pp", "ep", "dp"])
+    assert "-".join(lay["parallel_order"]) in layout_text(chosen) and ("etp1" in layout_text(chosen)) == (lay["etp"] == 1)
+    options = d["counts"][0]["reproduce_search"]["options"]
+    assert options[options.index("--etp") + 1] == "1,2"
+    assert all("etp" in r and "parallel_order" in r for r in d["counts"][0]["layouts"])
+    dense = {"tp": 8, "cp": 1, "pp": 2, "dp": 8, "ep": 1}
+    assert layout_text({"layout": dense}) == "tp8 cp1 pp2 dp8"  # a dense layout's text is as before

@@ -221,6 +221,18 @@ def test_a_nemo_field_over_its_preset_and_a_megatron_moe():
     s = teton.load_spec(spec)
     assert (s.model.experts, s.model.top_k, s.job.ep, s.job.dp) == (8, 2, 8, 32)
     assert teton.simulate(s).step_time_s > 0
+    spec, _ = import_config(moe + " --expert-tensor-parallel-size 1 --use-tp-pp-dp-mapping", gpus=64)
+    s = teton.load_spec(spec)  # experts whole on each rank: EP 8 over TP 2 x DP 4, edp = 2 * 32 / 8
+    assert (s.job.etp, s.job.layout.edp, s.job.parallel_order) == (1, 8, ("tp", "cp", "ep", "pp", "dp"))
+
+
+def test_nemo_reads_expert_tensor_parallelism():
+    """MegatronStrategy's expert_tensor_parallel_size is job.etp (a dense model takes only its tp)."""
+    text = NEMO2.read_text().replace("    context_parallel_size: 1\n",
+                                     "    context_parallel_size: 1\n    expert_tensor_parallel_size: 8\n")
+    spec, report = import_config(text, "nemo")
+    assert spec["job"]["etp"] == 8
+    assert any(r.key == "trainer.strategy.expert_tensor_parallel_size" and r.field == "job.etp" for r in report.mapped)
 
 
 def test_a_cluster_file_is_written_relative_to_the_spec(cli, tmp_path):

@@ -60,3 +60,46 @@ def test_the_memoised_layout_follows_every_copy_of_the_job():
         copy = job.model_copy(update=update)
         assert copy.layout == Layout.of(copy) and copy.layout != first
     assert job.layout is first  # the original keeps its own
+
+
+# Megatron-Bridge's H100 MoE layout that teton refused ("job.ep = 32: must divide dp (16)"): EP 32
+# over TP 2 x DP 16, expert-TP 1 (issue 25)
+BRIDGE = {"cluster": "dgx-h100-superpod", "model": "qwen3-30b-a3b",
+          "job": {"gpus": 32, "tp": 2, "ep": 32, "etp": 1, "seq_len": 4096, "global_batch": 256}}
+
+
+def test_megatron_bridges_expert_layout_is_accepted():
+    """etp ep edp = 1 x 32 x 1 = tp cp dp = 2 x 1 x 16: Megatron-Core's rule, not 'ep divides dp'."""
+    from teton.spec.layout import MOE_ORDER
+
+    spec = load_spec(BRIDGE)
+    lay = spec.job.layout
+    assert (lay.tp, lay.dp, lay.ep, lay.etp, lay.edp) == (2, 16, 32, 1, 1)
+    assert lay.order == MOE_ORDER and lay.degrees == {"tp": 2, "cp": 1, "pp": 1, "dp": 16, "ep": 32, "etp": 1, "edp": 1}
+    assert lay.rank_stride("ep") == 1  # EP's neighbours are the TP ranks
+    import teton
+
+    assert teton.simulate(spec).step_time_s > 0
+
+
+def test_an_moe_job_takes_megatrons_order_and_a_dense_one_llama_3s():
+    """No job.parallel_order: tp-cp-ep-dp-pp for an MoE model (what Megatron-Core and its recipes
+    run), tp-cp-pp-dp for a dense one; an order the spec gives is kept."""
+    moe = load_spec(BRIDGE)
+    assert moe.job.parallel_order == ("tp", "cp", "ep", "dp", "pp") and "job.parallel_order" in moe.job_defaults
+    dense = load_spec(_spec())
+    assert dense.job.parallel_order == ("tp", "cp", "pp", "dp") == dense.job.layout.order
+    given = load_spec({**BRIDGE, "job": {**BRIDGE["job"], "parallel_order": ["tp", "cp", "pp", "dp"]}})
+    assert given.job.layout.order == ("tp", "cp", "pp", "ep", "dp")  # ep just inside dp
+
+
+@pytest.mark.parametrize("job,model,words", [
+    ({"etp": 3}, "qwen3-30b-a3b", ("job.etp", "must divide tp*cp*dp = 2*1*16 = 32")),
+    ({"etp": 2}, "qwen3-30b-a3b", ("job.ep", "etp*ep = 2*32 must divide tp*cp*dp")),
+    ({"ep": 1, "etp": 1}, "llama3-8b", ("job.etp", "needs a MoE model")),
+    ({"ep": 2, "etp": 16}, {"base": "mixtral-8x7b", "moe_ffn_hidden": 1000}, ("job.etp", "expert FFN width (1000")),
+])
+def test_a_bad_expert_layout_is_a_one_line_error(job, model, words):
+    with pytest.raises(SpecError) as e:
+        load_spec({**BRIDGE, "model": model, "job": {**BRIDGE["job"], **job}})
+    assert all(w in str(e.value) for w in words) and "\n" not in str(e.value), str(e.value)

@@ -8,7 +8,8 @@ from cli_checks import one_line_error, write_spec
 
 import teton
 from teton.spec import load_spec
-from teton.spec.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
+from teton.spec.hf_config import model_from_hf_config
+from teton.spec.model import MODEL_PRESETS, ModelSpec
 
 
 @pytest.mark.parametrize("name", ["llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "llama2-7b", "llama2-70b"])

@@ -108,9 +108,24 @@ def test_search_evaluates_several_ep_degrees_on_a_moe_model():
     spec = load_spec(MOE)
     d = search_layouts(spec, SearchSpace(**SMALL_SPACE))
     assert {r["ep"] for r in d["rows"]} == {1, 2, 4, 8}  # every divisor of the 8 experts (and of dp 128)
-    assert len({r["step_time_s"] for r in d["rows"]}) == 4
+    assert {(r["ep"], r["etp"]) for r in d["rows"]} == {(ep, etp) for ep in (1, 2, 4, 8) for etp in (1, 2)}
+    assert len({r["step_time_s"] for r in d["rows"]}) == 8
     eps = {c.job.ep for c in candidate_jobs(spec, SearchSpace(**{**SMALL_SPACE, "ep": (2, 3, 8, 256)}))}
     assert eps == {2, 8}  # 3 does not divide the experts, 256 neither: the job rules skip them
+
+
+def test_search_varies_expert_tp_and_the_rank_order_on_a_moe_model():
+    """etp 1 and tp by default (``--etp`` narrows it), and with pp > 1 Megatron-Core's order beside
+    Llama 3's: the order decides whether EP stays inside a pipeline stage's hosts."""
+    spec = load_spec(MOE)
+    space = SearchSpace(**{**SMALL_SPACE, "pp": (2,), "ep": (8,)})
+    cands = [c.job.layout for c in candidate_jobs(spec, space)]
+    megatron, llama = ("tp", "cp", "ep", "dp", "pp"), ("tp", "cp", "pp", "ep", "dp")
+    assert {(lay.etp, lay.order) for lay in cands} == {(e, o) for e in (1, 2) for o in (megatron, llama)}
+    d = search_layouts(spec, space)
+    by = {(r["etp"], tuple(r["parallel_order"])): r["step_time_s"] for r in d["rows"]}
+    assert by[(2, megatron)] < by[(2, llama)]  # EP 8 on the 16 GPUs of 2 hosts vs across 8 stages' hosts
+    assert {c.job.layout.etp for c in candidate_jobs(spec, SearchSpace(**{**SMALL_SPACE, "etp": (1, 3)}))} == {1}
 
 
 def test_dense_model_searches_ep_1_only():
@@ -128,7 +143,10 @@ def test_search_cli_ep_option_column_and_json(cli, tmp_path):
     code, out, err = cli(*args)
     assert code == 0, err
     header = next(line for line in out.splitlines() if "step s" in line)
-    assert " ep " in header
+    assert " ep " in header and " etp " in header and "order" in header
+    code, out, err = cli(*args, "--etp", "1", "--json")
+    assert code == 0, err
+    assert {r["etp"] for r in json.loads(out)["rows"]} == {1}
 
 
 def test_ep_on_a_dense_model_is_a_one_line_error(cli, tmp_path):
@@ -139,3 +157,5 @@ def test_ep_on_a_dense_model_is_a_one_line_error(cli, tmp_path):
     assert code == 2 and "--ep" in err and "MoE" in err and err.count("\n") == 1
     code, _, err = cli("search", path, "--ep", "two")
     assert code == 2 and "--ep" in err
+    code, _, err = cli("search", path, "--etp", "1")
+    assert code == 2 and "--etp" in err and "MoE" in err and err.count("\n") == 1

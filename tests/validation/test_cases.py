@@ -47,7 +47,8 @@ def test_validate_json_reports_the_three_predictions_of_the_training_set(cli):
     d = json.loads(out)
     ts = d["training_set"]
     assert ts["rows"] == 11
-    assert ts["mean_abs_error_burst"] > 0.1 > 0.05 > ts["mean_abs_error_loo"] >= ts["mean_abs_error_in_sample"] * 0.9
+    assert ts["mean_abs_error_burst"] > 1.5 * ts["mean_abs_error_loo"]  # the fit more than earns its keep
+    assert 0.05 > ts["mean_abs_error_loo"] >= ts["mean_abs_error_in_sample"] * 0.9
     assert ts["mean_abs_error_loso"] > ts["mean_abs_error_loo"]  # a stack never seen is harder than a seen one
     names = {p["name"] for p in d["fit"]}  # one value per (stack, GPU family) of both training sets
     assert {"tensor_core_in_situ[meta-llama3-2024/hopper]", "collective_in_situ[megatron-lm-2022/a100]"} <= names

@@ -11,6 +11,8 @@ from teton.spec import load_spec
 from teton.validation.flop_conventions import flops_per_token
 from teton.validation.training_set2 import (
     JUDGED,
+    PREDICTED,
+    moe_runs_2,
     published_rows,
     row_spec,
     row_status,
@@ -25,7 +27,14 @@ def test_every_row_of_the_file_is_loaded_and_none_is_dropped():
     rows = published_rows()
     assert [r.id for r in rows] == ids and len(set(ids)) == len(ids) > 340
     status = Counter(row_status(r)[0] for r in rows)
-    assert status[JUDGED] >= 130 and status["needs_model"] > 100 and status["needs_hardware"] == 0
+    assert status[JUDGED] >= 130 and status["needs_hardware"] == 0
+    # every MoE and MLA row teton has a configuration for runs (#25: predicted, not yet fitted): only
+    # the models whose sizes no source gives wait
+    waiting = {r.base_model for r in rows if row_status(r)[0] == "needs_model"}
+    assert waiting == {"DeepSeekV4", "Nemotron_3_Nano", "Nemotron_3_Super", "Nemotron_3_Ultra", "Nemotron_3_5_Lightning"}
+    moe = [r for r in rows if r.base_model in ("DeepSeekV3", "Qwen3_30B_a3B", "Qwen3_235B_a22B", "GPT", "Kimi_K2")]
+    assert sum(row_status(r)[0] == PREDICTED for r in moe) > 80
+    assert {r.name for r in moe_runs_2()} == {r.id for r in rows if row_status(r)[0] == PREDICTED}
     judged_ids = {r.name for r in training_runs_2()}
     assert judged_ids == {r.id for r in rows if row_status(r)[0] == JUDGED}
 
@@ -71,6 +80,8 @@ def test_flop_conventions_turn_tflops_into_the_published_tokens_per_second():
     checked = 0
     for r in published_rows():
         if row_status(r)[0] != JUDGED or not (r.tokens_per_s_per_gpu and r.tflops_per_gpu):
+            continue
+        if r.model.startswith("GPT OSS") and r.release < "26.06":  # their own count (flop_conventions)
             continue
         model = load_spec(row_spec(r)).model
         tokens = r.tflops_per_gpu * 1e12 / flops_per_token(r.flop_convention, model, r.seq_len)

@@ -167,7 +167,7 @@ def test_overlapped_dp_collectives_cost_the_sms_they_hold():
     # hand calc: 1F1B, one chunk per rank; the rank with the most parameters (the head's) reduces
     # and gathers once per step; what is not exposed ran under compute at 16/132 of the SMs
     rs, ag = r.comm_times_s["dp.reduce_per_chunk_max"], r.comm_times_s["dp.all_gather_per_chunk_max"]
-    assert r.breakdown["sm_contention"] == pytest.approx(16 / 132 * (rs + ag - r.breakdown["dp_comm"]), rel=1e-9)
+    assert r.breakdown["sm_contention"] == pytest.approx(16 / 132 * (rs + ag - r.dp_exposed_s), rel=1e-9)
 
 
 def test_tp_overlap_pairs_each_collective_with_an_independentgemm():

@@ -90,6 +90,7 @@ FLAGS: dict[str, Flag] = {
     "--cp": F("LIST", "CP degrees to try"),
     "--pp": F("LIST", "PP degrees to try"),
     "--ep": F("LIST", "EP degrees to try (MoE models)"),
+    "--etp": F("LIST", "expert-TP degrees to try (MoE models)"),
     "--virtual-stages": F("LIST", "virtual pipeline stages to try"),
     # compare
     "--a": F("KEY=VALUE", "override for variant A (repeatable)"),

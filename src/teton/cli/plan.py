@@ -109,6 +109,8 @@ def register(app: typer.Typer) -> None:
         pp: Annotated[str | None, typer.Option("--pp", help="PP degrees to try")] = None,
         vs: Annotated[str | None, typer.Option("--virtual-stages", help="virtual stages to try")] = None,
         ep: Annotated[str | None, typer.Option("--ep", help="EP degrees to try (MoE models)")] = None,
+        etp: Annotated[str | None, typer.Option("--etp", help="expert-TP degrees to try (MoE models; default: "
+                                                "1 and tp)")] = None,
         top: Annotated[int, typer.Option("--top", min=1, max=MAX_TOP, help="rows to print")] = 10,
         out: Annotated[Path | None, typer.Option("--out", "-o", help="also write an offline HTML page: the "
                                                  "Pareto plot and the chosen plan's breakdown")] = None,
@@ -130,7 +132,7 @@ def register(app: typer.Typer) -> None:
                                "gpus": gpus, "storage_servers": storage_servers, "global_batch": global_batch,
                                "storage_pricing": storage_pricing, "prefer": prefer,
                                "runs": runs, "seed": seed,
-                               "space": search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep)})
+                               "space": search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep, etp=etp)})
         ep_degrees(s, req.space)
         with progress_task("planning: layouts and runs per GPU count", disable=json_) as tick:
             d = make_plan(req, executor, workers, tick)

@@ -1,4 +1,5 @@
-"""``teton search SPEC``: which TP/CP/PP/DP/EP layout is fastest, and does it fit?"""
+"""``teton search SPEC``: which TP/CP/PP/DP/EP/expert-TP layout (and, for an MoE model, rank
+order) is fastest, and does it fit?"""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def register(app: typer.Typer) -> None:
         vs: Annotated[str | None, typer.Option("--virtual-stages", help="virtual stages to try")] = None,
         ep: Annotated[str | None, typer.Option("--ep", help="EP degrees to try (MoE models; default: every "
                                                "divisor of model.experts)")] = None,
+        etp: Annotated[str | None, typer.Option("--etp", help="expert-TP degrees to try (MoE models; default: 1 "
+                                                "and tp)")] = None,
         json_: JsonFlag = False,
     ) -> None:
         """Simulate every valid layout of SPEC's job; rank those that fit in memory by step time."""
@@ -31,8 +34,8 @@ def register(app: typer.Typer) -> None:
         from teton.sweep.search import ep_degrees, search_layouts, search_space
 
         s = load_spec(spec, set_)
-        space = search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep)
-        ep_degrees(s, space)  # --ep on a dense model: an error before anything runs
+        space = search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep, etp=etp)
+        ep_degrees(s, space)  # --ep or --etp on a dense model: an error before anything runs
         with progress_bar(disable=json_) as bar:
             task = bar.add_task("simulating layouts", total=None)
             d = search_layouts(s, space, lambda i, n: bar.update(task, completed=i, total=n))
@@ -42,13 +45,13 @@ def register(app: typer.Typer) -> None:
             j = s.job
             tried = " ".join(f"--{k} {','.join(map(str, v))}" for k, v in (
                 ("tp", space.tp), ("cp", space.cp), ("pp", space.pp), ("virtual-stages", space.virtual_stages),
-                ("ep", ep_degrees(s, space))))
+                ("ep", ep_degrees(s, space)), *((("etp", space.etp),) if space.etp else ())))
             raise SpecError("search", tried,
                             f"no layout passes the job rules for {j.gpus} GPUs, {j.layout.tokens_per_step:,} tokens a step "
                             f"of {j.layout.seq_len}-token sequences and {s.model.name} ({s.model.heads} heads, "
                             f"{s.model.n_kv_heads} KV heads, {s.model.layers} layers"
                             + (f", {s.model.experts} experts" if s.model.experts > 1 else "") + "); widen --tp/--cp/--pp"
-                            + ("/--ep" if s.model.experts > 1 else ""))
+                            + ("/--ep/--etp" if s.model.experts > 1 else ""))
         if json_:
             print_json({**d, "rows": d["rows"][:top]})
             return
@@ -59,13 +62,15 @@ def register(app: typer.Typer) -> None:
         t = Table(title=f"{d['evaluated']} layouts simulated, {d['fitting']} fit in memory (top {top})")
         # MFU against the bf16 peak (as every table shows it); an fp8 job's against its own peak too
         own_peak = [f"MFU ({s.job.precision} peak)"] if s.job.precision != "bf16" else []
-        for col in ("tp", "cp", "pp", "ep", "dp", "v", "mb", "recompute", "zero", "step s", "MFU", *own_peak,
-                    "mem GiB", "headroom GiB", "fits"):
+        moe = s.model.experts > 1  # an MoE layout's expert TP and rank order (Megatron's tp-cp-ep-dp-pp spelling)
+        for col in ("tp", "cp", "pp", "ep", *(("etp", "order") if moe else ()), "dp", "v", "mb", "recompute", "zero",
+                    "step s", "MFU", *own_peak, "mem GiB", "headroom GiB", "fits"):
             t.add_column(col, justify="right")
         for r in d["rows"][:top]:
             zero = f"{r['zero']} (per mb)" if r["zero"] == 2 and r["grad_reduce"] == "per_microbatch" else str(r["zero"])
-            t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "ep", "dp", "virtual_stages", "micro_batch", "recompute")),
-                      zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
+            expert = (str(r["etp"]), "-".join(r["parallel_order"])) if moe else ()
+            t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "ep")), *expert,
+                      *(str(r[k]) for k in ("dp", "virtual_stages", "micro_batch", "recompute")), zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
                       *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
         output_console().print(t)

@@ -109,6 +109,21 @@ def _few_shot_table(rows: list[dict]):
     return t
 
 
+def _weak_scaling(d: dict, console) -> None:
+    """The weak-scaling series: published vs teton's step-time ratio, largest / smallest GPU count."""
+    from rich.table import Table
+
+    t = Table(title="weak scaling: step time at the largest / the smallest GPU count (the same work per GPU)",
+              title_justify="left", title_style="bold")
+    for col in ("series", "GPUs", "published", "teton", "difference"):
+        t.add_column(col, justify="left" if col == "series" else "right")
+    for s in d["series"]:
+        t.add_row(s["series"], " / ".join(f"{g:,}" for g in s["gpus"]), f"{s['published_ratio']:.3f}",
+                  f"{s['teton_ratio']:.3f}", f"{s['difference'] * 100:+.1f} pts")
+    console.print(t)
+    console.print(f"  note: {d['note']}")
+
+
 def _summary_lines(d: dict, console) -> None:
     from rich.markup import escape
 
@@ -205,4 +220,6 @@ def _print(d: dict, console) -> None:
         _not_judged(d["not_judged"], console)
     if d.get("few_shot"):
         console.print(_few_shot_table(d["few_shot"]))
+    if d.get("weak_scaling"):
+        _weak_scaling(d["weak_scaling"], console)
     _summary_lines(d, console)

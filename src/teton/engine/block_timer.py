@@ -26,6 +26,7 @@ their priced times are memoised per block, placement, network and compute model.
 from __future__ import annotations
 
 from teton.collectives.algorithms import nccl_channels
+from teton.collectives.node_limited import node_limited_all_to_all_s
 from teton.engine.compute import ComputeModel
 from teton.engine.overlap import overlapped_exposed_s, ring_exposed_s
 from teton.hardware.kernels import EAGER_LAUNCH_S, host_copy_bytes_s
@@ -69,6 +70,12 @@ def sm_fraction(placement: Placement, axis: str, cluster) -> float:
         placement.groups(axis), cluster.domain_gpus, cluster.nics_per_domain) / cluster.gpu_spec.sm_count))
 
 
+def comm_key(c: Collective) -> tuple[str, str, float]:
+    """(op, axis, bytes) a collective's time is remembered and reported under; a node-limited
+    all-to-all's op is ``node_limited_all_to_all``."""
+    return ("node_limited_all_to_all" if c.max_nodes else c.op), c.axis, c.bytes
+
+
 class BlockTimer:
     """Times blocks' items; remembers collective times per (op, axis, bytes)."""
 
@@ -77,23 +84,31 @@ class BlockTimer:
         self.comm: dict[tuple[str, str, float], float] = {}
 
     def collective_s(self, c: Collective) -> float:
-        key = (c.op, c.axis, c.bytes)
+        key = comm_key(c)
         t = self.comm.get(key)
         if t is None:
             degree = self.placement.degrees.get(c.axis, 1)
-            t = 0.0 if degree <= 1 else (self.cost.collective_time(c.op, self.placement.groups(c.axis), c.bytes)
-                                         + self.compute.eff.kernel_gap_s)
+            t = 0.0 if degree <= 1 else self._network_s(c) + self.compute.eff.kernel_gap_s
             self.comm[key] = t
         return t
 
+    def _network_s(self, c: Collective) -> float:
+        """Network seconds of ``c`` on its axis's groups: a node-limited all-to-all as DeepEP's
+        hierarchical one (``collectives.node_limited``), any other by the cost model."""
+        groups = self.placement.groups(c.axis)
+        if c.max_nodes:
+            return node_limited_all_to_all_s(self.cost, groups, self.cluster.domain_gpus, c.bytes, c.top_k, c.max_nodes)
+        return self.cost.collective_time(c.op, groups, c.bytes)
+
     def items_s(self, items, graphed: bool = True) -> dict[str, float]:
         """Seconds of ``items`` (one pass) by category: compute, each axis's *exposed* collective
-        time, the host copies' exposed time (``offload``) and, unless ``graphed``, the CPU-bound
+        time (an MoE layer's expert-TP collectives, axis ``etp``, under ``ep``), the host copies' exposed time (``offload``) and, unless ``graphed``, the CPU-bound
         time of launching them one by one (``launch``; module docstring)."""
         out = {"compute": self.compute_s(items), "tp": 0.0, "cp": 0.0, "ep": 0.0, "offload": 0.0, "launch": 0.0}
         for it in items:
             if isinstance(it, Collective):
                 axis, t = self.item_s(it, items)
+                axis = "ep" if axis == "etp" else axis  # expert-TP collectives are the experts' communication
                 out[axis] = out.get(axis, 0.0) + t
         out["offload"] = max(0.0, self.host_copy_s(items) - out["compute"])
         if not graphed:
@@ -153,7 +168,7 @@ class BlockTimer:
 
         def price() -> tuple:
             out = self.items_s(block.fwd, block.graphed), self.items_s(block.bwd, block.graphed)
-            used = {(i.op, i.axis, i.bytes) for i in (*block.fwd, *block.bwd) if isinstance(i, Collective)}
+            used = {comm_key(i) for i in (*block.fwd, *block.bwd) if isinstance(i, Collective)}
             return out, {k: self.comm[k] for k in used}
 
         out, comm = _BLOCK_S.get((block, self.placement, self.cost, c.eff),

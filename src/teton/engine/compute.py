@@ -14,7 +14,8 @@ class ComputeModel:
     """Times ``ComputeOp`` s on ``gpu``.
 
     GEMM:      t = max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
-    attention: t = F / (P_bf16 * e_attn(pass) * f(s_kv) * r * a),  f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF))
+    attention: t = max(F / (P_bf16 * e_attn(pass) * f(s_kv) * r * a), B / (BW * e_mem)),
+               f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF)), s_kv the job's sequence or the op's window
     r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``);
     a = the in-situ attention factor (``Efficiency.attention_in_situ``, unfused attention too).
     A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the
@@ -71,7 +72,8 @@ class ComputeModel:
 
     def attention_s(self, op: ComputeOp) -> float:
         """Flash attention: ``flops / (peak * e_attn(pass) * s/(s + S_HALF) / norm)``, the kernel
-        benchmark's efficiency at the job's key length. Unfused attention (``op.k`` = head dim):
+        benchmark's efficiency at the job's key length (``op.n`` where set: a windowed layer's
+        window), and no faster than its HBM bytes (a window's few keys, Mamba-2's scan). Unfused attention (``op.k`` = head dim):
         batched GEMMs on the GEMM curve, half shaped like Q K^T (m, n = keys, k = head dim) and half
         like P V (m, n = head dim, k = keys)."""
         if op.k:
@@ -80,9 +82,9 @@ class ComputeModel:
                       self.eff.gemm("bf16", self.gpu, op.m, op.k, op.n))
             return sum(op.flops / 2 / (peak * e) for e in halves)
         e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.tensor_core * self.eff.attention_in_situ
-        s = float(self.seq_len)
+        s = float(op.n or self.seq_len)  # a windowed layer's kernel sees its window's keys (workload.mixers)
         e *= (s / (s + ATTN_S_HALF)) / (ATTN_REF_SEQ / (ATTN_REF_SEQ + ATTN_S_HALF))
-        return op.flops / (self.gpu.peak_flops(self.attention_precision(op)) * e)
+        return max(op.flops / (self.gpu.peak_flops(self.attention_precision(op)) * e), self.memory_s(op))
 
     def attention_precision(self, op: ComputeOp) -> str:
         """The peak an attention op runs at: fp8 for fp8 flash attention in an fp8 job, else bf16."""

@@ -13,8 +13,11 @@ class StepResult:
     ``breakdown`` sums to ``step_time_s``: compute, exposed tp/cp/ep/pp/dp communication, the
     pipeline bubble, the SMs DP collectives took from compute (``sm_contention``), the optimizer
     step, the fixed ``step_overhead``, the host copies of CPU activation offload the compute did
-    not hide (``cpu_offload``) and the time eager passes wait for the CPU's kernel launches
-    (``launch_overhead``), as seen by the busiest pipeline rank.
+    not hide (``cpu_offload``), the time eager passes wait for the CPU's kernel launches
+    (``launch_overhead``), as seen by the busiest pipeline rank, and what grows with the GPU count
+    (``teton.engine.scale``): the exposed DP communication splits into the last gradient bucket's
+    reduce (``dp_last_bucket``) and the rest (``dp_comm``; both: :attr:`dp_exposed_s`), and the
+    wait for the slowest rank (``stragglers``).
 
     Two peaks: ``mfu`` and ``hfu`` are against the dense peak of the job's ``precision`` (the
     fp8 peak for an fp8 job; JSON keeps these keys); ``mfu_bf16`` and
@@ -70,6 +73,11 @@ class StepResult:
     headroom_bytes: float = 0.0
     memory_reserved: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dp_exposed_s(self) -> float:
+        """The DP communication the overlap did not hide: ``dp_comm`` plus ``dp_last_bucket``."""
+        return self.breakdown.get("dp_comm", 0.0) + self.breakdown.get("dp_last_bucket", 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -45,9 +45,11 @@ from teton.engine.pipeline_schedule import (
 )
 from teton.engine.prepare import default_placement, in_situ_cost, make_cost_model, pp_transfer_times
 from teton.engine.result import StepResult
+from teton.engine.scale import bucketed, dp_buckets, expected_max_std_normal, last_bucket_s, straggler_s
 from teton.hardware.efficiency import in_situ_band, prediction_mode
 from teton.placement import Placement
 from teton.spec.layout import Layout
+from teton.spec.model_flops import model_flops_per_token as layer_model_flops_per_token
 from teton.spec.schema import Spec
 from teton.workload.headroom import memory_headroom
 from teton.workload.items import ACT_BYTES, FP32, Collective
@@ -68,9 +70,9 @@ OPTIMIZER_BYTES_PER_PARAM = ADAM_BYTES_PER_PARAM + GRAD_CLIP_BYTES_PER_PARAM
 
 
 def model_flops_per_token(spec: Spec) -> float:
-    """6 N (matmul params) + 12 L s d_attn (PaLM, Appendix B)."""
-    m = spec.model
-    return 6.0 * m.matmul_params() + 12.0 * m.layers * spec.job.layout.seq_len * m.q_width
+    """6 N (matmul params) + 12 L s d_attn (PaLM, Appendix B), per layer type, with MLA's head
+    dims, windows, Mamba-2's scan and multi-token prediction (``spec.model_flops``)."""
+    return layer_model_flops_per_token(spec.model, spec.job.layout.seq_len)
 
 
 def slowest_gpu_factor(gpus: int, cv: float) -> float:
@@ -79,33 +81,31 @@ def slowest_gpu_factor(gpus: int, cv: float) -> float:
     With per-GPU sustained throughput ~ N(mu, (cv mu)^2), every pipeline stage waits for its
     slowest TP rank, the pipeline for its slowest stage and the step for its slowest DP replica,
     so the job runs at about the expected minimum speed of ``gpus`` draws: a compute-time factor
-    ``1 / (1 - cv z_n)``, z_n = E[max of n standard normals] ~ Phi^-1((n - 0.375)/(n + 0.25))
-    (Blom 1958). Llama 3 (Sec. 3.3.4) reports stragglers and 1-2 % diurnal swings from DVFS.
+    ``1 / (1 - cv z_n)``, z_n = E[max of n standard normals] (``engine.scale``). Llama 3 (Sec.
+    3.3.4) reports stragglers and 1-2 % diurnal swings from DVFS.
     """
     if cv <= 0 or gpus <= 1:
         return 1.0
-    from statistics import NormalDist
-
-    z = NormalDist().inv_cdf((gpus - 0.375) / (gpus + 0.25))
-    return 1.0 / max(1e-3, 1.0 - cv * z)
+    return 1.0 / max(1e-3, 1.0 - cv * expected_max_std_normal(gpus))
 
 
 def _dp_collective_s(cost, placement: Placement, lay: Layout, work, op: str, bytes_per_param: float) -> np.ndarray:
     """(p, v) seconds of one DP collective of each chunk's parameters (``bytes_per_param`` each).
 
     Dense parameters go over the ranks that hold the same weights, DP x CP; with expert parallelism
-    the routed experts' over their expert-data-parallel group (dp / ep ranks that hold the same
-    experts, x CP), one after the other on the DP stream. Chunks with the same parameter counts
+    or expert TP the routed experts' over their expert-data-parallel group (the ``lay.edp`` ranks
+    that hold the same experts: Megatron-Core's expert_data_parallel_group), one after the other
+    on the DP stream. Chunks with the same parameter counts
     share one network query.
     """
     params = work.chunk_params
     dp_groups = placement.groups("dp_cp")
-    if not (lay.ep > 1 and "ep" in placement.order and work.expert_params.any()):
+    if not ((lay.ep > 1 or lay.etp != lay.tp) and "ep" in placement.order and work.expert_params.any()):
         flat = params.ravel().tolist()  # a few dozen chunks: a dict beats np.unique here
         times = {n: cost.collective_time(op, dp_groups, n * bytes_per_param) for n in dict.fromkeys(flat)}
         return np.array([times[n] for n in flat]).reshape(params.shape)
     expert = work.expert_params
-    edp_groups = placement.groups("edp_cp") if lay.dp // lay.ep * lay.cp > 1 else None  # None: nothing to reduce
+    edp_groups = placement.groups("edp_cp") if lay.edp > 1 else None  # None: nothing to reduce
     values, inverse = np.unique(np.stack([(params - expert).ravel(), expert.ravel()], axis=1), axis=0,
                                 return_inverse=True)
     out = np.array([cost.collective_time(op, dp_groups, d * bytes_per_param)
@@ -193,23 +193,25 @@ def p2p_times_s(timer: BlockTimer, placement: Placement, cost, work) -> np.ndarr
     return p2p_s
 
 
-def dp_streams_s(cost, placement: Placement, job, lay: Layout, work) -> tuple[np.ndarray, np.ndarray, int]:
+def dp_streams_s(cost, placement: Placement, job, lay: Layout, work,
+                 bucket_params: float | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """(all-gather, reduce) (p, v) seconds of each chunk's DP collectives and the schedule's DP mode.
 
     ZeRO semantics over the ranks holding the same weights (DP x CP): gradients all-reduced
     (ZeRO-0) or reduce-scattered, parameters all-gathered from ZeRO-1 on; ZeRO-3 (FSDP) gathers
     and reduces around every op (``DP_FULL_SHARD``), ``grad_reduce: per_microbatch`` reduces
     after every backward, otherwise once per step. Zeros and ``DP_NONE`` without DP replicas
-    (DP x CP = 1).
+    (DP x CP = 1). Each bucket of ``bucket_params`` is a collective of its own (``engine.scale``).
     """
     ag_s = np.zeros((work.split.p, work.split.v))
     rs_s = np.zeros((work.split.p, work.split.v))
     if lay.dp * lay.cp <= 1:
         return ag_s, rs_s, DP_NONE
     rs_op = "all_reduce" if job.zero == 0 else "reduce_scatter"
-    rs_s = _dp_collective_s(cost, placement, lay, work, rs_op, work.grad_reduce_bytes_per_param)
+    rs_bytes, ag_bytes = work.grad_reduce_bytes_per_param, work.param_gather_bytes_per_param
+    rs_s = _dp_collective_s(bucketed(cost, bucket_params, rs_bytes), placement, lay, work, rs_op, rs_bytes)
     if job.zero:
-        ag_s = _dp_collective_s(cost, placement, lay, work, "all_gather", work.param_gather_bytes_per_param)
+        ag_s = _dp_collective_s(bucketed(cost, bucket_params, ag_bytes), placement, lay, work, "all_gather", ag_bytes)
     if job.zero == 3:
         return ag_s, rs_s, DP_FULL_SHARD
     if job.grad_reduce_mode == "per_microbatch":
@@ -254,10 +256,10 @@ def optimizer_s(job, lay: Layout, work, gpu, mem_efficiency: float) -> float:
     """Seconds of the memory-bound Adam step (with gradient clipping) over the most loaded pipeline
     rank's shard: ``t = N_shard * OPTIMIZER_BYTES_PER_PARAM / (HBM bandwidth * e_mem)``, 46 bytes per
     parameter (module constants). ZeRO >= 1 shards it over DP, the routed experts' state over their
-    dp / ep expert-data-parallel group."""
+    expert-data-parallel group (``lay.edp``)."""
     rank_params = work.chunk_params.sum(axis=1)
     if job.zero >= 1:
-        rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), lay.dp, lay.ep, lay.cp)
+        rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), lay)
     opt_params = float(rank_params.max())
     return opt_params * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_bytes_s * mem_efficiency)
 
@@ -289,16 +291,19 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         fwd_run_s, bwd_run_s = blocking_p2p(fwd_s, bwd_s, p2p_s)
         edge_s = np.zeros(p)
     replicas = lay.dp * lay.cp  # ranks holding the same weights: gradients are reduced over them
-    ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work)
-    # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce their buckets layer by layer
-    fsdp_units = np.maximum(1, work.split.layers)
+    # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce the framework's buckets
+    bucket_params, dp_units = dp_buckets(job, work)
+    ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work, bucket_params)
     schedule = PipelineSchedule(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather,
-                                job.layout.pp_round_size, fsdp_units)
+                                job.layout.pp_round_size, dp_units)
     dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
     ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
     opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)
     overhead_s = compute.eff.step_overhead_s  # per-step framework work (an in-situ candidate, 0 by default)
-    step = full + opt_s + overhead_s
+    stragglers = straggler_s(full + opt_s + overhead_s, job.gpus, cluster.step_jitter_cv)
+    step = full + opt_s + overhead_s + stragglers
+    dp_exposed = max(0.0, full - sm_contention_s - with_p2p)
+    dp_last = last_bucket_s(rs_s, dp_units, dp_exposed) if job.overlap_dp_comm else 0.0
 
     crit = int(np.argmax(busy))
     comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * m) for k in CATEGORIES}
@@ -309,12 +314,14 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "ep_comm": comp["ep"],
         "pipeline_bubble": max(0.0, ideal - float(busy[crit])),
         "pp_comm": max(0.0, with_p2p - ideal),
-        "dp_comm": max(0.0, full - sm_contention_s - with_p2p),
+        "dp_comm": dp_exposed - dp_last,
+        "dp_last_bucket": dp_last,  # the last gradient bucket's reduce, after the last backward
         "sm_contention": sm_contention_s,
         "optimizer": opt_s,
         "step_overhead": overhead_s,
         "cpu_offload": comp["offload"],  # host copies of offloaded activations the compute did not hide
         "launch_overhead": comp["launch"],  # eager passes bound by the CPU's kernel launches
+        "stragglers": stragglers,  # the slowest of the job's ranks (engine.scale)
     }
     comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
     if p > 1:
@@ -376,7 +383,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
         tokens_per_step=tokens,
         gpus=job.gpus,
         layout={"tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep,
-                "virtual_stages": work.split.v},
+                **({"etp": lay.etp, "edp": lay.edp} if "ep" in lay.order else {}), "virtual_stages": work.split.v},
         micro_batches=work.micro_batches,
         fidelity=fidelity,
         placement=placement_policy,

@@ -115,6 +115,15 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
     # (H100 whitepaper). Idle ~70 W: nvidia-smi idle draw commonly reported for SXM5 boards.
     _gpu("h100-sxm", _HOPPER, 81559 * MIB, 3350 * GB, 450 * GB, 700, 70, 132, "hopper", nvls=True,
          flash_attention_3=True),
+    # H800 SXM: the H100 SXM5's GH100 die (same SMs, clocks, HBM3 and dense bf16 / fp8 / tf32
+    # peaks) with its NVLink cut to 400 GB/s bidirectional (200 GB/s per direction) for export
+    # (philisun.com, "NVIDIA H800 vs H100: a technical deep dive"; aiwiki.ai, "NVIDIA H800");
+    # DeepSeek-V3's cluster ran it (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.1).
+    # Power, idle draw and NVLink SHARP as H100 SXM5: ASSUMPTION (the same board and NVSwitch
+    # generation; no H800 datasheet read). Hopper family: the same silicon, so the same
+    # microbenchmark table (DeepGEMM's fp8 ceiling in it was measured on H800).
+    _gpu("h800", _HOPPER, 81559 * MIB, 3350 * GB, 200 * GB, 700, 70, 132, "hopper", nvls=True,
+         flash_attention_3=True),
     # NVIDIA GH200 Grace Hopper datasheet: the Hopper GPU with 96 GB HBM3 at 4 TB/s, same tensor
     # throughput as H100 SXM5; NVLink 900 GB/s; GPU power share of the 450-1000 W module ~700 W.
     _gpu("h100-96gb", _HOPPER, 96 * GIB, 4000 * GB, 450 * GB, 700, 70, 132, "hopper", nvls=True,

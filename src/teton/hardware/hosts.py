@@ -183,6 +183,12 @@ HOSTS: dict[str, Host] = {
     "dgx-h100": _host("dgx-h100", "h100-sxm", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
     # HGX H200 8-GPU: as DGX H100 with H200 GPUs.
     "hgx-h200": _host("hgx-h200", "h200", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
+    # HGX H800 8-GPU as DeepSeek ran it: 8 x H800 on NVLink / NVSwitch, one 400 Gb/s InfiniBand
+    # NIC per GPU (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.1: "each node containing
+    # 8 GPUs connected by NVLink and NVSwitch ... InfiniBand interconnects"; Liu et al., "Insights
+    # into DeepSeek-V3", arXiv 2505.09343: eight 400G IB NICs per node). ConnectX-7, PCIe Gen5,
+    # frontend NICs and non-GPU power as DGX H100: ASSUMPTION.
+    "hgx-h800": _host("hgx-h800", "h800", 8, "cx7-400g", 8, "cx7-400g", 2, 4600),
     # NVIDIA DGX B200 datasheet: 8 x B200, 8 x 400G ConnectX-7 compute (4 OSFP), 14.3 kW max.
     "dgx-b200": _host("dgx-b200", "b200", 8, "cx7-400g", 8, "cx7-400g", 2, 6300),
     # DGX B300 (NVIDIA LLM benchmarking collection README, reference architectures): 8 x B300,

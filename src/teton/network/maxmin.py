@@ -49,6 +49,35 @@ def link_index(indptr, links, n_links):
 
 
 @nb.njit(cache=True)
+def merge_crossings(indptr, links, weight, n_links):
+    """The same flows with each flow's crossings of one link merged into one crossing of their
+    summed weight (its first, in order): a flow that crosses a link twice consumes the sum of the
+    two weights x its rate either way, so the rates are the same, and the solve touches each
+    (flow, link) pair once. A ring channel's QP-striped hops cross their host's NIC and leaf links
+    many times: on the 131K-GPU DP ring this takes 25.5M crossings to 6.7M."""
+    n_flows = indptr.size - 1
+    slot = np.full(n_links, -1, dtype=np.int64)  # where this flow's crossing of the link sits
+    owner = np.full(n_links, -1, dtype=np.int64)  # the flow that set slot
+    out_ptr = np.zeros(n_flows + 1, dtype=np.int64)
+    out_links = np.empty(links.size, dtype=np.int64)
+    out_weight = np.empty(links.size)
+    n = 0
+    for f in range(n_flows):
+        for e in range(indptr[f], indptr[f + 1]):
+            lk = links[e]
+            if owner[lk] == f:
+                out_weight[slot[lk]] += weight[e]
+            else:
+                owner[lk] = f
+                slot[lk] = n
+                out_links[n] = lk
+                out_weight[n] = weight[e]
+                n += 1
+        out_ptr[f + 1] = n
+    return out_ptr, out_links[:n].copy(), out_weight[:n].copy()
+
+
+@nb.njit(cache=True)
 def _maxmin(indptr, links, weight, lptr, lflows, cap, active):
     n_flows = indptr.size - 1
     n_links = cap.size
@@ -68,8 +97,9 @@ def _maxmin(indptr, links, weight, lptr, lflows, cap, active):
     heapq.heapify(heap)
     rate = np.zeros(n_flows)
     frozen = ~active
+    unfrozen = int(active.sum())
     done = np.zeros(n_links, dtype=np.bool_)
-    while len(heap) > 0:
+    while len(heap) > 0 and unfrozen > 0:  # the links left once every flow is frozen set no rate
         s, lk = heapq.heappop(heap)
         if done[lk] or cnt[lk] <= 0:
             continue
@@ -83,6 +113,7 @@ def _maxmin(indptr, links, weight, lptr, lflows, cap, active):
             if frozen[f]:
                 continue
             frozen[f] = True
+            unfrozen -= 1
             rate[f] = share
             for e in range(indptr[f], indptr[f + 1]):
                 l2 = links[e]
@@ -132,6 +163,7 @@ def _prep(indptr, links, capacity, weight):
     links = np.ascontiguousarray(links, dtype=np.int64)
     capacity = np.ascontiguousarray(capacity, dtype=np.float64)
     weight = np.ones(links.size) if weight is None else np.ascontiguousarray(weight, dtype=np.float64)
+    indptr, links, weight = merge_crossings(indptr, links, weight, capacity.size)
     lptr, lflows = link_index(indptr, links, capacity.size)
     return indptr, links, weight, lptr, lflows, capacity
 

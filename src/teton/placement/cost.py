@@ -14,11 +14,14 @@ compute_s: model FLOPs of one rank for the step (6 N_matmul tokens, plus causal 
 bubble: (pp - 1) / (v m) (Narayanan et al. 2021, interleaved schedule).
 C_tp: sequence parallelism (Korthikanti et al. 2022): per layer and micro-batch 2 all-gathers
   and 2 reduce-scatters of the b s h activation forward, the same backward (without it, 2
-  all-reduces each way).
+  all-reduces each way); an MoE layer without shared experts half of that under SP (its router
+  takes the sequence shard: ``workload.moe``).
 C_cp: all-gather of K and V forward, reduce-scatter of their gradients backward (Llama 3 CP).
 C_pp: one activation send forward and one gradient send backward per micro-batch and virtual
   stage (b s h / tp with the scatter-gather optimisation).
-C_ep: dispatch and combine all-to-alls forward and backward per MoE layer.
+C_ep: dispatch and combine all-to-alls forward and backward per MoE layer (each rank's tokens / tp
+  x top_k copies: ``workload.moe``, balanced), and with expert TP (etp > 1) an all-gather and a
+  reduce-scatter of its group's copies each way.
 C_dp: ZeRO-1: reduce-scatter of fp32 gradients and all-gather of bf16 parameters, once a step,
   overlapped with the backward pass of the last micro-batch (``window_s``), the rest exposed.
 TP/CP/PP/EP collectives are taken as exposed (on the critical path).
@@ -46,6 +49,7 @@ from teton.spec.cluster import ClusterSpec
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import MODEL_PRESETS, ModelSpec
+from teton.spec.model_flops import model_flops_per_token, plain_attention
 from teton.units import BF16_BYTES, FP32_BYTES
 
 AXES_PRICED = ("tp", "cp", "pp", "ep", "dp")
@@ -128,7 +132,10 @@ def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, c
     b, s, h = lay.micro_batch, lay.seq_len, model.hidden
     layers_stage = math.ceil(model.layers / lay.pp)
     m, v = lay.micro_batches, lay.virtual_stages
-    flops_mb = (6 * model.matmul_params() * b * s + 6 * b * s * s * model.q_width * model.layers) / (
+    attention = 6 * b * s * s * model.q_width * model.layers  # causal: half PaLM's 12 L s q_width per token
+    if not plain_attention(model):  # half of the other mixers' FLOPs
+        attention = b * s * (model_flops_per_token(model, s) - 6.0 * model.matmul_params()) / 2
+    flops_mb = (6 * model.matmul_params() * b * s + attention) / (
         lay.tp * lay.pp * lay.cp)
     compute_mb = flops_mb / (gpu.peak_flops("bf16") * e.gemm_mamf["bf16"])
     compute_s = m * compute_mb
@@ -136,10 +143,14 @@ def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, c
     ct = cost_model.collective_time
     comm = dict.fromkeys(AXES_PRICED, 0.0)
     act = b * s * h * BF16_BYTES / lay.cp
+    # an MoE layer without shared experts runs no TP collectives around its MLP (workload.moe)
+    moe_stage = (math.ceil(sum(n for k, n in model.layer_type_counts().items() if k.ffn == "moe") / lay.pp)
+                 if model.experts > 1 else 0)
+    tp_pairs = 4 * layers_stage - (2 * moe_stage if lay.sequence_parallel and not model.shared_experts else 0)
     if lay.tp > 1:  # sequence parallelism: 2 all-gathers and 2 reduce-scatters, else 2 all-reduces, each way
         g = placement.groups("tp")
-        comm["tp"] = m * layers_stage * 4 * ((ct("all_gather", g, act) + ct("reduce_scatter", g, act))
-                                             if lay.sequence_parallel else ct("all_reduce", g, act))
+        comm["tp"] = m * tp_pairs * ((ct("all_gather", g, act) + ct("reduce_scatter", g, act))
+                                     if lay.sequence_parallel else ct("all_reduce", g, act))
     if lay.cp > 1:
         g = placement.groups("cp")
         kv = 2 * b * s * model.kv_width * BF16_BYTES / lay.tp
@@ -147,10 +158,14 @@ def step_estimate(cluster: ClusterSpec, shape: JobShape, placement: Placement, c
     if lay.pp > 1:
         pairs = placement.pp_neighbours()
         comm["pp"] = m * v * 2 * ct("send_recv", pairs, act / lay.tp)
-    if lay.ep > 1 and model.experts > 1:
-        g = placement.groups("ep")
-        tokens = act * model.top_k / lay.tp
-        comm["ep"] = m * layers_stage * 4 * ct("all_to_all", g, tokens)
+    if model.experts > 1:
+        copies = act * model.top_k / lay.tp  # this rank's routed copies (its SP shard's tokens x top_k)
+        if lay.ep > 1:
+            comm["ep"] = m * moe_stage * 4 * ct("all_to_all", placement.groups("ep"), copies)
+        if lay.etp > 1:
+            g = placement.groups("tp" if lay.etp == lay.tp else "etp")  # as workload.moe.expert_tp_axis
+            comm["ep"] += m * moe_stage * 2 * (ct("all_gather", g, lay.etp * copies)
+                                               + ct("reduce_scatter", g, lay.etp * copies))
     if lay.dp > 1:
         g = placement.groups("dp")
         per_rank = model.total_params() / (lay.tp * lay.pp)

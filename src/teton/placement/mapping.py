@@ -6,18 +6,19 @@ topology-compact set. A job rank is decomposed over ``parallel_order`` (innermos
 [TP, CP, PP, DP]): ``rank = tp + TP * (cp + CP * (pp + PP * dp))``. The groups of an axis are the
 ranks that differ only in that axis' coordinate.
 
-Expert parallelism (Megatron-Core convention, Korthikanti et al. / Megatron "expert model
-parallel"): EP is carved out of DP. When ``order`` names ``ep`` the DP coordinate splits into an
-``ep`` coordinate (degree ``degrees['ep']``) and an expert-data-parallel ``edp`` coordinate
-(degree ``dp / ep``), each placed where ``order`` puts it (``edp`` takes the place of ``dp``).
-``groups('dp')`` is then still the full data-parallel group of the dense layers (ranks that differ
-only in ``ep`` and ``edp``), ``groups('ep')`` the all-to-all groups of the MoE layers and
-``groups('edp')`` the gradient groups of the expert weights. Without ``ep`` in ``order`` EP is
-folded into DP, as before.
+Expert parallelism follows Megatron-Core (``parallel_state.initialize_model_parallel``, whose two
+``RankGenerator`` s decompose the same ranks twice; ``teton.spec.layout`` has the rules). The dense
+decomposition above gives ``tp``, ``cp``, ``pp`` and ``dp`` (ep has degree 1 in it). The expert
+decomposition splits the ``tp cp dp`` ranks of one pipeline stage (their index in the order without
+pp) over ``etp`` (expert tensor parallel), ``ep`` and ``edp`` (expert data parallel), placed where
+the order puts tp, ep and dp, with cp folded in: ``groups('ep')`` are the MoE all-to-all groups
+(EP 32 over TP 2 x DP 16 with etp 1 spans both TP ranks), ``groups('etp')`` the expert GEMMs' TP
+groups and ``groups('edp')`` the ranks that hold the same experts. Without ep in the order, etp is
+tp, ep 1 and edp the DP x CP ranks.
 
 Gradients are reduced over the ranks that hold the same weights: ``groups('dp_cp')`` (the DP and
-CP coordinates vary) for dense weights and ``groups('edp_cp')`` for expert weights; with CP 1
-they are the DP and EDP groups.
+CP coordinates vary) for dense weights and ``groups('edp_cp')`` (the same as ``edp``: CP is
+folded in) for expert weights; with CP 1 the first is the DP group.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ import numpy as np
 
 from teton.errors import SpecError
 from teton.spec.cluster import ClusterSpec
-from teton.spec.layout import BASE_AXES
+from teton.spec.layout import BASE_AXES, expert_degrees, expert_order
 
 POLICIES = ("topology-aware", "linear", "random", "fragmented")
 # Gradient groups: the ranks holding the same weights. CP ranks hold the same weights as their DP
 # peers (CP splits the sequence, not the model), so gradients are reduced, and ZeRO shards, over
-# dp x cp (Megatron-Core's data-parallel group "with context parallel"; torchtitan's dp_shard_cp).
-GRADIENT_AXES = {"dp": ("dp",), "dp_cp": ("dp", "cp"), "edp_cp": ("edp", "cp")}
+# dp x cp (Megatron-Core's data-parallel group "with context parallel"; torchtitan's dp_shard_cp);
+# the expert decomposition folds CP into edp already.
+GRADIENT_AXES = {"dp_cp": ("dp", "cp"), "edp_cp": ("edp",)}
+EXPERT_AXES = ("etp", "ep", "edp")
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Placement:
     """Where each rank of a job runs, and the rank groups of each axis (as GPU ids)."""
 
     gpu_of_rank: np.ndarray  # (ranks,) global GPU ids
-    degrees: dict[str, int]  # axis -> degree, for tp/cp/pp/dp (+ ep when order names it)
+    degrees: dict[str, int]  # axis -> degree: tp/cp/pp/dp (+ ep, etp, edp when order names ep)
     order: tuple[str, ...]  # innermost first
     policy: str = "topology-aware"
     _groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
@@ -51,52 +54,34 @@ class Placement:
     def ranks(self) -> int:
         return int(self.gpu_of_rank.size)
 
-    def _grid_axes(self) -> tuple[list[str], list[int]]:
-        """Grid axes (innermost first) and degrees; with EP, dp becomes the edp coordinate."""
-        axes = list(self.order)
-        if "ep" in axes:
-            ep = self.degrees.get("ep", 1)
-            degs = [ep if a == "ep" else self.degrees["dp"] // ep if a == "dp" else self.degrees[a]
-                    for a in axes]
-            axes = ["edp" if a == "dp" else a for a in axes]
-            return axes, degs
-        return axes, [self.degrees[a] for a in axes]
+    def _dense_grid(self) -> tuple[np.ndarray, list[str]]:
+        """GPU ids with one dimension per axis of the dense decomposition, and those axes
+        (outermost first)."""
+        axes = [a for a in reversed(self.order) if a != "ep"]
+        return self.gpu_of_rank.reshape([self.degrees[a] for a in axes]), axes
 
-    def _axis_groups(self, members: tuple[str, ...]) -> np.ndarray:
-        axes, degs = self._grid_axes()
-        grid = self.gpu_of_rank.reshape(list(reversed(degs)))  # C order: outermost first
-        rev = list(reversed(axes))
-        pos = [rev.index(a) for a in members]  # members listed outermost first
-        moved = np.moveaxis(grid, pos, list(range(grid.ndim - len(pos), grid.ndim)))
-        size = int(np.prod([degs[axes.index(a)] for a in members]))
-        return np.ascontiguousarray(moved.reshape(-1, size))
+    def _expert_grid(self) -> tuple[np.ndarray, list[str]]:
+        """GPU ids with dimensions pp and the expert axes of one stage, and those axes (outermost
+        first): each stage's ``tp cp dp`` ranks, in rank order, split over etp, ep and edp."""
+        grid, axes = self._dense_grid()
+        i = axes.index("pp")
+        stage = np.moveaxis(grid, i, 0).reshape(self.degrees["pp"], -1)
+        exp, inner = expert_degrees(self.degrees), list(reversed(expert_order(self.order)))
+        return stage.reshape([self.degrees["pp"], *(exp[a] for a in inner)]), ["pp", *inner]
 
     def groups(self, axis: str) -> np.ndarray:
         """(n_groups, degree) array of GPU ids; row i is one group, ordered by the axis' coordinate
-        (for the merged DP group of an EP job: by rank)."""
+        (a gradient group of two axes: by rank)."""
         if axis not in self._groups:
-            axes, _ = self._grid_axes()
-            if axis in GRADIENT_AXES:
-                members = [a for m in GRADIENT_AXES[axis] for a in self._dp_axes(m, axes)]
-                members = sorted((a for a in members if a in axes), key=axes.index, reverse=True)
-                self._groups[axis] = self._axis_groups(tuple(members))  # outermost first
-            elif axis in axes:
-                self._groups[axis] = self._axis_groups((axis,))
-            elif axis == "ep":  # EP folded into DP: no separate EP groups
-                self._groups[axis] = self.gpu_of_rank.reshape(-1, 1)
+            members = GRADIENT_AXES.get(axis, (axis,))
+            if axis in EXPERT_AXES or axis == "edp_cp":
+                grid, axes = self._expert_grid()
+            elif all(m in BASE_AXES for m in members):
+                grid, axes = self._dense_grid()
             else:
-                raise SpecError("axis", axis, f"must be one of {', '.join(axes)}")
+                raise SpecError("axis", axis, f"must be one of {', '.join((*BASE_AXES, *EXPERT_AXES, *GRADIENT_AXES))}")
+            self._groups[axis] = _grid_groups(grid, axes, members)
         return self._groups[axis]
-
-    @staticmethod
-    def _dp_axes(member: str, axes: list[str]) -> tuple[str, ...]:
-        """Grid axes of a gradient-group member: with EP in the order, ``dp`` is ``ep`` x ``edp``;
-        without it, ``edp`` is plain ``dp``."""
-        if member == "dp" and "ep" in axes:
-            return ("ep", "edp")
-        if member == "edp" and "edp" not in axes:
-            return ("dp",)
-        return (member,)
 
     def pp_neighbours(self) -> np.ndarray:
         """(n_pairs, 2) GPU ids of consecutive pipeline ranks (stage i -> i+1)."""
@@ -104,6 +89,14 @@ class Placement:
         if g.shape[1] < 2:
             return np.empty((0, 2), dtype=np.int64)
         return np.stack([g[:, :-1].ravel(), g[:, 1:].ravel()], axis=1)
+
+
+def _grid_groups(grid: np.ndarray, axes: list[str], members: tuple[str, ...]) -> np.ndarray:
+    """(n_groups, size) rows of ``grid`` (one dimension per axis of ``axes``, outermost first)
+    whose ``members`` coordinates vary, the others fixed; a row in grid order."""
+    pos = sorted(axes.index(a) for a in members)
+    moved = np.moveaxis(grid, pos, list(range(grid.ndim - len(pos), grid.ndim)))
+    return np.ascontiguousarray(moved.reshape(-1, int(np.prod([grid.shape[i] for i in pos]))))
 
 
 def free_gpus_in_order(cluster: ClusterSpec, busy: np.ndarray | None = None) -> np.ndarray:
@@ -114,7 +107,8 @@ def free_gpus_in_order(cluster: ClusterSpec, busy: np.ndarray | None = None) -> 
 
 
 def check_order(degrees: dict[str, int], order: tuple[str, ...]) -> None:
-    """``order`` must be a permutation of tp, cp, pp, dp (optionally with ep, which must divide dp)."""
+    """``order`` must be a permutation of tp, cp, pp, dp (optionally with ep); ``etp ep`` must
+    divide ``tp cp dp``, the ranks of one pipeline stage (``teton.spec.layout``)."""
     extra = set(order) - {"ep"}
     if len(order) != len(set(order)) or extra != set(BASE_AXES):
         raise SpecError("job.parallel_order", list(order),
@@ -122,8 +116,10 @@ def check_order(degrees: dict[str, int], order: tuple[str, ...]) -> None:
     missing = [a for a in order if a not in degrees]
     if missing:
         raise SpecError("degrees", missing[0], "every axis of the order needs a degree")
-    if "ep" in order and degrees["dp"] % degrees["ep"]:
-        raise SpecError("job.ep", degrees["ep"], f"must divide the data-parallel degree ({degrees['dp']})")
+    stage = degrees["tp"] * degrees["cp"] * degrees["dp"]
+    etp, ep = degrees.get("etp", degrees["tp"]), degrees.get("ep", 1)
+    if stage % (etp * ep):
+        raise SpecError("job.ep", ep, f"etp*ep = {etp}*{ep} must divide tp*cp*dp = {stage}")
 
 
 def pod_span_gpus(cluster: ClusterSpec) -> int:
@@ -169,18 +165,40 @@ def topology_aware_gpus(cluster: ClusterSpec, free: np.ndarray, n: int, block_gp
     return np.concatenate(chosen)[:n] if chosen else np.empty(0, dtype=np.int64)
 
 
+def whole_units_per_span(free: np.ndarray, span: int, unit: int) -> np.ndarray:
+    """The free GPUs of each ``span``-GPU domain (ids ``k span ... (k+1) span - 1``) cut to a whole
+    number of ``unit``-GPU groups, so that no group of consecutive free GPUs straddles two domains."""
+    if unit <= 1 or unit > span:
+        return free
+    domain = free // span  # free is sorted: each domain's free GPUs are one run
+    start = np.flatnonzero(np.r_[True, domain[1:] != domain[:-1]])
+    count = np.diff(np.r_[start, free.size])
+    pos = np.arange(free.size) - np.repeat(start, count)
+    return free[pos < np.repeat(count // unit * unit, count)]
+
+
 def whole_groups_per_domain(cluster: ClusterSpec, free: np.ndarray, unit: int) -> np.ndarray:
     """The free GPUs of each NVLink domain cut to a whole number of ``unit``-GPU groups (the
     innermost axis', TP's), so that no such group straddles two domains: an NVL36 domain holds four
     TP-8 groups and leaves 4 GPUs idle, as a scheduler that keeps TP on NVLink places them."""
     d = cluster.domain_gpus
-    if unit <= 1 or unit > d or d == cluster.gpus_per_host:  # one host: its own free-host rules
+    if d == cluster.gpus_per_host:  # one host: its own free-host rules
         return free
-    domain = free // d  # free is sorted: each domain's free GPUs are one run
-    start = np.flatnonzero(np.r_[True, domain[1:] != domain[:-1]])
-    count = np.diff(np.r_[start, free.size])
-    pos = np.arange(free.size) - np.repeat(start, count)
-    return free[pos < np.repeat(count // unit * unit, count)]
+    return whole_units_per_span(free, d, unit)
+
+
+def fabric_aligned(cluster: ClusterSpec, free: np.ndarray, n: int, block_gpus: int) -> np.ndarray:
+    """The free GPUs cut so that whole ``block_gpus`` blocks (a copy of the job's inner axes) sit
+    inside every fabric domain that can hold one (rack, pod, zone, building: each layer whose span
+    is at least a block), smallest domain first, as long as ``n`` GPUs remain: a 112-GPU GB200
+    replica then never crosses a zone's or a building's oversubscribed uplinks while whole ones fit."""
+    out = free
+    for span in sorted({layer.span_gpus for layer in cluster.layers}):
+        if block_gpus <= span < cluster.gpus and span % block_gpus:
+            cut = whole_units_per_span(out, span, block_gpus)
+            if cut.size >= n:
+                out = cut
+    return out
 
 
 def domain_aligned(cluster: ClusterSpec, free: np.ndarray, n: int, inner_degrees: list[int]) -> np.ndarray:
@@ -212,8 +230,9 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
     topology-aware: whole free hosts, in blocks that keep all axes but the outermost inside one
       pod, pods with the most free hosts first, racks filled in order (a contiguous, minimum-cut
       block on an empty cluster); partial hosts only when whole ones run out; the innermost
-      axes' groups never straddle two rack-scale NVLink domains while the free GPUs allow it
-      (``domain_aligned``).
+      axes' groups never straddle two rack-scale NVLink domains, nor a block any fabric domain
+      (rack, pod, zone, building) that can hold whole ones, while the free GPUs allow it
+      (``domain_aligned``, ``fabric_aligned``).
     linear: the free GPUs in id order, whatever hosts they are on.
     random: free whole hosts in a seeded random order (GPUs of one host stay together).
     fragmented: whatever is free, as a host-oblivious scheduler on a half-occupied cluster hands
@@ -235,8 +254,9 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
     elif policy == "topology-aware":
         inner = [a for a in order if a != "ep"][:-1]
         block_gpus = int(np.prod([degrees[a] for a in inner])) if inner else 1
-        chosen = topology_aware_gpus(cluster, domain_aligned(cluster, free, n, [degrees[a] for a in inner]), n,
-                                     block_gpus)
+        aligned = fabric_aligned(cluster, domain_aligned(cluster, free, n, [degrees[a] for a in inner]), n,
+                                 block_gpus)
+        chosen = topology_aware_gpus(cluster, aligned, n, block_gpus)
     else:  # random: whole free hosts in a seeded random order, then the fullest partial hosts
         hosts, counts = np.unique(free // g, return_counts=True)
         whole = np.random.default_rng(seed).permutation(hosts[counts == g])[: -(-n // g)]

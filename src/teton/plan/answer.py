@@ -28,9 +28,16 @@ def pareto_front(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def layout_text(p: dict[str, Any]) -> str:
-    """A plan's layout as the tables print it: ``tp8 cp1 pp16 dp128`` (`` ep4`` for a MoE job)."""
+    """A plan's layout as the tables print it: ``tp8 cp1 pp16 dp128``; an MoE job's EP, its expert
+    TP where it differs from tp, and its rank order where pp is pipelined (``tp2 cp1 pp4 dp16 ep32
+    etp1 tp-cp-ep-dp-pp``)."""
     lay = p["layout"]
-    return f"tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
+    text = f"tp{lay['tp']} cp{lay['cp']} pp{lay['pp']} dp{lay['dp']}" + (f" ep{lay['ep']}" if lay["ep"] > 1 else "")
+    if lay.get("etp", lay["tp"]) != lay["tp"]:
+        text += f" etp{lay['etp']}"
+    if "parallel_order" in lay and lay["pp"] > 1:
+        text += " " + "-".join(lay["parallel_order"])
+    return text
 
 
 STORAGE_WORDS = {  # (sentence, table cell) templates of a plan's storage, by how it is priced

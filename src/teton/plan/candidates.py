@@ -26,8 +26,9 @@ from teton.sweep.search import SearchSpace
 from teton.units import parse_count
 
 # Assumption: the order of 2025 on-demand cloud prices per GPU-hour, in the ratio the GPUs rent at
-# (H100 at the reliability section's $2.00 default). Set your own in plan.usd_per_gpu_hour.
-USD_PER_GPU_HOUR = {"a100-40gb": 1.2, "a100-80gb": 1.4, "h100-sxm": 2.0, "h100-96gb": 2.2, "h200": 2.6,
+# (H100 at the reliability section's $2.00 default; H800 at the $2 per GPU-hour the DeepSeek-V3
+# technical report, Table 1, assumes). Set your own in plan.usd_per_gpu_hour.
+USD_PER_GPU_HOUR = {"a100-40gb": 1.2, "a100-80gb": 1.4, "h100-sxm": 2.0, "h100-96gb": 2.2, "h200": 2.6, "h800": 2.0,
                     "b200": 4.0, "b300": 5.0, "gb200": 5.0, "gb300": 6.0}
 DEFAULT_SPREAD = (0.5, 0.75, 1.0, 1.25, 1.5, 2.0)  # default GPU counts: these multiples of the spec's
 

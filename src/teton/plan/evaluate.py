@@ -38,6 +38,7 @@ GOODPUT_KEYS = ("time_to_train_days", "time_to_train_percentiles", "gpu_hours", 
                 "checkpoint_save_s", "checkpoint_blocking_s", "unexpected_interruptions", "mtbi_h",
                 "spare_hosts", "lost_gpu_hours_by_kind", "power_train_mw", "warnings")
 LAYOUT_KEYS = ("tp", "cp", "pp", "dp", "ep", "virtual_stages", "micro_batch", "recompute", "zero", "grad_reduce")
+MOE_LAYOUT_KEYS = ("etp", "parallel_order")  # an MoE layout's expert TP and rank order (search rows of MoE models)
 
 
 def best_layouts(task: CountTask) -> tuple[int, int, list]:
@@ -75,6 +76,11 @@ def _scalar(v: Any) -> str:
     return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
+def _layout_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A search row's layout: its degrees and choices, and an MoE layout's etp and rank order."""
+    return {k: row[k] for k in (*LAYOUT_KEYS, *MOE_LAYOUT_KEYS) if k in row}
+
+
 def search_by_hand(task: CountTask) -> dict[str, Any] | None:
     """What ``teton search`` needs to print this task's layouts: ``set``, the overrides that put the
     user's spec at this GPU count and batch (its own layout, with dp scaled; None where that layout
@@ -90,7 +96,7 @@ def search_by_hand(task: CountTask) -> dict[str, Any] | None:
     if base.global_batch_tokens:
         sets.append("job.global_batch_tokens=null")
     default, space = SearchSpace(), {}
-    for name in ("tp", "cp", "pp", "virtual_stages", "ep"):
+    for name in ("tp", "cp", "pp", "virtual_stages", "ep", "etp"):
         value = getattr(task.space, name)
         if value != getattr(default, name):
             space[name] = ",".join(map(str, value))
@@ -206,7 +212,7 @@ def evaluate_count(task: CountTask) -> dict[str, Any]:
             "usd_per_gpu_hour": task.usd_per_gpu_hour, "layouts_evaluated": evaluated,
             "reproduce_search": search_by_hand(task),
             "layouts_fitting": fitting,
-            "layouts": [{**{k: r[k] for k in LAYOUT_KEYS}, "step_time_s": r["step_time_s"], "mfu": r["mfu_bf16"],
+            "layouts": [{**_layout_of(r), "step_time_s": r["step_time_s"], "mfu": r["mfu_bf16"],
                          "memory_per_gpu_bytes": r["memory_per_gpu_bytes"]} for r in rows]}
     if not ranked:
         return {**head, "plans": [], "reason": "memory: no layout fits in memory" if evaluated
@@ -214,7 +220,7 @@ def evaluate_count(task: CountTask) -> dict[str, Any]:
     best, spec, step = rows[0], ranked[0].spec, ranked[0].result  # the fastest, as the search simulated it
     bd = step.breakdown
     comm = {k: v for k, v in bd.items() if k.endswith("_comm")}
-    layout = {"layout": {k: best[k] for k in LAYOUT_KEYS}, "micro_batches": spec.job.layout.micro_batches,
+    layout = {"layout": _layout_of(best), "micro_batches": spec.job.layout.micro_batches,
               "step_time_s": step.step_time_s, "step_time_s_low": step.step_time_s_low,
               "step_time_s_high": step.step_time_s_high, "mfu": step.mfu_bf16, "tokens_per_s": step.tokens_per_s,
               "memory_per_gpu_bytes": step.memory_per_gpu_bytes,

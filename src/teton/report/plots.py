@@ -163,8 +163,8 @@ def validation_errors(rows: Sequence[dict]) -> go.Figure:
 
 def search_bars(rows: Sequence[dict]) -> go.Figure:
     """Step time of the top layouts."""
-    labels = [f"tp{r['tp']} cp{r['cp']} pp{r['pp']} v{r['virtual_stages']} mb{r['micro_batch']} "
-              f"{r['recompute']} z{r['zero']}" for r in rows]
+    labels = [f"tp{r['tp']} cp{r['cp']} pp{r['pp']}" + (f" ep{r['ep']} etp{r['etp']}" if "etp" in r else "")
+              + f" v{r['virtual_stages']} mb{r['micro_batch']} {r['recompute']} z{r['zero']}" for r in rows]
     fig = go.Figure(go.Bar(x=[r["step_time_s"] for r in rows], y=labels, orientation="h", marker_color=FWD_COLOR,
                            text=[f"{r['step_time_s']:.3f} s, MFU {r['mfu_bf16'] * 100:.1f} %" for r in rows],
                            textposition="auto", name="step time"))

@@ -80,8 +80,9 @@ def spec_section(ctx: Context) -> Section:
     model = _kv([("model", m.name), ("parameters", f"{m.total_params() / 1e9:,.2f} B"),
                  ("layers x hidden", f"{m.layers} x {m.hidden} (FFN {m.ffn_hidden})"),
                  ("heads (KV heads)", f"{m.heads} ({m.n_kv_heads})"), ("vocabulary", f"{m.vocab:,}")], "model")
+    expert = [f"ep {lay.ep}"] * (lay.ep > 1) + [f"etp {lay.etp}"] * (lay.etp != lay.tp)
     layout = _kv([("GPUs", f"{j.gpus:,}"), ("tp x cp x pp x dp", f"{lay.tp} x {lay.cp} x {lay.pp} x {lay.dp}"
-                                             + (f" (ep {lay.ep})" if lay.ep > 1 else "")),
+                                             + (f" ({', '.join(expert)})" if expert else "")),
                   ("schedule", f"{j.pp_schedule}, {lay.virtual_stages} virtual stage(s)"),
                   ("sequence x micro-batch", f"{lay.seq_len:,} x {lay.micro_batch}"),
                   ("global batch", f"{lay.sequences_per_step:,} sequences, {lay.tokens_per_step:,} tokens"),
@@ -100,7 +101,8 @@ def step_section(ctx: Context) -> Section:
             ("TFLOPs / GPU", f"{r.tflops_per_gpu:.0f}"), ("tokens / s", f"{r.tokens_per_s:,.0f}"),
             ("tokens / step", f"{r.tokens_per_step:,}"),
             ("layout", f"tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']}"
-                       + (f" ep={lay['ep']}" if lay.get("ep", 1) > 1 else "") + f" v={lay['virtual_stages']}"),
+                       + (f" ep={lay['ep']}" if lay.get("ep", 1) > 1 else "")
+                       + (f" etp={lay['etp']}" if lay.get("etp", lay["tp"]) != lay["tp"] else "") + f" v={lay['virtual_stages']}"),
             ("micro-batches / DP rank", str(r.micro_batches)),
             ("model", f"{r.fidelity} network, {r.placement} placement")]
     bd = Table(("category", "seconds", "share"),
@@ -302,8 +304,14 @@ def search_section(ctx: Context) -> Section:
 
     d = search_layouts(ctx.spec)
     top = [r for r in d["rows"] if r["fits_in_memory"]][:SEARCH_TOP]
-    table = Table(("tp", "cp", "pp", "dp", "v", "micro-batch", "recompute", "zero", "step time", "MFU", "memory"),
-                  tuple((str(r["tp"]), str(r["cp"]), str(r["pp"]), str(r["dp"]), str(r["virtual_stages"]),
+    moe = ctx.spec.model.experts > 1  # an MoE layout's EP, expert TP and rank order
+
+    def expert(r: dict) -> tuple[str, ...]:
+        return (str(r["ep"]), str(r["etp"]), "-".join(r["parallel_order"])) if moe else ()
+
+    table = Table(("tp", "cp", "pp", "dp", *(("ep", "etp", "order") if moe else ()), "v", "micro-batch", "recompute",
+                   "zero", "step time", "MFU", "memory"),
+                  tuple((str(r["tp"]), str(r["cp"]), str(r["pp"]), str(r["dp"]), *expert(r), str(r["virtual_stages"]),
                          str(r["micro_batch"]), r["recompute"], str(r["zero"]), fmt_s(r["step_time_s"]),
                          fmt_pct(r["mfu_bf16"]), f"{r['memory_per_gpu_bytes'] / GIB:.1f} GiB") for r in top),
                   f"top {len(top)} layouts that fit")

@@ -67,6 +67,11 @@ class ClusterSpec(Section):
     # Coefficient of variation of sustained per-GPU throughput across the cluster's GPUs (power,
     # thermals, silicon): a synchronous job runs at the pace of its slowest GPU. 0 = identical GPUs.
     gpu_speed_cv: float = Field(default=0.0, ge=0.0, lt=0.5)
+    step_jitter_cv: float = Field(
+        default=0.01, ge=0.0, lt=0.5,
+        description="coefficient of variation of a rank's step time from step to step (clocks, thermals, host "
+                    "noise): a synchronous step waits for the slowest of its ranks, the stragglers line "
+                    "(teton.engine.scale); 0 = no jitter")
     description: str = ""
 
     @field_validator("host", "gpu", "backend_nic", mode="before")
@@ -258,6 +263,19 @@ CLUSTER_PRESETS: dict[str, dict] = {
         name="dgx-b300-superpod", host="dgx-b300", hosts=1152, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD B300: 1,152 x DGX B300 (9,216 GPUs), rail-optimised 800G XDR InfiniBand",
         layers=_infiniband("q3400", su=576, core=9_216)),
+    # DeepSeek-V3's H800 cluster (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.1: 2,048
+    # H800, 8 per node on NVLink / NVSwitch, InfiniBand between nodes): 256 HGX H800 nodes. Fabric
+    # (Liu et al., "Insights into DeepSeek-V3", arXiv 2505.09343, multi-plane fat tree): each of a
+    # node's eight GPU-NIC pairs (400G IB) on its own plane, each plane a two-layer fat tree of 64-port
+    # 400G switches (32 down / 32 up per leaf: 32 nodes under a leaf, 256 GPUs per leaf group over the
+    # 8 planes). Traffic between planes crosses NVLink inside the node first (rail-optimized here: the
+    # analytical and flow models see one leaf per (group, rail)). ASSUMPTION: non-blocking, Quantum-2
+    # port-to-port latency.
+    "deepseek-h800-2k": dict(
+        name="deepseek-h800-2k", host="hgx-h800", hosts=256, topology="rail-optimized", fabric_planes=8,
+        description="DeepSeek-V3's cluster: 2,048 x H800 (NVLink 400 GB/s), 400G InfiniBand per GPU, "
+                    "8-plane two-layer fat tree",
+        layers=_infiniband("qm9700", leaf=256, spine=2_048)),
     # A Meta-style GB200 cluster: Catalina NVL36x2 pods (72-GPU NVLink domains) on an 800G RoCE
     # fabric shaped as the Llama 3 clusters (Llama 3 paper 3.3.3): one RTSW tier per pod, AI zones
     # of 64 pods with full bisection, zones joined at 1:7. ASSUMPTION throughout: Meta has

@@ -14,7 +14,7 @@ from teton.memo import IdentityMemo
 from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
 from teton.spec.headroom import HeadroomSpec
-from teton.spec.layout import BASE_AXES, Layout, data_parallel_degree
+from teton.spec.layout import BASE_AXES, Layout, data_parallel_degree, default_order
 from teton.spec.model import ModelSpec
 from teton.spec.software import SoftwareSpec
 
@@ -34,6 +34,14 @@ class JobSpec(Section):
     pp: int = Field(default=1, gt=0, le=MAX_GPUS)
     dp: int | None = Field(default=None, gt=0, le=MAX_GPUS)
     ep: int = Field(default=1, gt=0, le=MAX_GPUS)
+    # expert tensor parallelism: the TP degree of the routed experts' GEMMs (Megatron-Core's
+    # expert_tensor_parallel_size); default tp
+    etp: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+    # how evenly an MoE router spreads tokens over the experts: aux_loss (a load-balancing loss, even
+    # in expectation: the most loaded EP rank sets the pace, teton.workload.moe.router_imbalance) or
+    # forced (every expert its equal share: Megatron-Core's moe_router_force_load_balancing, what
+    # NVIDIA's MoE benchmark tables run: "we force-balance the token distribution among experts")
+    moe_router_balance: Literal["aux_loss", "forced"] = "aux_loss"
     seq_len: int = Field(default=8192, gt=0, le=MAX_SEQ_LEN)
     micro_batch: int = Field(default=1, gt=0)
     global_batch: int | None = Field(default=None, gt=0)  # sequences per step
@@ -104,7 +112,9 @@ class JobSpec(Section):
     # per_step for zero <= 2, per_microbatch for zero 3.
     grad_reduce: Literal["per_step", "per_microbatch"] | None = None
     placement: Literal["topology-aware", "linear", "random", "fragmented"] = "topology-aware"
-    parallel_order: tuple[str, ...] = BASE_AXES  # innermost first (Llama 3)
+    # innermost first; not given: Llama 3's (tp, cp, pp, dp), or Megatron-Core's (tp, cp, ep, dp, pp)
+    # for a job on an MoE model (check_job, teton.spec.layout.default_order)
+    parallel_order: tuple[str, ...] = BASE_AXES
     # HBM kept free on every GPU (CUDA context, NCCL buffers, fragmentation, a reserve): what
     # `fits` leaves (teton.spec.headroom)
     headroom: HeadroomSpec = HeadroomSpec()
@@ -177,10 +187,15 @@ def job_defaults(job: JobSpec) -> tuple[str, ...]:
 
 
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
-    """Cross-field rules between job, model and cluster; returns the job with dp filled in. The
-    degrees' and the batch's rules are the Layout's (``Layout.check``)."""
-    if job.dp is None:
-        job = job.model_copy(update={"dp": data_parallel_degree(job)})
+    """Cross-field rules between job, model and cluster; returns the job with dp filled in, and the
+    order an MoE model's job takes when its spec gives none (Megatron-Core's tp-cp-ep-dp-pp:
+    ``teton.spec.layout.default_order``). The degrees' and the batch's rules are the Layout's
+    (``Layout.check``)."""
+    update = {} if job.dp is not None else {"dp": data_parallel_degree(job)}
+    if "parallel_order" not in job.model_fields_set and job.parallel_order != default_order(model.experts):
+        update["parallel_order"] = default_order(model.experts)
+    if update:
+        job = job.model_copy(update=update)
     if job.gpus > cluster.gpus:
         raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
     job.layout.check(job, model, cluster.domain_gpus)
@@ -203,6 +218,8 @@ def _check_kernels(job: JobSpec, cluster: ClusterSpec) -> None:
         raise SpecError("job.precision", job.precision,
                         f"{gpu.name} has no {job.precision} tensor cores; use bf16 or a GPU that has "
                         f"({', '.join(n for n, g in GPUS.items() if job.precision in g.peak_tflops)})")
+    if job.software.moe_fp8_dispatch and job.precision != "fp8":
+        raise SpecError("software.moe_fp8_dispatch", True, "quantizes the experts' fp8 GEMM input; needs job.precision fp8")
     if job.precision == "fp8":
         from teton.hardware.kernels import fp8_recipe_unsupported
 

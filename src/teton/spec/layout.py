@@ -2,8 +2,19 @@
 order and per-rank shapes here instead of recomputing them.
 
 A rank's coordinates follow the job's axis order, innermost first (Llama 3: tp, cp, pp, dp):
-``rank = tp + TP (cp + CP (pp + PP dp))``. Expert parallelism, when the job has it, sits just
-inside ``dp`` unless ``job.parallel_order`` places it (EP groups are carved out of DP ranks).
+``rank = tp + TP (cp + CP (pp + PP dp))``. A job on an MoE model whose spec gives no order takes
+Megatron-Core's ``tp-cp-ep-dp-pp`` (:data:`MOE_ORDER`; ``teton.spec.job.check_job`` decides it,
+where the job first meets its model).
+
+Expert layout (Megatron-Core ``parallel_state.initialize_model_parallel``: two ``RankGenerator``
+decompositions of the same ranks). The dense one is over tp, cp, pp, dp in the order (ep has
+degree 1 in it); the expert one is over ``etp`` (expert tensor parallel, ``job.etp``, default tp),
+``ep`` and ``edp`` (expert data parallel) where the order puts tp, ep and dp, with no cp:
+``etp ep edp = tp cp dp``, so EP may span TP and CP ranks (Megatron-Core's "MoE parallel
+folding": EP 32 over TP 2 x DP 16 with etp 1). Megatron-Core asserts that both decompositions give
+the same pipeline groups; teton decomposes the ``tp cp dp`` ranks of one pipeline stage (their
+index in the order without pp), which is Megatron-Core's layout wherever that assertion holds and
+keeps the pipeline groups whole for any order. An order without ep takes it just inside dp.
 
 Per-rank shapes of one micro-batch (Megatron-LM: Shoeybi et al. 2019 for TP, Korthikanti et al.
 2022 for sequence parallelism; Llama 3 for load-balanced CP):
@@ -33,7 +44,12 @@ from teton.errors import SpecError
 if TYPE_CHECKING:
     from teton.spec.model import ModelSpec
 
-BASE_AXES = ("tp", "cp", "pp", "dp")
+BASE_AXES = ("tp", "cp", "pp", "dp")  # teton's default order for a dense model, innermost first (Llama 3)
+# Megatron-Core's default order "tp-cp-ep-dp-pp" (parallel_state.initialize_model_parallel), the
+# default of a job on an MoE model
+MOE_ORDER = ("tp", "cp", "ep", "dp", "pp")
+# the expert decomposition's axis for each axis of the order (cp folds into the others; pp is whole)
+EXPERT_AXIS = {"tp": "etp", "ep": "ep", "dp": "edp"}
 # Micro-batches per DP rank per step: the pipeline schedule keeps every one (Llama 3 405B runs 16;
 # memory and time grow with them: 20M sequences a step on 128 DP ranks took 2 GB and 13 s).
 MAX_MICRO_BATCHES = 65_536
@@ -65,6 +81,33 @@ def sequences_per_step(job, dp: int) -> int:
     return dp * job.micro_batch
 
 
+def default_order(experts: int) -> tuple[str, ...]:
+    """The order a job takes when its spec gives none: Megatron-Core's for an MoE model (``experts
+    > 1``), Llama 3's otherwise."""
+    return MOE_ORDER if experts > 1 else BASE_AXES
+
+
+def with_ep(order: tuple[str, ...]) -> tuple[str, ...]:
+    """``order`` naming ep: as given, or with ep just inside dp."""
+    if "ep" in order:
+        return tuple(order)
+    i = order.index("dp")
+    return (*order[:i], "ep", *order[i:])
+
+
+def expert_order(order: tuple[str, ...]) -> tuple[str, ...]:
+    """The expert decomposition's axes of one pipeline stage, innermost first: etp, ep and edp
+    where ``order`` (ep placed by :func:`with_ep`) puts tp, ep and dp."""
+    return tuple(EXPERT_AXIS[a] for a in with_ep(order) if a in EXPERT_AXIS)
+
+
+def expert_degrees(degrees: dict[str, int]) -> dict[str, int]:
+    """etp, ep and edp of ``degrees`` (tp, cp, dp, and ep / etp when given: default 1 / tp);
+    ``edp = tp cp dp / (etp ep)`` (Megatron-Core's expert_data_parallel_size)."""
+    etp, ep = degrees.get("etp", degrees["tp"]), degrees.get("ep", 1)
+    return {"etp": etp, "ep": ep, "edp": degrees["tp"] * degrees["cp"] * degrees["dp"] // (etp * ep)}
+
+
 @dataclass(frozen=True)
 class Layout:
     """Degrees, axis order, batch and the local token counts of one rank, for one job."""
@@ -81,19 +124,25 @@ class Layout:
     sequence_parallel: bool  # in effect: asked for and tp > 1
     sequences_per_step: int = 0  # 0: one micro-batch per DP rank
     pp_round: int | None = None  # the interleaved schedule's N (None: pp)
+    expert_tp: int | None = None  # job.etp (None: tp)
+
+    @property
+    def etp(self) -> int:
+        """TP degree of the routed experts' GEMMs (``job.etp``, default ``tp``)."""
+        return self.expert_tp or self.tp
 
     @classmethod
     def of(cls, job) -> Layout:
         """The layout of a ``JobSpec`` (dp derived when the job leaves it out)."""
         order = tuple(job.parallel_order)
-        if job.ep > 1 and "ep" not in order:
-            i = order.index("dp")
-            order = (*order[:i], "ep", *order[i:])
+        if job.ep > 1 or (job.etp or job.tp) != job.tp:
+            order = with_ep(order)
         dp = data_parallel_degree(job)
         return cls(tp=job.tp, cp=job.cp, pp=job.pp, dp=dp, ep=job.ep,
                    virtual_stages=job.virtual_stages, order=order, micro_batch=job.micro_batch,
                    seq_len=job.seq_len, sequence_parallel=job.sequence_parallel and job.tp > 1,
-                   sequences_per_step=sequences_per_step(job, dp), pp_round=job.pp_round)
+                   sequences_per_step=sequences_per_step(job, dp), pp_round=job.pp_round,
+                   expert_tp=job.etp)
 
     @property
     def gpus(self) -> int:
@@ -105,13 +154,40 @@ class Layout:
         return self.tp * self.cp * self.pp
 
     @property
+    def edp(self) -> int:
+        """Expert data parallel: the ranks that hold the same experts, ``tp cp dp / (etp ep)``
+        (Megatron-Core's expert_data_parallel_size; CP folded in)."""
+        return self.tp * self.cp * self.dp // (self.etp * self.ep)
+
+    @property
     def degrees(self) -> dict[str, int]:
-        """Degree of each placed axis: tp, cp, pp, dp, and ep when the order names it (an order may
-        name ep with degree 1, for a dense model)."""
+        """Degree of each placed axis: tp, cp, pp, dp, and ep, etp and edp when the order names ep
+        (an order may name ep with degree 1, for a dense model)."""
         d = {"tp": self.tp, "cp": self.cp, "pp": self.pp, "dp": self.dp}
         if "ep" in self.order:
-            d["ep"] = self.ep
+            d.update(ep=self.ep, etp=self.etp, edp=self.edp)
         return d
+
+    @property
+    def expert_order(self) -> tuple[str, ...]:
+        """etp, ep and edp, innermost first, as the order places them (:func:`expert_order`)."""
+        return expert_order(self.order)
+
+    def rank_stride(self, axis: str) -> int:
+        """Rank distance between the first two members of rank 0's group on ``axis`` (a dense axis,
+        or etp / ep / edp of the expert decomposition)."""
+        dense = {"tp": self.tp, "cp": self.cp, "pp": self.pp, "dp": self.dp}
+        strides, stride = {}, 1
+        for a in self.base_order:
+            strides[a], stride = stride, stride * dense[a]
+        if axis in dense:
+            return strides[axis]
+        exp = {"etp": self.etp, "ep": self.ep, "edp": self.edp}
+        index = int(np.prod([exp[a] for a in self.expert_order[:self.expert_order.index(axis)]]))
+        rank = 0
+        for a in (a for a in self.base_order if a != "pp"):  # stage index -> dense coordinates
+            rank, index = rank + index % dense[a] * strides[a], index // dense[a]
+        return rank
 
     @property
     def base_order(self) -> tuple[str, ...]:
@@ -126,6 +202,19 @@ class Layout:
         for axis in self.base_order:
             out[axis] = (ranks // stride) % degrees[axis]
             stride *= degrees[axis]
+        return out
+
+    def expert_coords(self) -> dict[str, np.ndarray]:
+        """Coordinate of every rank on etp, ep and edp: its index among its pipeline stage's ranks
+        (the order without pp) decomposed over the expert order (module docstring)."""
+        c, degrees = self.coords(), {"tp": self.tp, "cp": self.cp, "dp": self.dp}
+        index, stride = np.zeros(self.gpus, dtype=np.int64), 1
+        for axis in self.base_order:
+            if axis != "pp":
+                index, stride = index + c[axis] * stride, stride * degrees[axis]
+        exp, out = {"etp": self.etp, "ep": self.ep, "edp": self.edp}, {}
+        for axis in self.expert_order:
+            out[axis], index = index % exp[axis], index // exp[axis]
         return out
 
     @property
@@ -193,12 +282,28 @@ class Layout:
             raise SpecError("job.micro_batch", self.micro_batch,
                             f"micro_batch*seq_len/cp = {self.tokens} tokens per CP rank must be divisible by "
                             f"tp ({self.tp}) with sequence parallelism (or job.sequence_parallel: false)")
+        self._check_experts(model)
+
+    def _check_experts(self, model: ModelSpec) -> None:
+        """ep and etp against the model and the ranks of one pipeline stage (Megatron-Core:
+        ``tp cp dp`` must be a multiple of ``etp ep``)."""
         if model.experts > 1 and model.experts % self.ep:
             raise SpecError("job.ep", self.ep, f"must divide model.experts ({model.experts})")
         if model.experts == 1 and self.ep != 1:
             raise SpecError("job.ep", self.ep, "expert parallelism needs a MoE model (model.experts > 1)")
-        if self.ep > 1 and self.dp % self.ep:
-            raise SpecError("job.ep", self.ep, f"must divide dp ({self.dp}): experts are spread over DP ranks")
+        if model.experts == 1 and self.etp != self.tp:
+            raise SpecError("job.etp", self.etp, f"expert tensor parallelism needs a MoE model (model.experts > 1); "
+                            f"leave it out or equal to tp ({self.tp})")
+        stage = self.tp * self.cp * self.dp
+        if stage % self.etp:
+            raise SpecError("job.etp", self.etp, f"must divide tp*cp*dp = {self.tp}*{self.cp}*{self.dp} = {stage}, "
+                            "the ranks of one pipeline stage")
+        if stage % (self.etp * self.ep):
+            raise SpecError("job.ep", self.ep, f"etp*ep = {self.etp}*{self.ep} must divide tp*cp*dp = "
+                            f"{self.tp}*{self.cp}*{self.dp} = {stage}, the ranks of one pipeline stage")
+        if model.experts > 1 and model.expert_ffn % self.etp:
+            raise SpecError("job.etp", self.etp, f"must divide the expert FFN width ({model.expert_ffn}, "
+                            "model.moe_ffn_hidden or ffn_hidden)")
 
     def _check_batch(self, job) -> None:
         if job.global_batch_tokens and job.global_batch_tokens % self.seq_len:

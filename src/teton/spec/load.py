@@ -19,9 +19,10 @@ from teton.errors import SpecError, closest, from_validation
 from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.spec.fields import ignored_field_notes
 from teton.spec.hardware import is_slot, resolve_cluster_hardware, slot_base
+from teton.spec.hf_config import model_from_hf_config
 from teton.spec.job import JobSpec, check_job, job_defaults
 from teton.spec.locate import field_line
-from teton.spec.model import MODEL_PRESETS, ModelSpec, model_from_hf_config
+from teton.spec.model import MODEL_PRESETS, ModelSpec
 from teton.spec.network import NetworkSpec
 from teton.spec.override_paths import from_cwd
 from teton.spec.plan import PlanSpec

@@ -1,19 +1,21 @@
-"""Transformer model descriptions, exact parameter counts, presets and HF config import."""
+"""Model descriptions (transformer, MoE, MLA, hybrid Mamba-2) and their exact parameter counts."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
 from teton.errors import SpecError
 from teton.spec.fields import MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB, MAX_WIDTH, Section
+from teton.spec.layer_types import LayerType, check_pattern, layer_types
 
 
 class ModelSpec(Section):
-    """A decoder-only transformer. Sizes are counts (layers, heads) or widths (hidden, ffn)."""
+    """A decoder-only model: transformer layers, or a hybrid of Mamba-2, attention and MLP layers
+    (``layer_pattern``), dense or mixture-of-experts, with grouped-query or multi-head latent
+    attention. Sizes are counts (layers, heads) or widths (hidden, ffn). Which layer is which:
+    ``teton.spec.layer_types``; the formulas and their sources: docs/moe.md."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -35,8 +37,38 @@ class ModelSpec(Section):
     max_seq_len: int = Field(default=8192, gt=0, le=MAX_SEQ_LEN)
     dropout: bool = False  # dropout layers present (their masks are saved for backward)
     tied_embeddings: bool = False
-    experts: int = Field(default=1, gt=0, le=MAX_LAYERS)
+    experts: int = Field(default=1, gt=0, le=MAX_LAYERS)  # routed experts of an MoE layer
     top_k: int = Field(default=1, gt=0, le=MAX_LAYERS)
+    # width of one routed (and one shared) expert; default ffn_hidden, which dense layers use
+    # (DeepSeek-V3's moe_intermediate_size 2,048 beside its dense layers' 18,432)
+    moe_ffn_hidden: int | None = Field(default=None, gt=0, le=MAX_WIDTH)
+    # experts every token passes through besides its top_k routed ones (DeepSeek-V3: 1, Llama 4: 1)
+    shared_experts: int = Field(default=0, ge=0, le=MAX_LAYERS)
+    first_dense_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)  # DeepSeek's first_k_dense_replace
+    moe_layer_interval: int = Field(default=1, gt=0, le=MAX_LAYERS)  # Llama 4's interleave_moe_layer_step
+    # tokens an expert takes, relative to a balanced share (GShard / Switch's capacity factor: the
+    # rest are dropped); None: dropless, every routed token is computed
+    capacity_factor: float | None = Field(default=None, gt=0, le=MAX_LAYERS)
+    # node-limited routing: NVLink domains a token's routed copies reach at most (DeepSeek-V3: 4;
+    # HF topk_group, Megatron-Core's moe_router_group_topk with one group per node), each sent over
+    # the network once per domain (teton.collectives.node_limited); None: unlimited
+    moe_max_nodes: int | None = Field(default=None, gt=0, le=MAX_LAYERS)
+    # multi-head latent attention (DeepSeek-V2/V3): Q and KV projected through low-rank latents;
+    # head_dim is then the no-RoPE part of a query / key head (qk_nope_head_dim)
+    q_lora_rank: int | None = Field(default=None, gt=0, le=MAX_WIDTH)  # None: Q projected directly
+    kv_lora_rank: int | None = Field(default=None, gt=0, le=MAX_WIDTH)  # set: the model uses MLA
+    qk_rope_head_dim: int = Field(default=64, gt=0, le=MAX_WIDTH)  # MLA: the RoPE part of Q and K
+    v_head_dim: int | None = Field(default=None, gt=0, le=MAX_WIDTH)  # MLA: value head dim; default head_dim
+    mtp_depth: int = Field(default=0, ge=0, le=MAX_LAYERS)  # multi-token prediction modules (DeepSeek-V3: 1)
+    # hybrid models: one character per layer, M Mamba-2, * attention, - MLP, E MoE (Nemotron-H)
+    layer_pattern: str | None = None
+    mamba_heads: int | None = Field(default=None, gt=0, le=MAX_WIDTH)  # default 2 hidden / mamba_head_dim
+    mamba_head_dim: int = Field(default=64, gt=0, le=MAX_WIDTH)
+    mamba_state_dim: int = Field(default=128, gt=0, le=MAX_WIDTH)  # N, ssm_state_size
+    mamba_groups: int = Field(default=8, gt=0, le=MAX_WIDTH)  # G, n_groups of B and C
+    mamba_conv_kernel: int = Field(default=4, gt=0, le=1024)  # ASSUMPTION: Mamba's usual d_conv
+    sliding_window: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)  # keys a windowed layer sees
+    global_attention_every: int = Field(default=0, ge=0, le=MAX_LAYERS)  # every N-th layer full (0: none)
     published_params: float | None = None  # as the model card prints it, for checks
 
     @model_validator(mode="after")
@@ -47,12 +79,104 @@ class ModelSpec(Section):
             raise SpecError("model.heads", self.heads, f"must divide model.hidden ({self.hidden}) or set head_dim")
         if self.top_k > self.experts:
             raise SpecError("model.top_k", self.top_k, f"must be <= model.experts ({self.experts})")
+        if self.moe_max_nodes is not None and not 1 < self.experts >= self.top_k >= self.moe_max_nodes:
+            raise SpecError("model.moe_max_nodes", self.moe_max_nodes,
+                            f"needs an MoE model (experts > 1) and must be <= model.top_k ({self.top_k})")
+        if self.layer_pattern is not None:
+            check_pattern(self.layer_pattern, self.layers)
+            if "E" in self.layer_pattern and self.experts == 1:
+                raise SpecError("model.layer_pattern", self.layer_pattern, "has MoE layers (E) but model.experts is 1")
+        if self.first_dense_layers >= self.layers and self.experts > 1:
+            raise SpecError("model.first_dense_layers", self.first_dense_layers,
+                            f"must be below model.layers ({self.layers}) for an MoE model")
+        if self.mamba_heads is None and (2 * self.hidden) % self.mamba_head_dim and self.has_mamba:
+            raise SpecError("model.mamba_head_dim", self.mamba_head_dim,
+                            f"must divide 2 * model.hidden ({2 * self.hidden}) or set mamba_heads")
+        if self.has_mamba and self.mamba_inner % self.mamba_groups:
+            raise SpecError("model.mamba_groups", self.mamba_groups, f"must divide the Mamba inner width ({self.mamba_inner})")
         return self
+
+    # --- which layer is which ---------------------------------------------------------------
+    def layer_types(self) -> tuple[LayerType, ...]:
+        """The kind of every layer (``teton.spec.layer_types``)."""
+        return layer_types(self.layers, self.experts, self.layer_pattern, self.first_dense_layers,
+                           self.moe_layer_interval, self.sliding_window, self.global_attention_every)
+
+    def layer_type_counts(self) -> dict[LayerType, int]:
+        """Layers of each kind, in the order the kinds first appear."""
+        out: dict[LayerType, int] = {}
+        for t in self.layer_types():
+            out[t] = out.get(t, 0) + 1
+        return out
+
+    @property
+    def uniform(self) -> bool:
+        """Every layer is the same kind."""
+        return len(self.layer_type_counts()) == 1
+
+    def as_layer(self, kind: LayerType) -> ModelSpec:
+        """This model with every layer of ``kind``: what the workload builds one kind's block from.
+        A dense kind of an MoE model keeps no experts; a Mamba- or MLP-only kind is a one-character
+        pattern repeated."""
+        update: dict = {"first_dense_layers": 0, "moe_layer_interval": 1, "global_attention_every": 0,
+                        "sliding_window": self.sliding_window if kind.windowed else None, "mtp_depth": 0}
+        if kind.ffn != "moe":
+            update.update(experts=1, top_k=1, shared_experts=0, capacity_factor=None, moe_max_nodes=None)
+        if kind.sub_blocks == 2:
+            update["layer_pattern"] = None
+        else:
+            char = {("mamba", "none"): "M", ("attention", "none"): "*", ("none", "dense"): "-",
+                    ("none", "moe"): "E"}[(kind.mixer, kind.ffn)]
+            update["layer_pattern"] = char * self.layers
+        return self.model_copy(update=update)
+
+    @property
+    def has_mamba(self) -> bool:
+        return bool(self.layer_pattern) and "M" in self.layer_pattern
+
+    @property
+    def mixer(self) -> str:
+        """The token mixer of a uniform model's layers (attention, mamba or none)."""
+        return self.layer_types()[0].mixer
+
+    @property
+    def ffn(self) -> str:
+        """The feed-forward part of a uniform model's layers (dense, moe or none)."""
+        return self.layer_types()[0].ffn
 
     # --- derived sizes -------------------------------------------------------------------
     @property
     def n_kv_heads(self) -> int:
         return self.kv_heads or self.heads
+
+    @property
+    def mla(self) -> bool:
+        """Multi-head latent attention (``kv_lora_rank`` given)."""
+        return self.kv_lora_rank is not None
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one query / key head in the attention core (MLA: no-RoPE part + RoPE part)."""
+        return self.d_head + (self.qk_rope_head_dim if self.mla else 0)
+
+    @property
+    def v_dim(self) -> int:
+        """Width of one value head."""
+        return (self.v_head_dim or self.d_head) if self.mla else self.d_head
+
+    @property
+    def expert_ffn(self) -> int:
+        """Width of one routed or shared expert."""
+        return self.moe_ffn_hidden or self.ffn_hidden
+
+    @property
+    def mamba_inner(self) -> int:
+        """d_inner of a Mamba-2 layer: heads x head dim (expand 2: 2 hidden by default)."""
+        return (self.mamba_heads or 2 * self.hidden // self.mamba_head_dim) * self.mamba_head_dim
+
+    @property
+    def n_mamba_heads(self) -> int:
+        return self.mamba_heads or 2 * self.hidden // self.mamba_head_dim
 
     @property
     def d_head(self) -> int:
@@ -72,29 +196,72 @@ class ModelSpec(Section):
         return 3 if self.mlp == "swiglu" else 2
 
     def attention_params(self) -> int:
-        h, q, kv = self.hidden, self.q_width, self.kv_width
+        """Q, K, V and output projections (GQA: ``kv_heads`` K and V heads). MLA (DeepSeek-V2,
+        arXiv 2405.04434, Sec. 2.1; DeepSeek-V3's ``MLA`` module): Q down-projection to
+        ``q_lora_rank`` + its norm + up-projection to ``heads x (head_dim + rope)``; a joint KV
+        down-projection to ``kv_lora_rank + rope`` (the shared RoPE key) + its norm + up-projection
+        to ``heads x (head_dim + v_head_dim)``; output from ``heads x v_head_dim``."""
+        h = self.hidden
+        if self.mla:
+            qk, r = self.heads * self.qk_head_dim, self.kv_lora_rank
+            q = h * qk if self.q_lora_rank is None else h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * qk
+            kv = h * (r + self.qk_rope_head_dim) + r + r * self.heads * (self.d_head + self.v_dim)
+            return q + kv + self.heads * self.v_dim * h
+        q, kv = self.q_width, self.kv_width
         weights = h * q + 2 * h * kv + q * h
         biases = (q + 2 * kv + h) if self.bias else 0
         return weights + biases
 
+    def mamba_params(self) -> int:
+        """One Mamba-2 mixer (Dao & Gu 2024; Megatron-Core's ``MambaMixer``): in_proj to z, x, B, C
+        and dt (``2 d_in + 2 G N + H``), the depthwise conv over x, B, C (weight and bias), per-head
+        dt bias, A and D, the gated norm over d_in, out_proj from d_in."""
+        h, d_in, heads = self.hidden, self.mamba_inner, self.n_mamba_heads
+        bc = 2 * self.mamba_groups * self.mamba_state_dim
+        return (h * (2 * d_in + bc + heads) + (d_in + bc) * (self.mamba_conv_kernel + 1) + 3 * heads + d_in
+                + d_in * h)
+
     def mlp_params(self) -> int:
-        """Parameters of one expert's MLP."""
-        h, f = self.hidden, self.ffn_hidden
+        """Parameters of one MLP: a dense layer's (``ffn_hidden``) or one expert's (``expert_ffn``)."""
+        h, f = self.hidden, self.expert_ffn if self.experts > 1 else self.ffn_hidden
         biases = (f * (self.mlp_matrices - 1) + h) if self.bias else 0
         return self.mlp_matrices * h * f + biases
 
     def norm_params(self) -> int:
         return self.hidden * (2 if self.norm == "layernorm" else 1)
 
+    def router_params(self) -> int:
+        return self.hidden * self.experts if self.experts > 1 else 0
+
+    def _mixer_params(self, kind: LayerType) -> int:
+        return {"attention": self.attention_params, "mamba": self.mamba_params, "none": lambda: 0}[kind.mixer]()
+
+    def _kind_params(self, kind: LayerType, active: bool) -> int:
+        m = self.as_layer(kind)
+        experts = (m.top_k if active else m.experts) + m.shared_experts if kind.ffn == "moe" else 1
+        ffn = 0 if kind.ffn == "none" else experts * m.mlp_params() + m.router_params()
+        return m._mixer_params(kind) + ffn + kind.sub_blocks * m.norm_params()
+
     def layer_params(self) -> int:
-        """One transformer block: attention + MLP (all experts) + router + two norms."""
-        router = self.hidden * self.experts if self.experts > 1 else 0
-        return self.attention_params() + self.experts * self.mlp_params() + router + 2 * self.norm_params()
+        """One layer of a uniform model: mixer + MLP (all experts, shared ones too) + router + norms."""
+        return self._kind_params(self.layer_types()[0], active=False)
 
     def layer_active_params(self) -> int:
-        """Parameters a token touches in one block (top_k experts)."""
-        router = self.hidden * self.experts if self.experts > 1 else 0
-        return self.attention_params() + self.top_k * self.mlp_params() + router + 2 * self.norm_params()
+        """Parameters a token touches in one layer of a uniform model (top_k + shared experts)."""
+        return self._kind_params(self.layer_types()[0], active=True)
+
+    def layers_params(self, active: bool = False) -> int:
+        """Every layer's parameters (or those a token touches), kind by kind."""
+        return sum(n * self._kind_params(kind, active) for kind, n in self.layer_type_counts().items())
+
+    def mtp_params(self, active: bool = False) -> int:
+        """The multi-token prediction modules (DeepSeek-V3, arXiv 2412.19437, Sec. 2.2): each an
+        embedding norm and a hidden norm, a ``2h -> h`` projection, one layer of the model's last
+        kind and a final norm; the embedding and output head are shared with the main model."""
+        if not self.mtp_depth:
+            return 0
+        layer = self._kind_params(self.layer_types()[-1], active)
+        return self.mtp_depth * (layer + 2 * self.hidden * self.hidden + 3 * self.norm_params())
 
     def embedding_params(self) -> int:
         pos = self.max_seq_len * self.hidden if self.position_embedding == "learned" else 0
@@ -105,126 +272,15 @@ class ModelSpec(Section):
         return (0 if self.tied_embeddings else self.vocab * self.hidden) + self.norm_params()
 
     def total_params(self) -> int:
-        return self.layers * self.layer_params() + self.embedding_params() + self.head_params()
+        """Every parameter, the multi-token prediction modules included."""
+        return self.layers_params() + self.mtp_params() + self.embedding_params() + self.head_params()
 
     def matmul_params(self) -> int:
         """Active parameters that take part in a matmul per token (PaLM's N for 6N: excludes the
         input embedding lookup, includes the output projection, tied or not)."""
-        return self.layers * self.layer_active_params() + self.vocab * self.hidden + self.norm_params()
+        return (self.layers_params(active=True) + self.mtp_params(active=True) + self.vocab * self.hidden
+                + self.norm_params())
 
 
-# Published architectures (model cards / papers). published_params: the headline count.
-MODEL_PRESETS: dict[str, dict] = {
-    # Llama 2 paper (Touvron et al. 2023, Table 1) and HF config.json files.
-    "llama2-7b": dict(layers=32, hidden=4096, ffn_hidden=11008, heads=32, vocab=32000, max_seq_len=4096,
-                      published_params=6.74e9),
-    "llama2-13b": dict(layers=40, hidden=5120, ffn_hidden=13824, heads=40, vocab=32000, max_seq_len=4096,
-                       published_params=13.0e9),
-    "llama2-70b": dict(layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=32000,
-                       max_seq_len=4096, published_params=69.0e9),
-    # Llama 3 herd paper (arXiv 2407.21783, Table 3) and Meta-Llama-3 HF config.json files.
-    "llama3-8b": dict(layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=128256,
-                      published_params=8.03e9),
-    "llama3-70b": dict(layers=80, hidden=8192, ffn_hidden=28672, heads=64, kv_heads=8, vocab=128256,
-                       published_params=70.6e9),
-    "llama3-405b": dict(layers=126, hidden=16384, ffn_hidden=53248, heads=128, kv_heads=8, vocab=128256,
-                        published_params=405e9),
-    # GPT-3 paper (Brown et al. 2020, Table 2.1): 96 layers, d_model 12288, 96 heads, context 2048,
-    # 4x FFN, GELU, LayerNorm, biases, learned positions, tied embeddings, BPE vocab 50257.
-    "gpt3-175b": dict(layers=96, hidden=12288, ffn_hidden=49152, heads=96, vocab=50257, mlp="gelu",
-                      norm="layernorm", bias=True, position_embedding="learned", max_seq_len=2048,
-                      dropout=True, tied_embeddings=True, published_params=175e9),
-}
-# NeMo's GPT-3 family (NVIDIA/NeMo nemo/collections/llm/gpt/model/gpt.py, GPTConfig5B / 20B; the
-# layout of Brown et al. 2020, Table 2.1): GELU, LayerNorm, biases, learned positions, tied embeddings.
-for _size, (_layers, _hidden, _heads) in {"5b": (24, 4096, 32), "20b": (44, 6144, 48)}.items():
-    MODEL_PRESETS[f"gpt3-{_size}"] = dict(MODEL_PRESETS["gpt3-175b"], layers=_layers, hidden=_hidden,
-                                           ffn_hidden=4 * _hidden, heads=_heads, published_params=None)
-# Nemotron (NVIDIA/NeMo nemo/collections/llm/gpt/model/nemotron.py: Nemotron3Config8B / 22B,
-# Nemotron4Config15B / 340B; Nemotron-4 15B and 340B technical reports, arXiv 2402.16819 and
-# 2406.11704): squared-ReLU MLP (not gated), LayerNorm, RoPE, no biases, untied embeddings, a
-# 256,000-token vocabulary.
-_NEMOTRON = dict(mlp="relu2", norm="layernorm", vocab=256000, max_seq_len=4096)
-MODEL_PRESETS["nemotron3-8b"] = dict(_NEMOTRON, layers=32, hidden=4096, ffn_hidden=16384, heads=32)
-MODEL_PRESETS["nemotron3-22b"] = dict(_NEMOTRON, layers=40, hidden=6144, ffn_hidden=24576, heads=48)
-MODEL_PRESETS["nemotron4-15b"] = dict(_NEMOTRON, layers=32, hidden=6144, ffn_hidden=24576, heads=48, kv_heads=8,
-                                      published_params=15.6e9)
-MODEL_PRESETS["nemotron4-340b"] = dict(_NEMOTRON, layers=96, hidden=18432, ffn_hidden=73728, heads=96, kv_heads=8,
-                                       published_params=340e9)
-# BLOOM (BigScience, arXiv 2211.05100, Table 3; bigscience tr11-176B-ml): 70 layers, hidden 14,336,
-# 112 heads, 4h GELU MLP, LayerNorm (and one on the embedding), biases, ALiBi positions, tied
-# embeddings, a 250,680-token vocabulary, no dropout.
-MODEL_PRESETS["bloom-176b"] = dict(layers=70, hidden=14336, ffn_hidden=57344, heads=112, vocab=250680, mlp="gelu",
-                                   norm="layernorm", bias=True, position_embedding="alibi", max_seq_len=2048,
-                                   tied_embeddings=True, published_params=176e9)
-# Megatron-Turing NLG 530B (Smith et al. 2022, arXiv 2201.11990, Sec. 2): 105 layers, hidden 20,480,
-# 128 heads, sequence 2,048, GPT-2 BPE vocabulary (50,272 padded), GPT-3-style blocks.
-MODEL_PRESETS["mt-nlg-530b"] = dict(MODEL_PRESETS["gpt3-175b"], layers=105, hidden=20480, ffn_hidden=81920,
-                                    heads=128, vocab=50272, published_params=530e9)
-# Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B config.json): every layer routed (128 experts,
-# top 8, no shared expert), expert width moe_intermediate_size, head_dim 128, GQA; vocab 151,936.
-MODEL_PRESETS["qwen3-30b-a3b"] = dict(layers=48, hidden=2048, ffn_hidden=768, heads=32, kv_heads=4, head_dim=128,
-                                      vocab=151936, experts=128, top_k=8, max_seq_len=40960, published_params=30.5e9)
-MODEL_PRESETS["qwen3-235b-a22b"] = dict(layers=94, hidden=4096, ffn_hidden=1536, heads=64, kv_heads=4, head_dim=128,
-                                        vocab=151936, experts=128, top_k=8, max_seq_len=40960, published_params=235e9)
-# Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088, Table 1) and HF config.json files:
-# 8 experts, 2 active per token; 46.7B total / 12.9B active (8x7B), 141B / 39B (8x22B).
-MODEL_PRESETS["mixtral-8x7b"] = dict(layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000,
-                                     experts=8, top_k=2, max_seq_len=32768, published_params=46.7e9)
-MODEL_PRESETS["mixtral-8x22b"] = dict(layers=56, hidden=6144, ffn_hidden=16384, heads=48, kv_heads=8, vocab=32768,
-                                      experts=8, top_k=2, max_seq_len=65536, published_params=141e9)
-# Llama 3.1 keeps the Llama 3 shapes (longer RoPE context).
-for _size in ("8b", "70b", "405b"):
-    MODEL_PRESETS[f"llama3.1-{_size}"] = dict(MODEL_PRESETS[f"llama3-{_size}"], max_seq_len=131072)
-for _name, _fields in MODEL_PRESETS.items():
-    _fields.setdefault("name", _name)
-
-
-def model_from_hf_config(path: str | Path) -> dict:
-    """Model fields from a Hugging Face ``config.json`` with Llama-style keys. Its name is the
-    config's own: ``_name_or_path`` where the config has one (``meta-llama/Meta-Llama-3-8B``), else
-    its ``model_type`` and size in billions of parameters (``llama-8b``), else the file's name
-    without its suffix: never the folder it sits in."""
-    path = Path(path)
-    try:
-        cfg = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise SpecError("model", str(path), f"not a readable HF config.json ({err})") from None
-    required = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
-    missing = [k for k in required if k not in cfg]
-    if missing:
-        raise SpecError("model", str(path), f"HF config lacks {', '.join(missing)}")
-    act = str(cfg.get("hidden_act", "silu")).lower()
-    fields = dict(
-        name=path.stem,
-        layers=cfg["num_hidden_layers"],
-        hidden=cfg["hidden_size"],
-        ffn_hidden=cfg["intermediate_size"],
-        heads=cfg["num_attention_heads"],
-        kv_heads=cfg.get("num_key_value_heads"),
-        head_dim=cfg.get("head_dim"),
-        vocab=cfg["vocab_size"],
-        mlp="swiglu" if act in ("silu", "swish", "swiglu") else "relu2" if act in ("relu2", "squared_relu") else "gelu",
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        max_seq_len=cfg.get("max_position_embeddings", 8192),
-        experts=cfg.get("num_local_experts", 1) or 1,
-        top_k=cfg.get("num_experts_per_tok", 1) or 1,
-        bias=bool(cfg.get("attention_bias", False)),
-    )
-    fields = {k: v for k, v in fields.items() if v is not None}
-    return {**fields, "name": _hf_name(cfg, fields)}
-
-
-def _hf_name(cfg: dict, fields: dict) -> str:
-    """``_name_or_path``, else ``<model_type>-<size>b``, else the file's stem (fields' name)."""
-    given = cfg.get("_name_or_path")
-    if isinstance(given, str) and given.strip():
-        return given.strip()
-    kind = cfg.get("model_type")
-    if not isinstance(kind, str) or not kind.strip():
-        return fields["name"]
-    try:
-        params = ModelSpec(**fields).total_params()
-    except (ValueError, SpecError):  # the fields' own error is raised when the model is built
-        return kind.strip()
-    return f"{kind.strip()}-{round(params / 1e9, 1):g}b"
+# the presets, re-exported (callers import them from here)
+from teton.spec.model_presets import MODEL_PRESETS  # noqa: E402,F401

@@ -55,6 +55,10 @@ class SoftwareSpec(Section):
     # dtype gradients are accumulated and reduced over DP in (job.grad_accum_dtype): Megatron-Core's
     # DDP keeps main_grad in fp32 only with grad_reduce_in_fp32
     grad_accum_dtype: Literal["fp32", "bf16"] = "fp32"
+    grad_bucket_params: float | None = Field(
+        default=None, ge=1e5, le=1e13,
+        description="parameters per DP gradient bucket, each a collective of its own; default: the framework's "
+                    "(Megatron max(40M, 1M x DP), PyTorch DDP 25 MiB, DeepSpeed 5e8; teton.engine.scale)")
     # --- mechanisms -----------------------------------------------------------------------------
     # cross-entropy over the vocab-parallel logits: eager (logits.float() + F.cross_entropy),
     # vocab_parallel (Megatron's in-place fp32 passes), fused (one kernel, gradient in the forward)
@@ -67,6 +71,9 @@ class SoftwareSpec(Section):
     # nvfp4 (fp4 with 16-element blocks, Blackwell)
     fp8_recipe: Literal["delayed", "current", "blockwise", "mxfp8", "nvfp4"] = "delayed"
     fp8_attention: bool = False  # dot-product attention in fp8 too (cuDNN fp8 attention)
+    # MoE token dispatch (and the combine's gradient, towards the experts) all-to-all in fp8 with
+    # 1x128 scales, the combine in bf16 (DeepSeek-V3 Sec. 3.3.2, DeepEP); needs job.precision fp8
+    moe_fp8_dispatch: bool = False
     # transformer layers at each end of the model kept in bf16 under an fp8 recipe
     fp8_bf16_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     # CUDA graphs: none (every kernel launched by the CPU), layers (each layer's forward and

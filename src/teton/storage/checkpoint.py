@@ -49,6 +49,7 @@ from teton.storage.transfer import Transfer, transfer
 from teton.units import ADAM_STATE_BYTES, BF16_BYTES
 from teton.workload.memory import params_per_rank
 from teton.workload.pipeline import split_layers
+from teton.workload.step_work import chunk_expert_params
 
 OPTIMIZER_BYTES = ADAM_STATE_BYTES  # fp32 master + Adam m + v
 
@@ -73,9 +74,10 @@ class RankState:
 def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     """Bytes each rank writes and holds, from the model's exact parameter counts.
 
-    Dense weights are replicated over the dp*cp ranks of a stage; MoE expert weights (sharded
-    over ep, which is folded into dp) over (dp/ep)*cp ranks. ZeRO shards over those replicas, as
-    the step model does (CP ranks hold the same weights as their DP peers).
+    Dense weights are replicated over the dp*cp ranks of a stage; MoE routed-expert weights
+    (``workload.moe.routed_params_per_gpu``: sharded over ep and etp) over their expert-data-parallel
+    group of ``tp cp dp / (etp ep)`` ranks, ``etp ep`` distinct shards a stage. ZeRO shards over
+    those replicas, as the step model does (CP ranks hold the same weights as their DP peers).
     """
     policy = policy or checkpoint_policy(spec)
     job, model = spec.job, spec.model
@@ -84,9 +86,9 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     p_stage = params_per_rank(model, job, split)  # (pp,) per TP rank
     e_stage = np.zeros_like(p_stage)
     if model.experts > 1:
-        e_stage = split.layers_on_rank() * model.experts * model.mlp_params() / (lay.tp * lay.ep)
+        e_stage = chunk_expert_params(model, job, split).sum(axis=1)  # each layer type's (dense layers: none)
     c = lay.coords()
-    dp, cp, ep = lay.dp, lay.cp, lay.ep
+    dp, cp = lay.dp, lay.cp
     wb = BF16_BYTES if policy.bf16_weights else 0
     n = job.gpus
     written, held, replicated = np.zeros(n), np.zeros(n), np.zeros(n)
@@ -95,7 +97,7 @@ def rank_state(spec, policy: CheckpointPolicy | None = None) -> RankState:
     # (params per TP rank by stage, replicas over DP x CP, replica index, distinct shards across DP)
     parts = [(p_stage - e_stage, dp * cp, c["dp"] * cp + c["cp"], 1)]
     if model.experts > 1:
-        parts.append((e_stage, dp // ep * cp, c["dp"] // ep * cp + c["cp"], ep))
+        parts.append((e_stage, lay.edp, lay.expert_coords()["edp"], lay.ep * lay.etp / lay.tp))
     for stage, reps, ridx, distinct in parts:
         p = stage[c["pp"]]
         w, o = wb * p, OPTIMIZER_BYTES * p

@@ -5,9 +5,9 @@ Per (system, scale) (the specs: :mod:`teton.studies.frontier_specs`):
 
 * **step**: ``teton.engine.step.simulate_step`` (analytical network): step time, MFU against the
   dense bf16 peak, the breakdown.
-* **exposed DP**: the breakdown's ``dp_comm`` (what overlap did not hide of the gradient
-  reduce-scatter and parameter all-gather, ``teton.engine.overlap``), and the part of it the
-  building boundary causes: ``dp_comm`` less the same job's ``dp_comm`` as if one building held
+* **exposed DP**: the breakdown's ``dp_comm`` and ``dp_last_bucket`` (what overlap did not hide of
+  the gradient reduce-scatter and parameter all-gather, ``StepResult.dp_exposed_s``), and the part
+  of it the building boundary causes: that less the same job's as if one building held
   every GPU (its top tier non-blocking, no fibre), zero in one building.
 * **checkpoint**: ``teton.reliability.recovery.checkpoint_costs`` on Meta's Tectonic (the storage
   model, ``teton.storage.checkpoint``): size, save until durable, GPU pause, restore, and the
@@ -216,7 +216,7 @@ def _dp_exposed_one_building(system: System, gpus: int, buildings: int, dp_expos
     from teton.engine.step import simulate_step
     from teton.spec import load_spec
 
-    return float(simulate_step(load_spec(frontier_spec_fields(system, gpus, one_building=True))).breakdown["dp_comm"])
+    return float(simulate_step(load_spec(frontier_spec_fields(system, gpus, one_building=True))).dp_exposed_s)
 
 
 def frontier_row(system: System, scale: int, runs: int = 32, days: float = WINDOW_DAYS, pg_init: str = "optimized",
@@ -229,7 +229,7 @@ def frontier_row(system: System, scale: int, runs: int = 32, days: float = WINDO
     spec = load_spec(frontier_spec_fields(system, gpus))
     step = simulate_step(spec)
     buildings = math.ceil(gpus / system.building_gpus)
-    dp = float(step.breakdown["dp_comm"])
+    dp = float(step.dp_exposed_s)
     dp_one = _dp_exposed_one_building(system, gpus, buildings, dp)
     rel = _reliability(spec, step, runs, days, pg_init, seed)
     lay = spec.job.layout

@@ -1,9 +1,15 @@
-"""Layout search: every valid TP/CP/PP/DP/EP (and schedule, recompute, ZeRO) layout of a job,
-simulated, filtered to what fits in memory, ranked by step time.
+"""Layout search: every valid TP/CP/PP/DP/EP/expert-TP (and schedule, recompute, ZeRO, and for
+an MoE model the rank order) layout of a job, simulated, filtered to what fits in memory, ranked by
+step time.
 
-EP (expert parallelism) is searched on MoE models only: its degrees are carved out of DP, so
-they must divide ``model.experts`` and dp (the job rules); a dense model searches ep 1 alone, and
-asking it for another degree is an error. Rows carry ``mfu`` (against the job's precision peak)
+EP (expert parallelism) and expert TP (etp) are searched on MoE models only, as Megatron-Core lays
+them out (``teton.spec.layout``): ep must divide ``model.experts`` and etp the expert FFN width, and
+``etp ep`` the ``tp cp dp`` ranks of a pipeline stage (the job rules). etp tries 1 (Megatron-Core's
+"MoE parallel folding": experts whole, EP over the TP ranks) and tp (experts sharded as the dense
+layers) unless ``--etp`` says which. The rank order is part of an MoE layout: with pp > 1 and dp > 1
+the search tries the job's order, Megatron-Core's tp-cp-ep-dp-pp and Llama 3's tp-cp-pp-dp (ep inside
+dp), which place EP and DP inside or across the pipeline stages. A dense model searches ep 1 and its
+own order alone, and asking it for another ep or an etp is an error. Rows carry ``mfu`` (against the job's precision peak)
 and ``mfu_bf16`` (against the bf16 peak, what tables show as "MFU"); the ranking is by step time.
 
 The global batch (tokens per step), sequence length, GPU count, model and cluster stay fixed;
@@ -22,7 +28,7 @@ from teton.engine.result import StepResult
 from teton.engine.step import simulate_step
 from teton.errors import SpecError
 from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
-from teton.spec.layout import dp_of
+from teton.spec.layout import BASE_AXES, MOE_ORDER, dp_of, with_ep
 from teton.spec.schema import Spec
 from teton.workload.headroom import memory_headroom
 from teton.workload.memory import memory_per_gpu
@@ -37,6 +43,8 @@ MICRO_BATCH_CHOICES = (1, 2, 4)
 RECOMPUTE_CHOICES = ("none", "selective", "full", "selective_op", "selective_layer")
 ZERO_CHOICES = (1, 2, 3)
 EP_CHOICES = None  # every divisor of model.experts (ep 1 alone for a dense model)
+ETP_CHOICES = None  # 1 and tp (MoE models; a dense model has no expert TP)
+ORDER_CHOICES = (MOE_ORDER, with_ep(BASE_AXES))  # an MoE model's orders besides its own: Megatron-Core's, Llama 3's
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class SearchSpace:
     recompute: tuple[str, ...] = RECOMPUTE_CHOICES
     zero: tuple[int, ...] = ZERO_CHOICES
     ep: tuple[int, ...] | None = EP_CHOICES
+    etp: tuple[int, ...] | None = ETP_CHOICES
 
 
 def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -64,24 +73,42 @@ def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> t
 
 
 def search_space(tp: str | None = None, cp: str | None = None, pp: str | None = None,
-                 virtual_stages: str | None = None, ep: str | None = None) -> SearchSpace:
-    """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ...`` (None: every choice)."""
+                 virtual_stages: str | None = None, ep: str | None = None, etp: str | None = None) -> SearchSpace:
+    """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ... --etp ...`` (None:
+    every choice)."""
     return SearchSpace(tp=_degrees(tp, "tp", TP_CHOICES), cp=_degrees(cp, "cp", CP_CHOICES),
                        pp=_degrees(pp, "pp", PP_CHOICES),
                        virtual_stages=_degrees(virtual_stages, "virtual_stages", V_CHOICES),
-                       ep=_degrees(ep, "ep", None))
+                       ep=_degrees(ep, "ep", None), etp=_degrees(etp, "etp", None))
 
 
 def ep_degrees(spec: Spec, space: SearchSpace) -> tuple[int, ...]:
     """The EP degrees to search: ``space.ep``, or every divisor of the MoE model's experts.
-    A dense model has ep 1 only; another degree asked of it is a SpecError."""
+    A dense model has ep 1 only; another degree, or any expert TP degree, asked of it is a
+    SpecError."""
     experts = spec.model.experts
+    if experts == 1 and space.etp is not None:
+        raise SpecError("etp", ",".join(map(str, space.etp)),
+                        f"expert tensor parallelism needs a MoE model (model.experts > 1); {spec.model.name} is dense")
     if space.ep is None:
         return tuple(d for d in range(1, experts + 1) if experts % d == 0)
     if experts == 1 and set(space.ep) != {1}:
         raise SpecError("ep", ",".join(map(str, space.ep)),
                         f"expert parallelism needs a MoE model (model.experts > 1); {spec.model.name} is dense")
     return space.ep
+
+
+def expert_choices(spec: Spec, space: SearchSpace, tp: int, pp: int, dp: int) -> list[dict]:
+    """The job updates of the expert TP degrees and rank orders to try at one tp, pp, dp: none for
+    a dense model; for an MoE model ``space.etp`` (default 1 and tp; etp = tp is left unset) times
+    the job's own order, Megatron-Core's and Llama 3's (one order where pp or dp is 1: they all
+    give the same groups)."""
+    if spec.model.experts == 1:
+        return [{"etp": None}] if spec.job.etp is not None else [{}]  # a dense job's etp can only be its tp
+    own = with_ep(spec.job.layout.order)
+    orders = list(dict.fromkeys((own, *ORDER_CHOICES))) if pp > 1 and dp > 1 else [own]
+    etps = dict.fromkeys(space.etp or (1, tp))
+    return [{"etp": None if etp == tp else etp, "parallel_order": order} for etp in etps for order in orders]
 
 
 def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[Spec]:
@@ -113,11 +140,12 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
                       # Llama 3's round size N is the job's only for its own pipeline; others use pp
                       pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
                       pp_embedding_slots=job.pp_embedding_slots and pp > 1)
-        try:
-            candidate = check_job(job.model_copy(update=update), spec.model, spec.cluster)
-        except SpecError:
-            continue
-        yield spec.model_copy(update={"job": candidate})
+        for expert in expert_choices(spec, space, tp, pp, dp):
+            try:
+                candidate = check_job(job.model_copy(update={**update, **expert}), spec.model, spec.cluster)
+            except SpecError:
+                continue
+            yield spec.model_copy(update={"job": candidate})
 
 
 def fits_in_memory(spec: Spec) -> bool:
@@ -137,8 +165,11 @@ class RankedLayout:
         """The search's JSON row: the layout's degrees and choices, the step's figures."""
         j, r = self.spec.job, self.result
         lay = j.layout
+        # an MoE layout's expert TP degree and rank order (a dense one's rows keep their keys)
+        expert = {"etp": lay.etp, "parallel_order": list(lay.order)} if self.spec.model.experts > 1 else {}
         return {
-            "tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "virtual_stages": lay.virtual_stages,
+            "tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, **expert,
+            "virtual_stages": lay.virtual_stages,
             "micro_batch": lay.micro_batch, "recompute": j.recompute,
             "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
             "grad_reduce": j.grad_reduce_mode,
@@ -156,7 +187,7 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     ``fitting_only``: simulate only the layouts that fit in memory (``teton plan``, which keeps no
     other); the count still counts every valid layout. Layouts that tie (same degrees, micro-batch,
     step time and memory: e.g. selective == none under flash attention) are kept once, the
-    simpler choice (the one the candidates list first)."""
+    simpler choice (the one the candidates list first: of an MoE layout's rank orders, the job's)."""
     candidates = list(candidate_jobs(spec, space))
     evaluated = len(candidates)
     if fitting_only:
@@ -170,8 +201,8 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     unique, seen = [], set()
     for c in ranked:
         lay = c.spec.job.layout
-        key = (lay.tp, lay.cp, lay.pp, lay.ep, lay.virtual_stages, lay.micro_batch, round(c.result.step_time_s, 12),
-               round(c.result.memory_per_gpu_bytes))
+        key = (lay.tp, lay.cp, lay.pp, lay.ep, lay.etp, lay.virtual_stages, lay.micro_batch,
+               round(c.result.step_time_s, 12), round(c.result.memory_per_gpu_bytes))
         if key not in seen:
             seen.add(key)
             unique.append(c)

@@ -171,6 +171,17 @@ def training_set2() -> list[ValidationRow]:
                      f"{SOURCE_NAMES[source_of[run.name]]}")
 
 
+def training_set2_moe() -> list[ValidationRow]:
+    """Training set 2's MoE rows (``training_set2.PREDICTED``), predicted with the catalog's in-situ
+    values (fitted on the dense rows), each against its stack's values: no held-out columns, as
+    they are not part of the fit."""
+    from teton.validation.training_set2 import moe_runs_2
+
+    return [ValidationRow("Training set 2, MoE rows (predicted, not in the fit)", f"{run.metric} ({run.name})",
+                          run.published, _in_metric(run, _default_step_s(run)), run.tolerance, run.source, run.note,
+                          stack=run.spec.job.software.name) for run in moe_runs_2()]
+
+
 def llama3_table4(calibration: dict | None = None) -> list[ValidationRow]:
     """Table 4's rows on ``meta-roce-24k`` (TFLOPs/GPU), optionally with measured microbenchmark
     efficiencies (``calibration``: ``cluster.efficiency`` overrides, e.g. from ``teton calibrate``)."""
@@ -211,6 +222,7 @@ CASES: dict[str, Callable[..., list[ValidationRow]]] = {
     "korthikanti-2022-table5": korthikanti_table5,
     "korthikanti-2022-figure1": korthikanti_figure1,
     "training-set-2": training_set2,
+    "training-set-2-moe": training_set2_moe,
     "meta-network-claims": meta_network_claims,
     "tectonic-llama3-storage": tectonic_llama3_storage,
     "llama3-405b-54-days": llama3_405b_54_days,
@@ -229,7 +241,8 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
                    calibration: dict[str, float] | None = None) -> dict:
     """All (or the named) cases: rows, mean absolute relative error per prediction, count within
     tolerance; with a training-set case also the fit's per-stack summary, bands and coverage, and
-    the training-set-2 rows teton does not judge (and why). ``progress(what, done, total)``."""
+    the training-set-2 rows teton does not judge (and why) and its weak-scaling series
+    (``validation.weak_scaling``). ``progress(what, done, total)``."""
     rows: list[ValidationRow] = []
     todo = [(n, fn) for n, fn in all_cases().items() if not names or n in names]
     key = tuple(sorted(calibration.items())) if calibration else None
@@ -260,7 +273,10 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
         out["fit"] = fit.parameter_rows()
         out["notes"] = list(fit.notes)
     if not names or "training-set-2" in names:
+        from teton.validation.weak_scaling import weak_scaling_table
+
         out["not_judged"] = not_judged_rows()
+        out["weak_scaling"] = weak_scaling_table()
     return out
 
 

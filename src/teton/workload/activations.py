@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
+from teton.spec.model_flops import first_type
 from teton.workload.elementwise import eager_saved_bytes
 from teton.workload.items import ACT_BYTES, FP32
+from teton.workload.mamba import mamba_saved_bytes
+from teton.workload.mixers import mla_saved_bytes
+from teton.workload.moe import moe_ffn_elements, moe_saved_bytes
 from teton.workload.recompute import sac_op_saved_bytes
 
 
@@ -18,9 +22,15 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes one layer saves for backward for one micro-batch on one GPU: without recompute (also
     a selective_layer layer that is not checkpointed), without the scores (selective, full),
     or what torchtitan's per-op policy saves (selective_op). Full recompute's checkpoints are
-    :func:`checkpoint_bytes`."""
+    :func:`checkpoint_bytes`. A layer type without attention or without an MLP (``model.mixer``,
+    ``model.ffn``) keeps only its sub-block's tensors; an MLA or Mamba-2 mixer's are
+    ``workload.mixers.mla_saved_bytes`` / ``workload.mamba.mamba_saved_bytes``."""
     if job.recompute == "selective_op":
         return sac_op_saved_bytes(model, job)
+    kind = first_type(model)
+    attn = int(kind.mixer == "attention")
+    gqa = int(attn and not model.mla)  # the attention terms below are grouped-query attention's
+    ff = int(kind.ffn != "none")
     lay = job.layout
     t, c, b, s = lay.tp, lay.cp, lay.micro_batch, lay.seq_len
     a = ACT_BYTES
@@ -29,34 +39,34 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     tok_e = lay.elementwise_tokens  # exact: the Layout's rules make b s / cp divide by tp under SP
     drop = 1 if model.dropout else 0
     hidden_saved = (
-        a * tok_e * h  # attention-norm input
-        + a * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
-        + a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
-        + a * tok * q / t  # attention output = output-projection input
-        + drop * tok_e * h  # dropout mask after the output projection
-        + a * tok_e * h  # MLP-norm input
-        + a * tok_e * h  # MLP-up GEMM input
-        + drop * tok_e * h  # dropout mask after the MLP
+        gqa * a * tok_e * h  # attention-norm input
+        + gqa * a * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
+        + gqa * a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
+        + gqa * a * tok * q / t  # attention output = output-projection input
+        + gqa * drop * tok_e * h  # dropout mask after the output projection
+        + ff * a * tok_e * h  # MLP-norm input
+        + ff * a * tok_e * h  # MLP-up GEMM input
+        + ff * drop * tok_e * h  # dropout mask after the MLP
     )
     if model.mlp == "swiglu":
         mlp_saved = 2 * a * tok * f / t  # gate and up projections (fused SwiGLU recomputes the product)
     else:
         mlp_saved = 2 * a * tok * f / t  # GELU input and GELU output (= down-projection input)
-    if model.experts > 1:
-        # each token's top_k expert copies keep their MLP activations; router probabilities;
-        # the dispatched expert inputs (the combine's inputs are the down projections' outputs)
-        mlp_saved *= model.top_k
-        hidden_saved += FP32 * tok_e * model.experts + a * tok * model.top_k * h / t
-    if c > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
+    if model.experts > 1:  # the router's, the routed and the shared experts' (workload.moe)
+        mlp_saved = moe_saved_bytes(model, job)
+    mlp_saved = mlp_saved if ff else 0.0
+    if gqa and c > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
         hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)
-    stats = FP32 * tok_e * 2 + FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
+    stats = FP32 * tok_e * kind.sub_blocks + attn * FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
     scores = 0.0
-    if not job.flash_attention and job.recompute in ("none", "selective_layer"):
+    if attn and not job.flash_attention and job.recompute in ("none", "selective_layer"):
         # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout
         scores = (a + drop * (1 + a)) * b * (model.heads / t) * (s / c) * s
-    eager = (eager_saved_bytes(model, tok, tok_e, t, model.top_k if model.experts > 1 else 1)
-             if job.kernel_fusion == "eager" else 0.0)
-    return hidden_saved + mlp_saved + stats + scores + eager
+    eager = (eager_saved_bytes(model, tok, tok_e, t, moe_ffn_elements(model, job) if model.experts > 1 else None)
+             if job.kernel_fusion == "eager" and gqa and ff else 0.0)
+    mixer = (mamba_saved_bytes(model, job) if kind.mixer == "mamba" else
+             mla_saved_bytes(model, job) if attn and not gqa else 0.0)
+    return hidden_saved + mlp_saved + stats + scores + eager + mixer
 
 
 def layer_saved_bytes(model: ModelSpec, job: JobSpec) -> float:

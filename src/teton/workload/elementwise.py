@@ -92,7 +92,8 @@ def eager_copy_bytes(model: ModelSpec, tokens: int, tp: int) -> dict[str, tuple[
     return out
 
 
-def eager_saved_bytes(model: ModelSpec, tokens: int, norm_tokens: float, tp: int, experts_per_token: int = 1) -> float:
+def eager_saved_bytes(model: ModelSpec, tokens: int, norm_tokens: float, tp: int,
+                      ffn_elements: float | None = None) -> float:
     """Activation bytes eager reference code saves for backward beyond what fused kernels save, per
     layer and micro-batch on one TP rank (counted with ``torch.autograd.graph.saved_tensors_hooks``
     on the reference layer):
@@ -101,7 +102,9 @@ def eager_saved_bytes(model: ModelSpec, tokens: int, norm_tokens: float, tp: int
       norm keeps its bf16 input (2 B): +4 B per element, twice;
     * ``repeat_kv``'s copies make the attention kernel save K and V at the query heads' width;
     * ``silu(g) * u`` keeps ``silu(g)`` and the product besides ``g`` and ``u``, where a fused
-      SwiGLU keeps ``g`` and ``u`` and recomputes the rest: +2 x 2 B per FFN element.
+      SwiGLU keeps ``g`` and ``u`` and recomputes the rest: +2 x 2 B per FFN element
+      (``ffn_elements``: ``tokens ffn_hidden / tp`` for a dense MLP; an MoE layer's experts'
+      ``workload.moe.moe_ffn_elements``).
     LayerNorm and GELU are single kernels that save what their fused forms save.
     """
     q, kv, f = model.q_width / tp, model.kv_width / tp, model.ffn_hidden / tp
@@ -109,5 +112,5 @@ def eager_saved_bytes(model: ModelSpec, tokens: int, norm_tokens: float, tp: int
     if model.heads > model.n_kv_heads and model.n_kv_heads // tp > 1:
         saved += 2 * 2.0 * tokens * (q - kv)
     if model.mlp == "swiglu":
-        saved += 2 * 2.0 * tokens * experts_per_token * f
+        saved += 2 * 2.0 * (tokens * f if ffn_elements is None else ffn_elements)
     return saved

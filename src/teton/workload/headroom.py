@@ -85,8 +85,9 @@ def _axis_groups(job: JobSpec) -> list[tuple[str, int, int]]:
         if degrees[axis] > 1:
             out.append((axis, degrees[axis], stride))
         stride *= degrees[axis]
-    if lay.ep > 1:  # EP ranks sit innermost in DP (teton.spec.layout)
-        out.append(("ep", lay.ep, strides["dp"]))
+    for axis, degree in (("ep", lay.ep), ("etp", lay.etp if lay.etp != lay.tp else 1)):
+        if degree > 1:  # the expert decomposition's groups (teton.spec.layout)
+            out.append((axis, degree, lay.rank_stride(axis)))
     if lay.cp > 1 and lay.dp > 1 and job.zero >= 1:  # ZeRO shards and reduces over dp x cp
         out.append(("dp_cp", lay.dp * lay.cp, min(strides["dp"], strides["cp"])))
     if lay.gpus > 1:

@@ -59,6 +59,10 @@ class Collective:
     overlap: str = ""  # the GEMM / attention op (by name, same pass) this collective runs alongside
     chunks: int = 1  # > 1: decomposed with that op into this many pipelined chunks
     ring_steps: int = 0  # > 0: a ring of this many exchange steps under that op's blocks (ring attention)
+    # > 0 (an all_to_all): node-limited routing, each token's ``top_k`` copies reach at most this
+    # many NVLink domains, sent once per domain (``collectives.node_limited``)
+    max_nodes: int = 0
+    top_k: int = 0  # the copies per token of a node-limited all-to-all's ``bytes``
 
 
 @dataclass(frozen=True)
@@ -94,21 +98,29 @@ def memory_op(name: str, nbytes: float, backward: bool = False, kernels: int = 1
                      tn_only_bytes=float(tn_only_bytes))
 
 
-def gemm_ops(name: str, m: int, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True) -> tuple[ComputeOp, ...]:
+def gemm_ops(name: str, m: float, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True,
+             groups: int = 1) -> tuple[ComputeOp, ...]:
     """Forward GEMM (m x k)(k x n) and its two backward GEMMs.
 
     Weight-gradient GEMMs accumulate into the gradient buffer (beta = 1): they read and write a
     k x n matrix of ``wgrad_accum_bytes`` per element. ``wgrad_accum_bytes = 0`` means unfused
     accumulation: the GEMM writes a fresh bf16 k x n gradient (beta = 0) and
     :func:`grad_accumulate` adds it into the buffer.
+
+    ``groups > 1``: one grouped GEMM of ``groups`` weight matrices over ``m`` rows in all (an MoE
+    layer's local experts: Megatron-Core's ``GroupedMLP`` / ``TEGroupedMLP``, one kernel over the
+    experts); FLOPs and activation bytes are the rows', weight bytes every group's ``k x n``, and the
+    shape the efficiency curve sees is one group's (``m / groups`` rows, the shape per expert).
     """
     a = ACT_BYTES
     wgrad_out = 2 * wgrad_accum_bytes if wgrad_accum_bytes else a
-    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + k * n + m * n), m, n, k, fp8=fp8)
-    dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + k * n + m * k), m, k, n,
+    w = k * n * groups
+    rows = m if groups == 1 and isinstance(m, int) else max(1, round(m / groups))  # the shape's rows: one group's
+    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + w + m * n), rows, n, k, fp8=fp8)
+    dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + w + m * k), rows, k, n,
                       fp8=fp8, backward=True)
     wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
-                      a * (m * n + m * k) + wgrad_out * k * n, k, n, m, fp8=fp8, backward=True,
+                      a * (m * n + m * k) + wgrad_out * w, k, n, rows, fp8=fp8, backward=True,
                       accumulate_bytes=wgrad_accum_bytes)
     return fwd, dgrad, wgrad
 
@@ -121,4 +133,4 @@ def as_recompute(item: Item) -> Item:
                          item.fp8, item.backward, kernels=item.kernels, tn_only_bytes=item.tn_only_bytes)
     if isinstance(item, HostCopy):  # pragma: no cover - host copies are added after recompute
         raise TypeError(f"{item.name}: a host copy is not recomputed")
-    return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes)
+    return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes, max_nodes=item.max_nodes, top_k=item.top_k)

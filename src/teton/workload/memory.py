@@ -5,8 +5,9 @@ gradients (fp32 accumulation 4 B, or bf16 2 B), fp32 master weights + Adam m + v
 parameter. ZeRO-1 shards the optimizer state over DP, ZeRO-2 also the gradients (but a job that
 reduces them once per step over several micro-batches keeps the unsharded accumulation buffer),
 ZeRO-3 also the weights (plus the gathered parameters of the layers being computed). A MoE layer's routed
-experts are sharded over their expert-data-parallel group (the dp / ep ranks holding the same
-experts; Megatron-Core, DeepSpeed-MoE), the rest over all of DP.
+experts are sharded over their expert-data-parallel group (the ``tp cp dp / (etp ep)`` ranks holding
+the same experts; Megatron-Core, DeepSpeed-MoE), the rest over all of DP. What an MoE layer keeps
+for backward, and its parameters per GPU: ``workload.moe``.
 
 Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation", Sec. 4): the tensors
 each layer saves for its backward, counted op by op. For a GPT layer with dropout, no flash
@@ -52,11 +53,15 @@ import numpy as np
 from teton.memo import cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
+from teton.spec.model_flops import first_type
 from teton.units import ADAM_STATE_BYTES
 from teton.workload.activations import checkpoint_bytes, layer_activation_bytes, layer_saved_bytes
 from teton.workload.head import head_peak_bytes
 from teton.workload.items import ACT_BYTES, FP32
-from teton.workload.layer_kinds import layer_kind_counts
+from teton.workload.layer_kinds import kind_model, layer_kind_counts, layer_type_counts, model_layer_types
+from teton.workload.mixers import mixer_params
+from teton.workload.moe import moe_ffn_elements, moe_params_per_gpu
+from teton.workload.mtp import mtp_saved_bytes
 from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
 from teton.workload.recompute import sac_op_recomputed_bytes
 
@@ -94,28 +99,40 @@ class MemoryBreakdown:
 def _chunk_layer_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """((p, v) bytes one micro-batch of each chunk keeps in HBM, (p, v) checkpointed layers, (p,)
     bytes of the largest offloaded layer on each rank): the layer kinds' saved bytes, offloaded
-    layers' left out."""
-    per_layer = layer_saved_bytes(model, job)
+    layers' left out; each layer type's own bytes (``workload.layer_kinds``), the multi-token
+    prediction modules' on the last chunk (``workload.mtp``)."""
     ckpt_bytes = checkpoint_bytes(model, job)
     per_chunk = np.zeros(split.layers.shape)
     ckpt = np.zeros(split.layers.shape)
     buffer = np.zeros(split.p)
-    for kind, n in layer_kind_counts(job, split).items():
-        saved = ckpt_bytes if kind.checkpointed else per_layer
+    for kind, n in layer_kind_counts(model, job, split).items():
+        saved = ckpt_bytes if kind.checkpointed else layer_saved_bytes(kind_model(model, kind.layer), job)
         if kind.checkpointed:
             ckpt = ckpt + n
         if kind.offloaded:
             buffer = np.maximum(buffer, np.where(n.sum(axis=1) > 0, saved, 0.0))
         else:
             per_chunk = per_chunk + n * saved
+    if model.mtp_depth:
+        per_chunk[-1, -1] += mtp_saved_bytes(model, job)
     return per_chunk, ckpt, buffer
+
+
+def _per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit, on_rank: np.ndarray, per_layer) -> np.ndarray:
+    """(p,) the largest ``per_layer(model of a layer type)`` over the layer types of each rank's
+    layers (``on_rank``: (p, v) layers that count), 0 on a rank with none: the one layer a rank
+    recomputes at a time."""
+    out = np.zeros(split.p)
+    for layer, n in layer_type_counts(model, job, split).items():
+        counted = np.minimum(n, on_rank)
+        out = np.maximum(out, np.where(counted.sum(axis=1) > 0, per_layer(kind_model(model, layer)), 0.0))
+    return out
 
 
 def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """Peak activation bytes of each pipeline rank, in-flight micro-batches included."""
     lay = job.layout
     p, v, m = split.p, split.v, lay.micro_batches
-    per_layer = layer_saved_bytes(model, job)
     per_chunk, ckpt, offload_buffer = _chunk_layer_bytes(model, job, split)  # (p, v) one micro-batch of each chunk
     ranks = np.arange(p)
     if v == 1:
@@ -130,17 +147,18 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
             held = in_flight_microbatches(p, v, m, r, n_round)
             counts[r] = np.bincount(fwd[:held, 0], minlength=v)
         out = (counts * per_chunk).sum(axis=1).astype(float)
+    plain_job = job.model_copy(update={"recompute": "none"})
     if job.recompute == "full":
         # one layer's activations while recomputing it (with its scores when they are materialised),
         # on ranks that hold a layer; its input is one of them and already held as its checkpoint
-        recomputed = layer_activation_bytes(model, job.model_copy(update={"recompute": "none"})) - per_layer
-        out += np.where(split.layers_on_rank() > 0, recomputed, 0.0)
+        out += _per_rank(model, job, split, split.layers,
+                         lambda k: layer_activation_bytes(k, plain_job) - layer_saved_bytes(k, job))
     elif job.recompute == "selective_layer":  # the same, on ranks that checkpoint a layer
-        recomputed = per_layer - checkpoint_bytes(model, job)
-        out += np.where(ckpt.sum(axis=1) > 0, recomputed, 0.0)
+        out += _per_rank(model, job, split, ckpt,
+                         lambda k: layer_saved_bytes(k, job) - checkpoint_bytes(k, job))
     elif job.recompute == "selective_op":  # what one layer's recompute brings back for its backward
-        plain = layer_activation_bytes(model, job.model_copy(update={"recompute": "none"}))
-        out += np.where(split.layers_on_rank() > 0, sac_op_recomputed_bytes(model, job, plain), 0.0)
+        out += _per_rank(model, job, split, split.layers,
+                         lambda k: sac_op_recomputed_bytes(k, job, layer_activation_bytes(k, plain_job)))
     return out + offload_buffer
 
 
@@ -149,6 +167,21 @@ def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.
     from teton.workload.step_work import chunk_params
 
     return chunk_params(model, job, split).sum(axis=1)
+
+
+def _layer_working(model: ModelSpec, job: JobSpec) -> tuple[float, float]:
+    """(parameters ZeRO-3 gathers for one layer, bytes of its gathered SP activation and FFN
+    intermediate). An MoE layer gathers its local routed experts, the shared experts and the router
+    (``workload.moe.moe_params_per_gpu``); its intermediate is the grouped GEMMs' and the shared
+    experts' (``workload.moe.moe_ffn_elements``)."""
+    lay = job.layout
+    tok = lay.tokens
+    sharded, replicated = mixer_params(model)  # the mixer's (``workload.mixers``)
+    if model.experts > 1:
+        return (sharded / lay.tp + moe_params_per_gpu(model, lay) + replicated,
+                ACT_BYTES * (tok * 2 * model.hidden + 3 * moe_ffn_elements(model, job)))
+    return ((sharded + (model.mlp_params() if first_type(model).ffn != "none" else 0)) / lay.tp + replicated,
+            ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
 
 
 @cached(512)
@@ -160,8 +193,8 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     work = step_work(model, job)  # memoised: the split and chunk parameters the step uses too
     split = work.split
     params = work.chunk_params.sum(axis=1)
-    # ZeRO shards over DP x CP; the routed experts' parameters over their dp / ep (x CP) expert-DP group
-    shard = dp_shard(params, work.expert_params.sum(axis=1), lay.dp, lay.ep, lay.cp)
+    # ZeRO shards over DP x CP; the routed experts' parameters over their expert-DP group (lay.edp)
+    shard = dp_shard(params, work.expert_params.sum(axis=1), lay)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
     weights = (shard if job.zero >= 3 else params) * ACT_BYTES
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
@@ -172,10 +205,10 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     acts = activation_bytes_per_rank(model, job, split)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
-    tok = lay.tokens
-    local_experts = model.experts // lay.ep if model.experts > 1 else 1  # a MoE layer gathers all its experts
-    layer_params = (model.attention_params() + local_experts * model.mlp_params()) / lay.tp
-    working = np.full(lay.pp, CUBLAS_WORKSPACE_BYTES + ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
+    # the largest layer type's (``workload.layer_kinds``)
+    per_type = [_layer_working(kind_model(model, t), job) for t in (model_layer_types(model) or (None,))]
+    layer_params, layer_working = max(p for p, _ in per_type), max(w for _, w in per_type)
+    working = np.full(lay.pp, CUBLAS_WORKSPACE_BYTES + layer_working)
     if sharded_grads:
         working += layer_params * grad_bytes
     if job.zero >= 3:

@@ -18,7 +18,15 @@ from teton.spec.model import ModelSpec
 from teton.workload.activations import layer_saved_bytes
 from teton.workload.fp8 import bf16_block
 from teton.workload.items import HostCopy
-from teton.workload.layer_kinds import LayerKind, layer_kind_counts
+from teton.workload.layer_kinds import (
+    LayerKind,
+    kind_model,
+    layer_kind_counts,
+    layer_type_counts,
+    model_layer_types,
+)
+from teton.workload.moe import routed_params_per_gpu
+from teton.workload.mtp import mtp_layer_model, mtp_params_per_gpu, with_mtp
 from teton.workload.ops import (
     ACT_BYTES,
     FP32,
@@ -50,8 +58,9 @@ class StepWork:
     # TP all-gather on the receiving stage that rebuilds a scattered p2p message (0: none)
     p2p_gather_bytes: float = 0.0
     # (kind, its block, (p, v) layers of each chunk of that kind), plain kind first
-    # (``workload.layer_kinds``: fp8 jobs' bf16 layers, selective_layer's checkpointed layers,
-    # CPU-offloaded layers); empty: every layer runs ``layer``
+    # (``workload.layer_kinds``: the model's layer types, fp8 jobs' bf16 layers, selective_layer's
+    # checkpointed layers, CPU-offloaded layers); empty: every layer runs ``layer`` (a model of
+    # several layer types: ``layer`` is its first type's plain block)
     kinds: tuple[tuple[LayerKind, Block, np.ndarray], ...] = ()
 
     def layer_mix(self) -> list[tuple[Block, np.ndarray]]:
@@ -66,38 +75,56 @@ class StepWork:
         return np.zeros_like(self.chunk_params) if self.chunk_expert_params is None else self.chunk_expert_params
 
 
+def per_layer_type(model: ModelSpec, job: JobSpec, split: PipelineSplit, per_layer) -> np.ndarray:
+    """(p, v) sum over each chunk's layers of ``per_layer(model of the layer's type)``
+    (``workload.layer_kinds.layer_type_counts``; a uniform model's: ``split.layers * per_layer(model)``)."""
+    out = None
+    for layer, n in layer_type_counts(model, job, split).items():
+        part = n * per_layer(kind_model(model, layer))
+        out = part if out is None else out + part
+    return out
+
+
 def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
-    """Parameters one GPU holds for each (rank, chunk): its layers' TP shard, plus the embedding
-    on (0, 0) and the output head on (p-1, v-1). The vocab-parallel matrices are split over TP,
-    each rank holding its padded ``ceil(vocab / tp)`` rows (``Layout.local_vocab``, the rows its
-    lm_head GEMM runs); learned positions and the final norm are replicated."""
-    out = split.layers * layer_params_per_gpu(model, job)
+    """Parameters one GPU holds for each (rank, chunk): its layers' TP shard (each layer type's
+    own, :func:`per_layer_type`), plus the embedding on (0, 0) and the output head and the
+    multi-token prediction modules (``workload.mtp``) on (p-1, v-1). The vocab-parallel matrices
+    are split over TP, each rank holding its padded ``ceil(vocab / tp)`` rows
+    (``Layout.local_vocab``, the rows its lm_head GEMM runs); learned positions and the final
+    norm are replicated."""
+    out = per_layer_type(model, job, split, lambda m: layer_params_per_gpu(m, job))
     out = out.astype(float)
     vocab_shard = job.layout.local_vocab(model.vocab) * model.hidden
     positions = model.embedding_params() - model.vocab * model.hidden
     out[0, 0] += vocab_shard + positions
     out[-1, -1] += (0 if model.tied_embeddings else vocab_shard) + model.norm_params()
+    if model.mtp_depth:
+        out[-1, -1] += mtp_params_per_gpu(model, job, split.p * split.v)[0]
     return out
 
 
 def chunk_expert_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """The routed experts' parameters one GPU holds for each (rank, chunk): its layers' experts
-    (``experts / ep`` of them, TP-sharded); zeros for a dense model."""
-    lay = job.layout
+    (``experts / ep`` of them, ``expert_ffn`` wide, sharded over etp:
+    ``workload.moe.routed_params_per_gpu``); zeros for a dense model."""
     if model.experts <= 1:
         return np.zeros(split.layers.shape)
-    return split.layers * (model.experts * model.mlp_params() / (lay.tp * lay.ep))
+    out = per_layer_type(model, job, split, lambda m: routed_params_per_gpu(m, job.layout) if m.experts > 1 else 0.0)
+    if model.mtp_depth:
+        out = out.astype(float)
+        out[-1, -1] += mtp_params_per_gpu(model, job, split.p * split.v)[1]
+    return out
 
 
-def dp_shard(params: np.ndarray, expert_params: np.ndarray, dp: int, ep: int, cp: int = 1) -> np.ndarray:
+def dp_shard(params: np.ndarray, expert_params: np.ndarray, lay) -> np.ndarray:
     """Parameters per GPU after sharding over data parallelism (ZeRO): dense parameters over all
     ``dp x cp`` ranks that hold them, the routed experts' over their expert-data-parallel group of
-    ``dp / ep x cp`` ranks (EP is carved out of DP: the ``ep`` ranks of a DP group hold different
-    experts; Megatron-Core's and DeepSpeed-MoE's expert-data-parallel groups shard the expert
-    weights' optimizer state). CP ranks hold the same weights as their DP peers, and Megatron-Core's
-    distributed optimizer (data-parallel group with CP) and torchtitan's FSDP (``dp_shard_cp``
-    mesh) shard over them too."""
-    return (params - expert_params) / (dp * cp) + expert_params / (dp // ep * cp)
+    ``lay.edp = tp cp dp / (etp ep)`` ranks (Megatron-Core's expert_data_parallel_size, CP folded in;
+    ``teton.spec.layout``: the ranks that hold the same experts; Megatron-Core's and DeepSpeed-MoE's
+    expert-data-parallel groups shard the expert weights' optimizer state). CP ranks hold the same
+    weights as their DP peers, and Megatron-Core's distributed optimizer (data-parallel group with
+    CP) and torchtitan's FSDP (``dp_shard_cp`` mesh) shard over them too."""
+    return (params - expert_params) / (lay.dp * lay.cp) + expert_params / lay.edp
 
 
 @cached(512)
@@ -122,11 +149,17 @@ def _block_key(model: ModelSpec, job: JobSpec) -> tuple:
 
 
 def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
-    """(layer, embedding, head) blocks of ``job``, shared by every job with the same block fields."""
+    """(layer, embedding, head) blocks of ``job``, shared by every job with the same block fields;
+    the layer of a model of several layer types is its first type's, the head carries the
+    multi-token prediction modules (``workload.mtp.with_mtp``)."""
     key = _block_key(model, job)
     hit = _BLOCKS.get(key)
     if hit is None:
-        hit = _BLOCKS.put(key, (layer_block(model, job), embedding_block(model, job), head_block(model, job)))
+        types = model_layer_types(model)
+        embedding, head = embedding_block(model, job), head_block(model, job)
+        if model.mtp_depth:
+            head = with_mtp(head, embedding, blocks(mtp_layer_model(model), job)[0], model, job)
+        hit = _BLOCKS.put(key, (layer_block(kind_model(model, types[0] if types else None), job), embedding, head))
     return hit
 
 
@@ -146,12 +179,13 @@ def kind_block(model: ModelSpec, job: JobSpec, kind: LayerKind) -> Block:
     hit = _KIND_BLOCKS.get(key)
     if hit is not None:
         return hit
+    m = kind_model(model, kind.layer)  # the model of the kind's layer type (``ModelSpec.as_layer``)
     base = job.model_copy(update={"recompute": "full"}) if kind.checkpointed else job
-    block = blocks(model, base.model_copy(update={"precision": "bf16"}) if kind.bf16 else base)[0]
+    block = blocks(m, base.model_copy(update={"precision": "bf16"}) if kind.bf16 else base)[0]
     if kind.bf16:
         block = bf16_block(block)
     if kind.offloaded:
-        saved = layer_saved_bytes(model, base)
+        saved = layer_saved_bytes(m, base)
         block = replace(block, fwd=(*block.fwd, HostCopy("offload.d2h", "d2h", saved)),
                         bwd=(HostCopy("offload.h2d", "h2d", saved), *block.bwd))
     return _KIND_BLOCKS.put(key, block)
@@ -160,6 +194,8 @@ def kind_block(model: ModelSpec, job: JobSpec, kind: LayerKind) -> Block:
 def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     split = split_layers(model, job)
     layer, embedding, head = blocks(model, job)
+    kinds = tuple((kind, layer if kind == LayerKind() else kind_block(model, job, kind), n)
+                  for kind, n in layer_kind_counts(model, job, split).items())
     return StepWork(
         layer=layer,
         embedding=embedding,
@@ -171,6 +207,5 @@ def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
         chunk_params=chunk_params(model, job, split),
         grad_reduce_bytes_per_param=FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES,
         chunk_expert_params=chunk_expert_params(model, job, split),
-        kinds=tuple((kind, layer if kind == LayerKind() else kind_block(model, job, kind), n)
-                    for kind, n in layer_kind_counts(job, split).items()),
+        kinds=kinds,
     )

@@ -106,16 +106,12 @@ def _gpus(m: Mapper) -> None:
 
 def _layout(m: Mapper) -> None:
     for flag, field in (("--tensor-model-parallel-size", "tp"), ("--pipeline-model-parallel-size", "pp"),
-                        ("--context-parallel-size", "cp"), ("--expert-model-parallel-size", "ep")):
+                        ("--context-parallel-size", "cp"), ("--expert-model-parallel-size", "ep"),
+                        ("--expert-tensor-parallel-size", "etp")):
         if m.has(flag):
             m.put(f"job.{field}", as_int(flag, m.get(flag)), flag, m.get(flag))
-    tp = m.spec["job"].get("tp", 1)
-    etp_key, etp = m.first("--expert-tensor-parallel-size")
-    if etp_key is not None:
-        if as_int(etp_key, etp) != tp:
-            raise SpecError(etp_key, etp, "teton shards experts with the dense layers' TP: must equal "
-                            f"--tensor-model-parallel-size ({tp})")
-        m.put("job.tp", tp, etp_key, etp, "experts sharded with the dense layers' TP")
+    if m.get("--use-tp-pp-dp-mapping"):  # Megatron-Core's other order, "tp-cp-ep-pp-dp"
+        m.put("job.parallel_order", ["tp", "cp", "ep", "pp", "dp"], "--use-tp-pp-dp-mapping", True)
     if m.get("--sequence-parallel"):
         m.put("job.sequence_parallel", True, "--sequence-parallel", True)
     else:

@@ -122,7 +122,8 @@ def _layout(m: Mapper, *prefixes: str) -> None:
         return tuple(p + name for p in prefixes)
 
     for name, field in (("tensor_model_parallel_size", "tp"), ("pipeline_model_parallel_size", "pp"),
-                        ("context_parallel_size", "cp"), ("expert_model_parallel_size", "ep")):
+                        ("context_parallel_size", "cp"), ("expert_model_parallel_size", "ep"),
+                        ("expert_tensor_parallel_size", "etp")):
         _put_int(m, keys(name), f"job.{field}")
     v = _put_int(m, keys("virtual_pipeline_model_parallel_size"), "job.virtual_stages", "chunks per pipeline rank")
     if v and v > 1:

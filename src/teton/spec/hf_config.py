@@ -1,0 +1,138 @@
+"""Model fields from a Hugging Face ``config.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from teton.errors import SpecError
+
+
+def model_from_hf_config(path: str | Path) -> dict:
+    """Model fields from a Hugging Face ``config.json``: Llama-style keys, plus the MoE, MLA, hybrid
+    and sliding-window keys of the families teton describes (:func:`_moe_fields`,
+    :func:`_mla_fields`, :func:`_hybrid_fields`, :func:`_window_fields`). Llama 4's and other
+    multimodal configs nest the language model under ``text_config``. Its name is the config's own:
+    ``_name_or_path`` where the config has one (``meta-llama/Meta-Llama-3-8B``), else its
+    ``model_type`` and size in billions of parameters (``llama-8b``), else the file's name without
+    its suffix: never the folder it sits in."""
+    path = Path(path)
+    try:
+        top = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise SpecError("model", str(path), f"not a readable HF config.json ({err})") from None
+    cfg = {**top, **top["text_config"]} if isinstance(top.get("text_config"), dict) else top
+    required = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
+    missing = [k for k in required if k not in cfg]
+    if missing:
+        raise SpecError("model", str(path), f"HF config lacks {', '.join(missing)}")
+    act = str(cfg.get("hidden_act", cfg.get("mlp_hidden_act", "silu"))).lower()
+    fields = dict(
+        name=path.stem,
+        layers=cfg["num_hidden_layers"],
+        hidden=cfg["hidden_size"],
+        ffn_hidden=cfg["intermediate_size"],
+        heads=cfg["num_attention_heads"],
+        kv_heads=cfg.get("num_key_value_heads"),
+        head_dim=cfg.get("head_dim"),
+        vocab=cfg["vocab_size"],
+        mlp="swiglu" if act in ("silu", "swish", "swiglu") else "relu2" if act in ("relu2", "squared_relu") else "gelu",
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        max_seq_len=cfg.get("max_position_embeddings", 8192),
+        bias=bool(cfg.get("attention_bias", False)),
+    )
+    fields.update(_moe_fields(cfg, str(path)))
+    fields.update(_mla_fields(cfg))
+    fields.update(_hybrid_fields(cfg))
+    fields.update(_window_fields(cfg, str(path)))
+    fields = {k: v for k, v in fields.items() if v is not None}
+    return {**fields, "name": _hf_name(top, fields)}
+
+
+def _first(cfg: dict, *keys: str):
+    return next((cfg[k] for k in keys if cfg.get(k) is not None), None)
+
+
+def _moe_fields(cfg: dict, where: str) -> dict:
+    """Experts (Mixtral / Llama 4 ``num_local_experts``, DeepSeek ``n_routed_experts``, Qwen3-MoE
+    ``num_experts``), top-k, the expert width (``moe_intermediate_size``; Llama 4's experts are
+    ``intermediate_size`` wide and its dense layers ``intermediate_size_mlp``), shared experts
+    (DeepSeek ``n_shared_experts``; Llama 4 always has one), the dense prefix
+    (``first_k_dense_replace``, or Qwen3-MoE's ``mlp_only_layers`` when they are the first ones)
+    and the MoE interval (``interleave_moe_layer_step``, ``decoder_sparse_step``); DeepSeek's group-limited
+    routing (``topk_group`` of ``n_group`` > 1 groups) as node-limited routing, one group a node as in
+    DeepSeek-V3's training (arXiv 2412.19437, Sec. 2.1.2)."""
+    experts = _first(cfg, "num_local_experts", "n_routed_experts", "num_experts") or 1
+    if experts <= 1:
+        return {}
+    out = dict(experts=experts, top_k=_first(cfg, "num_experts_per_tok", "experts_per_token") or 1,
+               moe_ffn_hidden=cfg.get("moe_intermediate_size"), shared_experts=cfg.get("n_shared_experts") or 0,
+               first_dense_layers=cfg.get("first_k_dense_replace") or 0,
+               moe_layer_interval=_first(cfg, "interleave_moe_layer_step", "decoder_sparse_step") or 1)
+    if (cfg.get("n_group") or 1) > 1 and cfg.get("topk_group"):
+        out["moe_max_nodes"] = min(cfg["topk_group"], out["top_k"])
+    if str(cfg.get("model_type", "")).startswith("llama4"):
+        out.update(moe_ffn_hidden=cfg["intermediate_size"], ffn_hidden=cfg.get("intermediate_size_mlp"),
+                   shared_experts=1)
+    dense = sorted(cfg.get("mlp_only_layers") or [])
+    if dense and dense != list(range(len(dense))):
+        raise SpecError("model", where, f"mlp_only_layers {dense} are not the first layers: teton's "
+                        "model.first_dense_layers takes a prefix")
+    if dense:
+        out["first_dense_layers"] = len(dense)
+    return out
+
+
+def _mla_fields(cfg: dict) -> dict:
+    """DeepSeek's multi-head latent attention: the low-rank dims, the RoPE and value head dims;
+    ``qk_nope_head_dim`` is teton's head_dim; ``num_nextn_predict_layers`` the MTP depth."""
+    if cfg.get("kv_lora_rank") is None:
+        return {}
+    return dict(kv_lora_rank=cfg["kv_lora_rank"], q_lora_rank=cfg.get("q_lora_rank"),
+                qk_rope_head_dim=cfg.get("qk_rope_head_dim", 64), v_head_dim=cfg.get("v_head_dim"),
+                head_dim=cfg.get("qk_nope_head_dim", cfg.get("head_dim")),
+                mtp_depth=cfg.get("num_nextn_predict_layers") or 0)
+
+
+def _hybrid_fields(cfg: dict) -> dict:
+    """Nemotron-H's ``hybrid_override_pattern`` and Mamba-2 sizes."""
+    if not cfg.get("hybrid_override_pattern"):
+        return {}
+    return dict(layer_pattern=cfg["hybrid_override_pattern"], mamba_heads=cfg.get("mamba_num_heads"),
+                mamba_head_dim=cfg.get("mamba_head_dim", 64), mamba_state_dim=cfg.get("ssm_state_size", 128),
+                mamba_groups=cfg.get("n_groups", 8), mamba_conv_kernel=cfg.get("conv_kernel", 4))
+
+
+def _window_fields(cfg: dict, where: str) -> dict:
+    """A sliding window on some layers: GPT-OSS's ``layer_types`` (``sliding_attention`` /
+    ``full_attention``) must repeat with a full layer every N-th; without ``layer_types`` every
+    layer is windowed."""
+    window = cfg.get("sliding_window")
+    if not window or cfg.get("use_sliding_window") is False:
+        return {}
+    types = cfg.get("layer_types") or []
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    if not full:
+        return dict(sliding_window=window)
+    every = full[0] + 1
+    if full != list(range(every - 1, len(types), every)):
+        raise SpecError("model", where, "layer_types does not repeat with a full-attention layer every N-th: "
+                        "teton's model.global_attention_every takes a period")
+    return dict(sliding_window=window, global_attention_every=every)
+
+
+def _hf_name(cfg: dict, fields: dict) -> str:
+    """``_name_or_path``, else ``<model_type>-<size>b``, else the file's stem (fields' name)."""
+    given = cfg.get("_name_or_path")
+    if isinstance(given, str) and given.strip():
+        return given.strip()
+    kind = cfg.get("model_type")
+    if not isinstance(kind, str) or not kind.strip():
+        return fields["name"]
+    try:
+        from teton.spec.model import ModelSpec
+
+        params = ModelSpec(**fields).total_params()
+    except (ValueError, SpecError):  # the fields' own error is raised when the model is built
+        return kind.strip()
+    return f"{kind.strip()}-{round(params / 1e9, 1):g}b"

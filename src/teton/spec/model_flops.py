@@ -1,0 +1,74 @@
+"""Model FLOPs per token: what MFU divides by, for any mix of layer types.
+
+PaLM (Chowdhery et al. 2022, Appendix B): ``6 N`` for the matmul parameters a token touches
+(``ModelSpec.matmul_params``: each layer type's, the multi-token prediction modules' and the
+output head's) plus ``12 L s d_attn`` for the attention scores and values over the full ``s x s``
+matrix (teton's convention: no causal halving). Per layer type, training (forward + backward):
+
+* grouped-query attention: ``12 s q_width`` (``6 s`` keys x ``(d_qk + d_v)`` per head);
+* MLA: ``6 s heads (qk_head_dim + v_head_dim)`` (its Q/K and V head dims differ);
+* a windowed layer: ``min(window, s)`` keys in place of ``s``;
+* Mamba-2: the scan's ``3 x 7 d_in N`` (Megatron-Bridge's ``flop_utils.py`` hybrid count at
+  NVIDIA-NeMo/Megatron-Bridge@067f987; its kernel: ``workload.mamba``);
+* no mixer: nothing beyond its matmuls.
+
+Multi-token prediction (DeepSeek-V3, Sec. 2.2): each module's layer as above, and its pass through
+the shared output head, ``6 V h`` (a matmul the shared weights run again; Megatron-Bridge counts
+the logits ``(1 + mtp_depth)`` times).
+"""
+
+from __future__ import annotations
+
+from teton.memo import cached
+from teton.spec.layer_types import LayerType
+from teton.spec.model import ModelSpec
+
+
+@cached(64)
+def layer_types_of(model: ModelSpec) -> tuple[LayerType, ...]:
+    """``model.layer_types()``, memoised per model (a layout search asks for every layout)."""
+    return model.layer_types()
+
+
+def first_type(model: ModelSpec) -> LayerType:
+    """The first layer's type: a uniform model's (or a kind's, ``ModelSpec.as_layer``) only one."""
+    return layer_types_of(model)[0]
+
+
+def plain_attention(model: ModelSpec) -> bool:
+    """Every layer one grouped-query attention + MLP block (PaLM's count applies as it is)."""
+    types = layer_types_of(model)
+    return not model.mla and all(t == types[0] for t in types) and types[0].mixer == "attention"
+
+SCAN_FLOPS_PER_STATE = 7  # Megatron-Bridge flop_utils: the Mamba-2 scan's 7 B s d_in N forward
+
+
+def mamba_scan_model_flops(model: ModelSpec) -> float:
+    """Training FLOPs per token of one Mamba-2 layer's scan in Megatron-Bridge's count (3 x 7 d_in N);
+    its in_proj and out_proj are matmul parameters (``ModelSpec.mamba_params``)."""
+    return 3.0 * SCAN_FLOPS_PER_STATE * model.mamba_inner * model.mamba_state_dim
+
+
+def _mixer_flops(model: ModelSpec, kind: LayerType, n: int, seq_len: int) -> float:
+    """Training FLOPs per token of ``n`` layers of ``kind`` beyond their matmul parameters."""
+    if kind.mixer == "mamba":
+        return n * mamba_scan_model_flops(model)
+    if kind.mixer != "attention":
+        return 0.0
+    keys = min(model.sliding_window, seq_len) if kind.windowed and model.sliding_window else seq_len
+    if model.mla:
+        return 6.0 * n * keys * model.heads * (model.qk_head_dim + model.v_dim)
+    return 12.0 * n * keys * model.q_width
+
+
+def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Training FLOPs per token at ``seq_len`` (module docstring); a uniform attention model's is
+    PaLM's ``6 N + 12 L s q_width`` exactly."""
+    counts: dict[LayerType, int] = {}
+    for t in layer_types_of(model):
+        counts[t] = counts.get(t, 0) + 1
+    mixers = sum(_mixer_flops(model, kind, n, seq_len) for kind, n in counts.items())
+    if model.mtp_depth:
+        last = layer_types_of(model)[-1]
+        mixers += _mixer_flops(model, last, model.mtp_depth, seq_len) + 6.0 * model.mtp_depth * model.vocab * model.hidden
+    return 6.0 * model.matmul_params() + mixers

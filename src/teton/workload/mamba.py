@@ -1,0 +1,127 @@
+"""A Mamba-2 mixer sub-block on one GPU for one micro-batch: its ops, activations and FLOPs.
+
+Mamba-2 (Dao & Gu 2024, "Transformers are SSMs", arXiv 2405.21060) as Megatron-Core's
+``MambaMixer`` runs it in a hybrid model (Nemotron-H, arXiv 2504.03624), for ``d_in = H x P``
+(``model.mamba_inner``: heads x head dim), ``G`` groups of the ``N``-wide B and C
+(``model.mamba_groups``, ``model.mamba_state_dim``):
+
+* the layer's pre-norm fused into ``in_proj`` (Transformer Engine's LayerNormColumnParallelLinear),
+  a column-parallel GEMM from ``h`` to z, x, B, C and dt (``2 d_in + 2 G N + H``); TP shards the
+  heads and the groups (``d_in / tp``, ``G / tp``, ``H / tp`` per rank: tp must divide G and H);
+* the depthwise causal conv1d (kernel ``model.mamba_conv_kernel``) with SiLU over x, B and C, one
+  memory-bound kernel (Dao AILab's ``causal_conv1d``): read and write each element once;
+* the SSD chunked scan (:func:`ssd_scan_ops`), a kernel of its own;
+* the gated RMSNorm ``norm(y * silu(z))`` per group (no TP communication), memory-bound;
+* ``out_proj``, row-parallel from ``d_in``, then the TP reduce-scatter (SP) or all-reduce and the
+  residual add.
+
+Model FLOPs follow Megatron-Bridge's hybrid formula (``training/utils/flop_utils.py`` at
+NVIDIA-NeMo/Megatron-Bridge@067f987): forward in_proj ``2 B s h (2 d_in + 2 G N + H)``, scan
+``7 B s d_in N``, out_proj ``2 B s d_in h``, three times that for training. Context parallelism of
+Mamba layers is not modelled (no stored source says how Megatron splits the scan's sequence):
+a job with ``cp > 1`` is refused.
+"""
+
+from __future__ import annotations
+
+from teton.errors import SpecError
+from teton.spec.job import JobSpec
+from teton.spec.model import ModelSpec
+from teton.workload.fp8 import fp8_casts
+from teton.workload.items import ACT_BYTES, FP32, ComputeOp, Item, gemm_ops, memory_op
+from teton.workload.mixers import MixerKit
+from teton.workload.mlp import tp_gather, tp_scatter
+
+# SSD chunk length Q: Megatron-Core MambaMixer's default chunk_size (ASSUMPTION: 128, as recalled;
+# the Mamba-2 reference module's default is 256; not read in a stored source)
+SSD_CHUNK = 128
+SSD_KERNELS = 5  # mamba_ssm's combined scan: chunk cumsum, chunk state, state passing, C B^T, chunk scan
+
+
+def check_mamba(model: ModelSpec, job: JobSpec) -> None:
+    """Megatron-Core's MambaMixer shards heads and B/C groups over TP; CP is not modelled."""
+    lay = job.layout
+    if lay.cp > 1:
+        raise SpecError("job.cp", lay.cp, "must be 1 for Mamba-2 layers (their context parallelism is not modelled)")
+    for field, n in (("mamba_groups", model.mamba_groups), ("mamba_heads", model.n_mamba_heads)):
+        if n % lay.tp:
+            raise SpecError("job.tp", lay.tp, f"must divide model.{field} ({n}) for Mamba-2 layers")
+
+
+def _local(model: ModelSpec, tp: int) -> tuple[int, int, int]:
+    """(d_in, G N, H) of one TP rank."""
+    return model.mamba_inner // tp, model.mamba_groups * model.mamba_state_dim // tp, model.n_mamba_heads // tp
+
+
+def ssd_scan_ops(model: ModelSpec, tokens: int, tp: int) -> tuple[ComputeOp, ComputeOp]:
+    """(forward, backward) of the SSD chunked scan (Dao & Gu 2024, Sec. 6-7, the ``ssd_minimal``
+    listing) over ``tokens`` on one TP rank: per chunk of ``Q`` tokens the intra-chunk quadratic
+    part ``C B^T`` (``2 Q N`` per token and group) and its product with X (``2 Q P`` per token and
+    head), the chunk states ``B^T X`` and the inter-chunk output ``C h`` (``2 N P`` each per token
+    and head); state passing is ``O(1/Q)``. Bytes: x, B, C, dt read and y written in bf16, the
+    fp32 chunk states written and read back.
+
+    Throughput (ASSUMPTION): the kernels are tensor-core matmuls over chunk tiles, fused like a
+    flash-attention kernel, so the op is an ``attention`` op priced at the flash kernel's measured
+    efficiency, bounded by its HBM bytes (``engine.compute``'s roofline); no stored source gives
+    SSD's achieved fraction of peak (Dao & Gu 2024 report its time against FlashAttention-2, not
+    a fraction). Backward: the gradients of each matmul (2x) plus the chunk states recomputed
+    (mamba_ssm's combined scan keeps its inputs and recomputes the states: ASSUMPTION, as recalled).
+    """
+    d_in, gn, heads = _local(model, tp)
+    q, n = SSD_CHUNK, model.mamba_state_dim
+    flops = tokens * (2.0 * q * gn + 2.0 * q * d_in + 4.0 * n * d_in)
+    states = FP32 * tokens / q * d_in * n
+    nbytes = ACT_BYTES * tokens * (2 * d_in + 2 * gn + heads) + 2 * states
+    return (ComputeOp("mamba.ssd_scan", "attention", flops, nbytes, kernels=SSD_KERNELS),
+            ComputeOp("mamba.ssd_scan.bwd", "attention", 2 * flops + tokens * 2.0 * n * d_in, 2 * nbytes + states,
+                      backward=True, kernels=SSD_KERNELS))
+
+
+def mamba_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tuple[list[Item], list[Item], tuple]:
+    """(forward, backward, selective-recompute replay: none) items of a Mamba-2 mixer sub-block
+    (module docstring)."""
+    check_mamba(model, job)
+    lay = job.layout
+    t, tok, h = lay.tp, lay.tokens, model.hidden
+    d_in, gn, heads = _local(model, t)
+    in_proj = gemm_ops("in_proj", tok, 2 * d_in + 2 * gn + heads, h, acc)
+    out_proj = gemm_ops("out_proj", tok, h, d_in, acc)
+    c_in = fp8_casts(job, in_proj, fused_input=True, sharded_input=True)
+    c_out = fp8_casts(job, out_proj, sharded_grad=True)
+    conv = ACT_BYTES * tok * (d_in + 2 * gn)  # x, B, C: read once, written once (forward)
+    scan_f, scan_b = ssd_scan_ops(model, tok, t)
+    # gated RMSNorm: read y and z, write the output; backward reads dy, y, z and writes dy, dz
+    gate = ACT_BYTES * tok * d_in
+    act = ACT_BYTES * tok * h
+    resid_f, resid_b = kit.residual_bytes
+    fwd: list[Item] = [
+        kit.norm("mamba_norm", True), *tp_gather(lay, "tp.ag_in_proj", act), *c_in[0], in_proj[0],
+        memory_op("mamba.conv1d", 2 * conv), scan_f, memory_op("mamba.gated_norm", 3 * gate),
+        *c_out[0], out_proj[0], *tp_scatter(lay, "tp.rs_out_proj", act), memory_op("mamba_residual", resid_f),
+    ]
+    bwd: list[Item] = [
+        memory_op("mamba_residual.bwd", resid_b, True), *tp_gather(lay, "tp.ag_out_proj_grad", act),
+        *c_out[1], out_proj[1], out_proj[2], memory_op("mamba.gated_norm.bwd", 5 * gate, True), scan_b,
+        memory_op("mamba.conv1d.bwd", 3 * conv, True), *tp_gather(lay, "tp.ag_in_proj_input", act),
+        *c_in[1], in_proj[1], in_proj[2], *tp_scatter(lay, "tp.rs_in_proj_grad", act),
+        memory_op("mamba_norm.bwd", kit.norm_bwd_bytes, True),
+    ]
+    return fwd, bwd, ()
+
+
+def mamba_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
+    """Bytes a Mamba-2 mixer sub-block keeps for backward per micro-batch on one GPU, op by op
+    (Korthikanti et al. 2022's count applied to :func:`mamba_items`): the pre-norm's input and
+    output (in_proj's input, SP shard), in_proj's output (z for the gate, x B C for the conv, dt
+    for the scan), the conv's output (the scan's x, B, C), the scan's output y (the gated norm's
+    input), the norm's output (out_proj's input), the dropout mask and the gated norm's
+    per-group statistics. The SSD chunk states are recomputed in backward, not kept
+    (:func:`ssd_scan_ops`); the layer's pre-norm statistics are ``workload.activations``'."""
+    lay = job.layout
+    t, a, tok, tok_e, h = lay.tp, ACT_BYTES, lay.tokens, lay.elementwise_tokens, model.hidden
+    d_in, gn, heads = _local(model, t)
+    return (2 * a * tok_e * h + a * tok * (2 * d_in + 2 * gn + heads) + a * tok * (d_in + 2 * gn)
+            + 2 * a * tok * d_in + (1 if model.dropout else 0) * tok_e * h
+            + FP32 * tok * model.mamba_groups / t)
+

@@ -1,0 +1,110 @@
+"""Token mixers besides grouped-query attention: MLA, Mamba-2, sliding windows, and layers with one
+sub-block (``workload.mixers``, ``workload.mamba``)."""
+
+import pytest
+
+from teton.errors import SpecError
+from teton.spec import load_spec
+from teton.spec.layer_types import LayerType
+from teton.workload.items import Collective, ComputeOp
+from teton.workload.mixers import causal_keys, mixer_params
+from teton.workload.ops import layer_block, layer_params_per_gpu
+
+
+def _job(model, **job):
+    base = {"gpus": 8, "tp": 2, "seq_len": 4096, "global_batch": 64}
+    base.update(job)
+    return load_spec({"cluster": "dgx-h100-superpod", "model": model, "job": base})
+
+
+def _ops(block, backward=False):
+    return {i.name: i for i in (block.bwd if backward else block.fwd) if isinstance(i, ComputeOp)}
+
+
+def _deepseek_dense(**job):
+    spec = _job("deepseek-v3", **{"gpus": 64, "ep": 1, **job})
+    return spec.model.as_layer(LayerType("attention", "dense")), spec.job
+
+
+def test_mla_down_projections_are_replicated_and_up_projections_sharded():
+    m, job = _deepseek_dense()
+    lay = job.layout
+    ops = _ops(layer_block(m, job))
+    tok, tok_e = lay.tokens, lay.elementwise_tokens
+    assert (ops["kv_down"].m, ops["kv_down"].n) == (tok_e, m.kv_lora_rank + m.qk_rope_head_dim)
+    assert (ops["q_down"].m, ops["q_down"].n) == (tok_e, m.q_lora_rank)
+    assert (ops["q_up"].m, ops["q_up"].n) == (tok, m.heads // 2 * m.qk_head_dim)  # over the gathered tokens
+    assert ops["kv_up"].n == m.heads // 2 * (m.d_head + m.v_dim)
+    assert ops["attn_out"].k == m.heads // 2 * m.v_dim
+    sharded, replicated = mixer_params(m)
+    assert sharded + replicated == m.attention_params()
+    assert replicated == m.hidden * (1536 + 512 + 64) + 1536 + 512
+
+
+def test_mla_attention_core_uses_its_head_dims():
+    m, job = _deepseek_dense()
+    lay = job.layout
+    core = _ops(layer_block(m, job))["attention"]
+    assert core.flops == pytest.approx(2 * lay.tokens * (lay.seq_len / 2) * (m.heads // 2) * (192 + 128))
+
+
+def test_mla_latents_gathered_over_tp_and_cp_exchanges_per_head_kv():
+    m, job = _deepseek_dense(cp=2)
+    lay = job.layout
+    blk = layer_block(m, job)
+    coll = {i.name: i for i in blk.fwd if isinstance(i, Collective)}
+    assert coll["tp.ag_latents"].bytes == 2 * lay.tokens * (1536 + 512 + 64)
+    kv = coll["cp.kv_gather"] if "cp.kv_gather" in coll else coll["cp.kv_ring"]
+    assert kv.bytes == 2 * lay.micro_batch * lay.seq_len * m.heads * (192 + 128) / 2
+
+
+def test_mamba_layer_ops_follow_megatron_bridge_counts():
+    spec = _job("nemotron-h-8b")
+    m, job = spec.model.as_layer(LayerType("mamba", "none")), spec.job
+    lay = job.layout
+    tok, h, d_in, gn, heads = lay.tokens, m.hidden, m.mamba_inner, m.mamba_groups * m.mamba_state_dim, m.n_mamba_heads
+    blk = layer_block(m, job)
+    ops = _ops(blk)
+    assert ops["in_proj"].flops == 2 * tok * h * (2 * d_in + 2 * gn + heads) / 2
+    assert ops["out_proj"].flops == 2 * tok * d_in * h / 2
+    assert {"mamba.conv1d", "mamba.ssd_scan", "mamba.gated_norm"} <= set(ops)
+    assert not {"qkv", "mlp_up", "attention"} & set(ops)
+    assert [n for n in ops if n.endswith("_norm")] == ["mamba_norm", "mamba.gated_norm"]  # one pre-norm
+    scan = ops["mamba.ssd_scan"].flops / tok
+    assert 0.5 < scan / (7 * d_in / 2 * m.mamba_state_dim) < 1.5  # SSD's chunked matmuls ~ Megatron-Bridge's 7 d_in N
+    assert layer_params_per_gpu(m, job) == pytest.approx(m.mamba_params() / 2 + m.norm_params())
+
+
+def test_mamba_refuses_context_parallelism_and_tp_not_dividing_groups():
+    spec = _job("nemotron-h-8b", cp=2)
+    m = spec.model.as_layer(LayerType("mamba", "none"))
+    with pytest.raises(SpecError, match="job.cp"):
+        layer_block(m, spec.job)
+    with pytest.raises(SpecError, match="job.tp"):
+        layer_block(m.model_copy(update={"mamba_groups": 3, "mamba_heads": 129}), _job("nemotron-h-8b").job)
+
+
+def test_mlp_only_and_attention_only_layers_have_one_sub_block():
+    spec = _job("nemotron-h-8b")
+    mlp = _ops(layer_block(spec.model.as_layer(LayerType("none", "dense")), spec.job))
+    att = _ops(layer_block(spec.model.as_layer(LayerType("attention", "none")), spec.job))
+    assert "mlp_up" in mlp and not {"qkv", "attention", "attn_norm"} & set(mlp)
+    assert "attention" in att and not {"mlp_up", "mlp_norm"} & set(att)
+
+
+def test_sliding_window_keys():
+    assert causal_keys(8192, None) == 4096 and causal_keys(8192, 10000) == 4096
+    assert causal_keys(8192, 128) == pytest.approx(128 * (1 - 128 / 16384))
+
+
+def test_windowed_layer_ring_steps_stop_at_the_window():
+    spec = _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="ring", seq_len=8192)
+    m = spec.model.as_layer(LayerType("attention", "moe", windowed=True))
+    ring = next(i for i in layer_block(m, spec.job).fwd if isinstance(i, Collective) and i.name == "cp.kv_ring")
+    assert ring.ring_steps == 1  # 128 keys lie within one neighbouring chunk of 1,024
+
+
+def test_mla_and_mamba_refuse_the_eager_reference_code():
+    m, job = _deepseek_dense()
+    with pytest.raises(SpecError, match="kernel_fusion"):
+        layer_block(m, job.model_copy(update={"kernel_fusion": "eager"}))
