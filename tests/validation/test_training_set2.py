@@ -132,3 +132,21 @@ def test_validate_lists_the_rows_it_does_not_judge(cli):
     assert len(listed) + d["training_set"]["rows"] == len(published_rows())
     assert all(r["reason"] for r in listed.values())
     assert {r["status"] for r in listed.values()} >= {"needs_mechanism", "inconsistent", "needs_model", "no_layout"}
+
+
+def test_flop_conventions_count_moe_per_layer_type_and_refuse_what_they_cannot_count():
+    """NeMo's conventions count MoE / MLA / hybrid models per layer type (routed top_k + shared
+    experts); Megatron-LM 0.8's formula counts a uniform MoE model's top_k experts but knows no
+    MLA, dense prefix or MTP: asked for DeepSeek-V3 it is a one-line SpecError, not a wrong number."""
+    from teton.errors import SpecError
+    from teton.spec.model import MODEL_PRESETS, ModelSpec
+    from teton.validation.flop_conventions import flops_per_token
+
+    qwen = ModelSpec(**MODEL_PRESETS["qwen3-30b-a3b"])
+    dense_like = qwen.model_copy(update={"top_k": 1})
+    # 7 more routed experts a token: 3 x 4 h F_e 1.5 (SwiGLU) x 7 per layer, 48 layers
+    extra = flops_per_token("nemo-causal", qwen, 4096) - flops_per_token("nemo-causal", dense_like, 4096)
+    assert extra == pytest.approx(3 * 4 * 2048 * 768 * 1.5 * 7 * 48)
+    assert flops_per_token("megatron-core-0.8", qwen, 4096) > flops_per_token("megatron-core-0.8", dense_like, 4096)
+    with pytest.raises(SpecError, match="flop_convention"):
+        flops_per_token("megatron-core-0.8", ModelSpec(**MODEL_PRESETS["deepseek-v3"]), 4096)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from teton.errors import SpecError
+from teton.memo import cached
 
 Mixer = Literal["attention", "mamba", "none"]
 Ffn = Literal["dense", "moe", "none"]
@@ -70,9 +71,11 @@ def check_pattern(pattern: str, layers: int) -> None:
                         f"has {len(pattern)} characters; must have one per layer (model.layers = {layers})")
 
 
+@cached(256)
 def layer_types(layers: int, experts: int, pattern: str | None, first_dense: int, moe_interval: int,
                 window: int | None, global_every: int) -> tuple[LayerType, ...]:
-    """The :class:`LayerType` of every layer (module docstring)."""
+    """The :class:`LayerType` of every layer (module docstring); memoised by its arguments (the
+    workload asks for a model's kinds on every layout of a search)."""
     out = []
     for i in range(layers):
         if pattern:
@@ -83,3 +86,13 @@ def layer_types(layers: int, experts: int, pattern: str | None, first_dense: int
         windowed = bool(window) and mixer == "attention" and not (global_every and (i + 1) % global_every == 0)
         out.append(LayerType(mixer, ffn, windowed))
     return tuple(out)
+
+
+@cached(256)
+def layer_type_counts(*args) -> tuple[tuple[LayerType, int], ...]:
+    """(kind, layers of it) for :func:`layer_types` ``(*args)``, in the order the kinds first appear;
+    memoised by the same arguments (a search asks it for every layout)."""
+    out: dict[LayerType, int] = {}
+    for t in layer_types(*args):
+        out[t] = out.get(t, 0) + 1
+    return tuple(out.items())

@@ -8,7 +8,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from teton.errors import SpecError
 from teton.spec.fields import MAX_LAYERS, MAX_SEQ_LEN, MAX_VOCAB, MAX_WIDTH, Section
-from teton.spec.layer_types import LayerType, check_pattern, layer_types
+from teton.spec.layer_types import LayerType, check_pattern, layer_type_counts, layer_types
 
 
 class ModelSpec(Section):
@@ -97,17 +97,17 @@ class ModelSpec(Section):
         return self
 
     # --- which layer is which ---------------------------------------------------------------
+    def _layer_args(self) -> tuple:
+        return (self.layers, self.experts, self.layer_pattern, self.first_dense_layers, self.moe_layer_interval,
+                self.sliding_window, self.global_attention_every)
+
     def layer_types(self) -> tuple[LayerType, ...]:
         """The kind of every layer (``teton.spec.layer_types``)."""
-        return layer_types(self.layers, self.experts, self.layer_pattern, self.first_dense_layers,
-                           self.moe_layer_interval, self.sliding_window, self.global_attention_every)
+        return layer_types(*self._layer_args())
 
     def layer_type_counts(self) -> dict[LayerType, int]:
         """Layers of each kind, in the order the kinds first appear."""
-        out: dict[LayerType, int] = {}
-        for t in self.layer_types():
-            out[t] = out.get(t, 0) + 1
-        return out
+        return dict(layer_type_counts(*self._layer_args()))
 
     @property
     def uniform(self) -> bool:
@@ -135,14 +135,19 @@ class ModelSpec(Section):
         return bool(self.layer_pattern) and "M" in self.layer_pattern
 
     @property
+    def first_layer_type(self) -> LayerType:
+        """The first layer's type: a uniform model's (or a kind's, :meth:`as_layer`) only one."""
+        return self.layer_types()[0]
+
+    @property
     def mixer(self) -> str:
         """The token mixer of a uniform model's layers (attention, mamba or none)."""
-        return self.layer_types()[0].mixer
+        return self.first_layer_type.mixer
 
     @property
     def ffn(self) -> str:
         """The feed-forward part of a uniform model's layers (dense, moe or none)."""
-        return self.layer_types()[0].ffn
+        return self.first_layer_type.ffn
 
     # --- derived sizes -------------------------------------------------------------------
     @property
@@ -244,11 +249,11 @@ class ModelSpec(Section):
 
     def layer_params(self) -> int:
         """One layer of a uniform model: mixer + MLP (all experts, shared ones too) + router + norms."""
-        return self._kind_params(self.layer_types()[0], active=False)
+        return self._kind_params(self.first_layer_type, active=False)
 
     def layer_active_params(self) -> int:
         """Parameters a token touches in one layer of a uniform model (top_k + shared experts)."""
-        return self._kind_params(self.layer_types()[0], active=True)
+        return self._kind_params(self.first_layer_type, active=True)
 
     def layers_params(self, active: bool = False) -> int:
         """Every layer's parameters (or those a token touches), kind by kind."""

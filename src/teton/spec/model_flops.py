@@ -24,21 +24,9 @@ from teton.spec.layer_types import LayerType
 from teton.spec.model import ModelSpec
 
 
-@cached(64)
-def layer_types_of(model: ModelSpec) -> tuple[LayerType, ...]:
-    """``model.layer_types()``, memoised per model (a layout search asks for every layout)."""
-    return model.layer_types()
-
-
-def first_type(model: ModelSpec) -> LayerType:
-    """The first layer's type: a uniform model's (or a kind's, ``ModelSpec.as_layer``) only one."""
-    return layer_types_of(model)[0]
-
-
 def plain_attention(model: ModelSpec) -> bool:
     """Every layer one grouped-query attention + MLP block (PaLM's count applies as it is)."""
-    types = layer_types_of(model)
-    return not model.mla and all(t == types[0] for t in types) and types[0].mixer == "attention"
+    return not model.mla and model.uniform and model.mixer == "attention"
 
 SCAN_FLOPS_PER_STATE = 7  # Megatron-Bridge flop_utils: the Mamba-2 scan's 7 B s d_in N forward
 
@@ -61,14 +49,12 @@ def _mixer_flops(model: ModelSpec, kind: LayerType, n: int, seq_len: int) -> flo
     return 12.0 * n * keys * model.q_width
 
 
+@cached(256)
 def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
     """Training FLOPs per token at ``seq_len`` (module docstring); a uniform attention model's is
-    PaLM's ``6 N + 12 L s q_width`` exactly."""
-    counts: dict[LayerType, int] = {}
-    for t in layer_types_of(model):
-        counts[t] = counts.get(t, 0) + 1
-    mixers = sum(_mixer_flops(model, kind, n, seq_len) for kind, n in counts.items())
+    PaLM's ``6 N + 12 L s q_width`` exactly. Memoised: a search asks it for every layout."""
+    mixers = sum(_mixer_flops(model, kind, n, seq_len) for kind, n in model.layer_type_counts().items())
     if model.mtp_depth:
-        last = layer_types_of(model)[-1]
+        last = model.layer_types()[-1]
         mixers += _mixer_flops(model, last, model.mtp_depth, seq_len) + 6.0 * model.mtp_depth * model.vocab * model.hidden
     return 6.0 * model.matmul_params() + mixers

@@ -44,13 +44,13 @@ def flops_per_token(convention: str, model: ModelSpec, seq_len: int) -> float:
     """FLOPs per token of ``model`` at ``seq_len`` as ``convention`` counts them."""
     L, h, F, s = model.layers, model.hidden, model.ffn_hidden, seq_len
     H, G, V = model.heads, model.n_kv_heads, model.vocab
-    per_type = (not model.uniform or model.mla or model.mixer != "attention" or model.ffn == "none"
-                or model.mtp_depth or model.experts > 1)
-    if per_type and convention in ("nemo-noncausal", "nemo-causal"):
+    mixed = (not model.uniform or model.mla or model.mixer != "attention" or model.ffn == "none"
+             or model.mtp_depth)
+    if (mixed or model.experts > 1) and convention in ("nemo-noncausal", "nemo-causal"):
         return _bridge_per_layer_type(model, seq_len, causal=convention == "nemo-causal")
-    if per_type and convention != "megatron-core-0.8" or per_type and model.experts == 1:
+    if mixed:  # megatron-core-0.8's formula knows uniform attention layers (MoE or dense) only
         raise SpecError("flop_convention", convention, "nemo-causal or nemo-noncausal (the per-layer-type count) "
-                                                      f"for {model.name}'s mixed / MoE / MLA / hybrid layers")
+                                                      f"for {model.name}'s mixed / MLA / hybrid layers")
     if convention in ("nemo-noncausal", "nemo-causal"):
         causal = 0.5 if convention == "nemo-causal" else 1.0
         if model.mlp == "gelu" and model.position_embedding == "learned":  # NeMo's GPT-3 formula

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
-from teton.spec.model_flops import first_type
 from teton.workload.elementwise import eager_saved_bytes
 from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.mamba import mamba_saved_bytes
@@ -27,7 +26,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     ``workload.mixers.mla_saved_bytes`` / ``workload.mamba.mamba_saved_bytes``."""
     if job.recompute == "selective_op":
         return sac_op_saved_bytes(model, job)
-    kind = first_type(model)
+    kind = model.first_layer_type
     attn = int(kind.mixer == "attention")
     gqa = int(attn and not model.mla)  # the attention terms below are grouped-query attention's
     ff = int(kind.ffn != "none")

@@ -41,7 +41,6 @@ from teton.memo import ValueMemo, cached
 from teton.spec.job import JobSpec
 from teton.spec.layer_types import LayerType
 from teton.spec.model import ModelSpec
-from teton.spec.model_flops import layer_types_of
 from teton.workload.pipeline import PipelineSplit
 
 
@@ -81,7 +80,7 @@ def type_name(t: LayerType) -> str:
 @cached(64)
 def model_layer_types(model: ModelSpec) -> tuple[LayerType, ...] | None:
     """Every layer's type, None for a uniform model (memoised per model)."""
-    types = layer_types_of(model)
+    types = model.layer_types()
     return None if all(t == types[0] for t in types) else types
 
 

@@ -53,7 +53,6 @@ import numpy as np
 from teton.memo import cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
-from teton.spec.model_flops import first_type
 from teton.units import ADAM_STATE_BYTES
 from teton.workload.activations import checkpoint_bytes, layer_activation_bytes, layer_saved_bytes
 from teton.workload.head import head_peak_bytes
@@ -180,7 +179,7 @@ def _layer_working(model: ModelSpec, job: JobSpec) -> tuple[float, float]:
     if model.experts > 1:
         return (sharded / lay.tp + moe_params_per_gpu(model, lay) + replicated,
                 ACT_BYTES * (tok * 2 * model.hidden + 3 * moe_ffn_elements(model, job)))
-    return ((sharded + (model.mlp_params() if first_type(model).ffn != "none" else 0)) / lay.tp + replicated,
+    return ((sharded + (model.mlp_params() if model.first_layer_type.ffn != "none" else 0)) / lay.tp + replicated,
             ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
 
 

@@ -28,7 +28,6 @@ from teton.errors import SpecError
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.spec.model_flops import first_type
 from teton.workload.elementwise import elementwise_bytes
 from teton.workload.fp8 import FP8_CAST_TRANSPOSE_BYTES, fp8_attention, fp8_casts
 from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
@@ -155,7 +154,7 @@ def mixer_params(model: ModelSpec) -> tuple[int, int]:
     """(TP-sharded, replicated over TP) parameters of one layer's mixer (``model.mixer`` of a
     uniform model): attention, MLA (:func:`mla_params`), Mamba-2 (every tensor of Megatron-Core's
     ``MambaMixer`` shards its heads / channels / groups over TP) or none."""
-    mixer = first_type(model).mixer
+    mixer = model.first_layer_type.mixer
     if mixer == "mamba":
         return model.mamba_params(), 0
     if mixer == "none":
@@ -167,7 +166,7 @@ def check_mixer(model: ModelSpec, job: JobSpec) -> None:
     """The job settings a layer other than Llama's attention + MLP block cannot run with: the
     eager reference code (``job.kernel_fusion = eager``, HF's Llama) and torchtitan's per-op
     policy (``selective_op``, its projections' save list) are modelled for that block only."""
-    kind = first_type(model)
+    kind = model.first_layer_type
     if kind.mixer == "attention" and not model.mla and kind.ffn != "none":
         return
     what = {"mamba": "Mamba-2", "none": "MLP-only"}.get(kind.mixer, "MLA" if model.mla else "attention-only")

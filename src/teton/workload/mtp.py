@@ -30,7 +30,6 @@ from dataclasses import replace
 
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
-from teton.spec.model_flops import layer_types_of
 from teton.workload.activations import layer_saved_bytes
 from teton.workload.elementwise import elementwise_bytes
 from teton.workload.gradients import accum_bytes
@@ -42,7 +41,7 @@ from teton.workload.ops import layer_params_per_gpu
 
 def mtp_layer_model(model: ModelSpec) -> ModelSpec:
     """The model whose every layer is one module's layer: the model's last layer kind."""
-    return model.as_layer(layer_types_of(model)[-1])
+    return model.as_layer(model.layer_types()[-1])
 
 
 def _renamed(items: tuple[Item, ...], prefix: str) -> list[Item]:

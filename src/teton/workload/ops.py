@@ -24,7 +24,6 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.spec.model_flops import first_type
 from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes
 from teton.workload.fp8 import (
     FP8_CAST_TRANSPOSE_BYTES,
@@ -76,7 +75,7 @@ def layer_params_per_gpu(model: ModelSpec, job: JobSpec) -> float:
     lay = job.layout
     t = lay.tp
     sharded, replicated = mixer_params(model)  # the mixer's (``workload.mixers``): MLA keeps some whole
-    kind = first_type(model)
+    kind = model.first_layer_type
     norms = kind.sub_blocks * model.norm_params()
     if model.experts > 1:
         return sharded / t + moe_params_per_gpu(model, lay) + norms + replicated
@@ -173,7 +172,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     attn_replay = (attn_fwd, memory_op("attn_scores", score_bytes), memory_op("attn_dropout", dropout_bytes))
     mixer_fwd, mixer_bwd, attn_replay = _mixer(model, job, acc, MixerKit(norm, norm_bwd_b, (resid_b, resid_bwd_b)),
                                                (mixer_fwd, mixer_bwd, attn_replay))
-    if first_type(model).ffn == "none":
+    if model.first_layer_type.ffn == "none":
         ffn_fwd, ffn_bwd = [], []
     fwd = [*mixer_fwd, *ffn_fwd]
     bwd = [*ffn_bwd, *mixer_bwd, *grad_accumulate(job, layer_params_per_gpu(model, job))]
@@ -189,7 +188,7 @@ def _mixer(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit, attention: t
     ``attention``'s grouped-query attention, MLA, Mamba-2 (``workload.mixers``, ``workload.mamba``)
     or none (an MLP- or MoE-only layer)."""
     check_mixer(model, job)
-    mixer = first_type(model).mixer
+    mixer = model.first_layer_type.mixer
     if mixer == "mamba":
         return mamba_items(model, job, acc, kit)
     if mixer == "none":
