@@ -16,7 +16,8 @@ class ComputeModel:
     GEMM:      t = max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
     attention: t = max(F / (P_bf16 * e_attn(pass) * f(s_kv) * r * a), B / (BW * e_mem)),
                f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF)), s_kv the job's sequence or the op's window
-    r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``);
+    r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``), times the
+        in-situ ``mxfp8_gemm_in_situ`` for an fp8 GEMM under MX block scaling;
     a = the in-situ attention factor (``Efficiency.attention_in_situ``, unfused attention too).
     A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the
     main loop (``epilogue_s``). Every kernel is followed by the in-situ idle gap ``kernel_gap_s``
@@ -35,23 +36,28 @@ class ComputeModel:
     precision: str = "bf16"
     seq_len: int = 8192
     attention_kernel: str = "fa2"
+    fp8_recipe: str = "delayed"
 
     @classmethod
     def for_gpu(cls, gpu: GPU, precision: str = "bf16", seq_len: int = 8192,
                 overrides: dict[str, float] | None = None, attention_kernel: str = "fa2",
-                stack: str = "unknown") -> ComputeModel:
+                stack: str = "unknown", fp8_recipe: str = "delayed") -> ComputeModel:
         """The compute model of a job of software ``stack`` on ``gpu`` (its in-situ values)."""
-        return cls(gpu, cluster_efficiency(gpu, overrides, stack), precision, seq_len, attention_kernel)
+        return cls(gpu, cluster_efficiency(gpu, overrides, stack), precision, seq_len, attention_kernel, fp8_recipe)
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
-        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, op.bytes) + self.epilogue_s(op)
+        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, op.bytes, op.groups) + self.epilogue_s(op)
 
-    def gemm_roofline_s(self, prec: str, m: int, n: int, k: int, flops: float, nbytes: float) -> float:
-        """An (m x k) @ (k x n) GEMM of ``flops`` moving ``nbytes`` at precision ``prec``:
-        ``max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))`` (the class docstring)."""
+    def gemm_roofline_s(self, prec: str, m: int, n: int, k: int, flops: float, nbytes: float,
+                        groups: int = 1) -> float:
+        """An (m x k) @ (k x n) GEMM (``groups`` of them in one grouped kernel) of ``flops`` moving
+        ``nbytes`` at precision ``prec``: ``max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))``
+        (the class docstring)."""
         peak = self.gpu.peak_flops(prec)
-        e = self.eff.gemm(prec, self.gpu, m, n, k) * self.eff.tensor_core
+        e = self.eff.gemm(prec, self.gpu, m, n, k, groups) * self.eff.tensor_core
+        if prec == "fp8" and self.fp8_recipe == "mxfp8":
+            e *= self.eff.mxfp8_gemm_in_situ
         bw = self.gpu.hbm_bw_bytes_s * self.eff.mem
         return max(flops / (peak * e), nbytes / bw)
 

@@ -33,7 +33,7 @@ def op_rows(spec: Spec) -> list[dict]:
     ``bf16_layer``, ``offloaded_layer`` and their combinations)."""
     model, job, cluster = spec.model, spec.job, spec.cluster
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.layout.seq_len, cluster.efficiency,
-                                   job.attention_kernel, job.software.name)
+                                   job.attention_kernel, job.software.name, job.software.fp8_recipe)
     placement = default_placement(spec)
     timer = BlockTimer(compute, make_cost_model(spec), placement, cluster)
     work = step_work(model, job)

@@ -275,7 +275,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     if placement is None:
         placement = default_placement(spec)
     compute = ComputeModel.for_gpu(cluster.gpu_spec, job.precision, job.layout.seq_len, cluster.efficiency,
-                                   job.attention_kernel, job.software.name)
+                                   job.attention_kernel, job.software.name, job.software.fp8_recipe)
     cost = in_situ_cost(cost_model, compute.eff.collective_in_situ) if cost_model is not None else make_cost_model(spec)
     timer = BlockTimer(compute, cost, placement, cluster)
     work = step_work(model, job)

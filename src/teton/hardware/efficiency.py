@@ -10,6 +10,9 @@ Models
 GEMM (m x k) @ (k x n):  t = max(2mnk / (peak * e_gemm(m, n, k)), bytes / (hbm_bw * e_mem))
     e_gemm = min(e_mamf, e_max * q_wave(m, n) * k / (k + K_HALF))
     q_wave = tiles / (ceil(tiles / SMs) * SMs),  tiles = ceil(m/TILE_M) * ceil(n/TILE_N)
+    grouped (g GEMMs in one kernel): q_wave = g m n / (ceil(tiles / SMs) * SMs * TILE_M * TILE_N),
+             tiles = g ceil(m/TILE_M) ceil(n/TILE_N): the groups fill the waves together, and the
+             padding of each group's edge tiles is work
     e_max is fixed so that the curve equals the published maximum achievable matmul FLOPS
     (MAMF) at the shape where that benchmark found it; being the maximum over a shape sweep,
     the MAMF also caps every other shape.
@@ -72,6 +75,7 @@ class Efficiency:
     # In-situ parameters (``teton.hardware.in_situ``): what a real job's kernels get relative to
     # the burst figures above; 1 / 0 is the burst (pure microbenchmark) profile.
     tensor_core_in_situ: float = 1.0
+    mxfp8_gemm_in_situ: float = 1.0  # MX block-scaled fp8 GEMMs / per-tensor-scaled ones
     attention_in_situ: float = 1.0
     collective_in_situ: float = 1.0
     kernel_gap_s: float = 0.0
@@ -94,10 +98,12 @@ class Efficiency:
             return self.attn_fa3_bwd if backward else self.attn_fa3_fwd
         return self.attn_bwd if backward else self.attn_fwd
 
-    def gemm(self, precision: str, gpu: GPU, m: int, n: int, k: int) -> float:
-        """e_gemm(m, n, k): achievable fraction of the dense peak for this GEMM shape."""
+    def gemm(self, precision: str, gpu: GPU, m: int, n: int, k: int, groups: int = 1) -> float:
+        """e_gemm(m, n, k): achievable fraction of the dense peak for this GEMM shape (``groups``
+        such GEMMs in one grouped kernel)."""
         e = self.gemm_mamf.get(precision, self.gemm_mamf["bf16"])
-        return min(e, self.gemm_max(precision, gpu) * _wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
+        q = _wave_quantization(m, n, gpu.sm_count, groups)
+        return min(e, self.gemm_max(precision, gpu) * q * k / (k + K_HALF))
 
     def gemm_max(self, precision: str, gpu: GPU) -> float:
         """Asymptotic e_max: the MAMF value divided by the curve's shape factors at its shape."""
@@ -107,14 +113,24 @@ class Efficiency:
 
 
 @cached(4096)
-def _wave_quantization(m: int, n: int, sm_count: int) -> float:
-    return wave_quantization(m, n, sm_count)
+def _wave_quantization(m: int, n: int, sm_count: int, groups: int = 1) -> float:
+    return wave_quantization(m, n, sm_count, groups)
 
 
-def wave_quantization(m: int, n: int, sm_count: int) -> float:
-    """Fraction of SM-time doing useful tiles: tiles / (waves * SMs)."""
-    tiles = math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
-    return tiles / (math.ceil(tiles / sm_count) * sm_count)
+def wave_quantization(m: int, n: int, sm_count: int, groups: int = 1) -> float:
+    """Fraction of SM-time doing useful tiles: tiles / (waves * SMs) for one GEMM (the library's
+    heuristic picks a tile that suits its shape, so edge padding is not charged).
+
+    ``groups > 1``: a grouped GEMM (Megatron-Core's grouped experts: TE's grouped GEMM, CUTLASS's
+    grouped kernels) runs one tile shape for every group and schedules all the groups' tiles in one
+    kernel: the groups fill the waves together, and each group's edge tiles (rows not a multiple of
+    the tile, the routed tokens of an expert) run at full cost, so the useful share is the groups'
+    m x n outputs over ``waves x SMs`` tiles of TILE_M x TILE_N."""
+    tiles = groups * math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
+    waves = math.ceil(tiles / sm_count)
+    if groups == 1:
+        return tiles / (waves * sm_count)
+    return groups * m * n / (waves * sm_count * TILE_M * TILE_N)
 
 
 EFFICIENCY: dict[str, Efficiency] = {

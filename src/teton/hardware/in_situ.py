@@ -53,6 +53,12 @@ PARAMETERS: dict[str, InSituParameter] = {p.key: p for p in (
         "ranks arrive skewed, the kernels share SMs and HBM with compute, messages are cut into the "
         "job's buckets and layers"),
     InSituParameter(
+        "mxfp8_gemm_in_situ", "global", (0.5, 1.0), 1.0, "fraction of per-tensor fp8",
+        "throughput of MX block-scaled fp8 GEMMs (``software.fp8_recipe: mxfp8``) inside a job, as a "
+        "fraction of the same GEMM with one scale per tensor: the 32-element E8M0 scale factors each "
+        "main loop loads into tensor memory beside its operands, the scale-swizzle kernels before each "
+        "GEMM; no public block-scaled GEMM sweep is in the catalog to set it as a microbenchmark"),
+    InSituParameter(
         "attention_in_situ", "family", (0.3, 1.0), 1.0, "fraction of burst",
         "attention kernels' throughput inside a job relative to the tensor-core factor above (flash "
         "attention's benchmark, or the unfused batched GEMMs of Megatron's core attention)"),

@@ -21,7 +21,8 @@ and practical identifiability analysis", Bioinformatics 25:1923, for the practic
   correlation of the two columns of J across runs, near +-1 when every run shares one layout
   family: they differ only in data-parallel size, so compute and communication keep one ratio);
 * the **condition number** of A is the ratio of its largest to smallest singular value: large
-  when the runs fix a combination of the parameters but not each one.
+  when the runs fix a combination of the parameters but not each one (over the parameters that act
+  on the runs at all: an MXFP8 factor does nothing to bf16 runs, which is no confounding).
 
 The posterior covariance of all K parameters (held ones keep their prior spread, correlated with
 the fitted ones through the runs) is what a calibrated cluster carries into its band
@@ -97,6 +98,9 @@ class Identifiability:
                 "condition_number": self.condition, "runs": self.runs, "layout_families": list(self.families)}
 
 
+NO_EFFECT = 1e-6  # log step-time change over a prior sd below which a parameter does not act on a run
+
+
 def _min_eig(a: np.ndarray, cols: list[int]) -> float:
     if not cols:
         return math.inf
@@ -125,8 +129,12 @@ def analyse(cell, runs, jac: np.ndarray, keys: tuple[str, ...], tau: dict[str, f
             fitted.append(j)
     corr = _correlation(jac)
     families = tuple(dict.fromkeys(layout_family(r) for r in runs))
-    singular = np.linalg.svd(a, compute_uv=False) if a.size else np.zeros(0)
-    full = np.zeros(len(keys))
+    # a parameter that does not act on any of these runs (an MXFP8 factor for bf16 runs) is held
+    # with that reason and left out of the condition number, which measures confounding
+    acts = [j for j in range(len(keys)) if float(np.max(np.abs(jac[:, j]), initial=0.0)) * s0[j] > NO_EFFECT]
+    sub = a[:, acts]
+    singular = np.linalg.svd(sub, compute_uv=False) if sub.size else np.zeros(0)
+    full = np.zeros(len(acts) or 1)
     full[:len(singular)] = singular
     condition = float(full.max() / full.min()) if full.min() > 0 else math.inf
     verdicts = []
@@ -143,6 +151,8 @@ def _reason(j, keys, jac, a, corr, fitted, runs, families, s0, sigma) -> str:
     info = float(a[:, j] @ a[:, j])
     if info <= MIN_INFORMATION:
         moves = float(np.max(np.abs(jac[:, j]))) * s0[j]
+        if moves <= NO_EFFECT:
+            return "it does not act on these runs (none runs the kernels it scales): held at its prior"
         return (f"the runs barely depend on it: over its prior spread it moves their step time by "
                 f"{math.expm1(moves) * 100:.1f} % at most, against a per-run scatter of {sigma * 100:.1f} % "
                 f"({len(runs)} run{'s' if len(runs) != 1 else ''})")

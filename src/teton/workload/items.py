@@ -46,6 +46,8 @@ class ComputeOp:
     # TN-only (``hardware.kernels.Fp8Recipe.transpose_bytes``; the compute model drops it on a GPU
     # with ``fp8_any_layout``)
     tn_only_bytes: float = 0.0
+    # a grouped GEMM (MoE experts): ``groups`` GEMMs of shape (m, n, k) in one kernel
+    groups: int = 1
 
 
 @dataclass(frozen=True)
@@ -109,19 +111,20 @@ def gemm_ops(name: str, m: float, n: int, k: int, wgrad_accum_bytes: int = FP32,
 
     ``groups > 1``: one grouped GEMM of ``groups`` weight matrices over ``m`` rows in all (an MoE
     layer's local experts: Megatron-Core's ``GroupedMLP`` / ``TEGroupedMLP``, one kernel over the
-    experts); FLOPs and activation bytes are the rows', weight bytes every group's ``k x n``, and the
-    shape the efficiency curve sees is one group's (``m / groups`` rows, the shape per expert).
+    experts); FLOPs and activation bytes are the rows', weight bytes every group's ``k x n``; the
+    shape is one group's (``m / groups`` rows, the shape per expert) and the efficiency curve sees
+    ``groups`` of them filling the SMs' waves together (``ComputeOp.groups``).
     """
     a = ACT_BYTES
     wgrad_out = 2 * wgrad_accum_bytes if wgrad_accum_bytes else a
     w = k * n * groups
     rows = m if groups == 1 and isinstance(m, int) else max(1, round(m / groups))  # the shape's rows: one group's
-    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + w + m * n), rows, n, k, fp8=fp8)
+    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + w + m * n), rows, n, k, fp8=fp8, groups=groups)
     dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + w + m * k), rows, k, n,
-                      fp8=fp8, backward=True)
+                      fp8=fp8, backward=True, groups=groups)
     wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
                       a * (m * n + m * k) + wgrad_out * w, k, n, rows, fp8=fp8, backward=True,
-                      accumulate_bytes=wgrad_accum_bytes)
+                      accumulate_bytes=wgrad_accum_bytes, groups=groups)
     return fwd, dgrad, wgrad
 
 

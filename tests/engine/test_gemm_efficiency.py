@@ -1,0 +1,47 @@
+"""The GEMM efficiency curve's tile and wave terms, and the MX block-scaled fp8 factor."""
+
+import pytest
+
+import teton
+from teton.engine.compute import ComputeModel
+from teton.hardware.efficiency import efficiency_for, wave_quantization
+from teton.hardware.gpus import GPUS
+from teton.workload.items import gemm_ops
+
+H100 = GPUS["h100-sxm"]
+
+
+def test_a_grouped_gemms_edge_tiles_are_padding_not_work():
+    """Eight experts of 257 rows in one grouped kernel of 128 x 256 tiles run a third row of tiles
+    per expert for one row each: hand calc 8 x 257 x 2048 outputs over 192 tiles (two waves of 132
+    SMs). Before, the edge was free and 257 rows ran 1.5x faster than 256."""
+    assert wave_quantization(257, 2048, 132, groups=8) == pytest.approx(8 * 257 * 2048 / (2 * 132 * 128 * 256))
+    eff = efficiency_for(H100)
+    assert eff.gemm("bf16", H100, 257, 2048, 7168, groups=8) < eff.gemm("bf16", H100, 256, 2048, 7168, groups=8)
+
+
+def test_a_grouped_gemms_groups_fill_the_waves_together():
+    """Eight experts of 256 rows in one grouped kernel: 128 tiles in one wave of 132 SMs, not eight
+    one-expert kernels of 16 tiles each."""
+    assert wave_quantization(256, 2048, 132, groups=8) == pytest.approx(128 / 132)
+    assert wave_quantization(256, 2048, 132) == pytest.approx(16 / 132)
+    grouped = gemm_ops("experts.up", 8 * 256, 2048, 7168, groups=8)[0]
+    model = ComputeModel(H100, efficiency_for(H100))
+    one = gemm_ops("expert.up", 256, 2048, 7168)[0]
+    assert model.gemm_s(grouped) < 8 * model.gemm_s(one) / 4
+
+
+def _b200(recipe: str, *sets: str) -> teton.StepResult:
+    return teton.simulate({"cluster": "dgx-b200-superpod", "model": "llama3-8b",
+                           "job": {"gpus": 8, "global_batch": 8, "precision": "fp8",
+                                   "software": {"fp8_recipe": recipe}}},
+                          ["cluster.efficiency.profile=burst", *sets])
+
+
+def test_the_mxfp8_factor_slows_block_scaled_gemms_only():
+    """``mxfp8_gemm_in_situ`` divides the fp8 GEMM throughput of an MXFP8 job; a per-tensor
+    (current scaling) job and the memory-bound kernels do not see it."""
+    mx, mx_half = _b200("mxfp8"), _b200("mxfp8", "cluster.efficiency.mxfp8_gemm_in_situ=0.5")
+    cs, cs_half = _b200("current"), _b200("current", "cluster.efficiency.mxfp8_gemm_in_situ=0.5")
+    assert cs_half.step_time_s == pytest.approx(cs.step_time_s, rel=1e-12)
+    assert mx_half.breakdown["compute"] > 1.3 * mx.breakdown["compute"]
