@@ -91,6 +91,8 @@ FLAGS: dict[str, Flag] = {
     "--pp": F("LIST", "PP degrees to try"),
     "--ep": F("LIST", "EP degrees to try (MoE models)"),
     "--etp": F("LIST", "expert-TP degrees to try (MoE models)"),
+    "--exhaustive": F(SWITCH, "MoE models: every expert-TP degree and rank order of every layout, not a staged search",
+                      False),
     "--virtual-stages": F("LIST", "virtual pipeline stages to try"),
     # compare
     "--a": F("KEY=VALUE", "override for variant A (repeatable)"),

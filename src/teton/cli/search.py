@@ -26,6 +26,9 @@ def register(app: typer.Typer) -> None:
                                                "divisor of model.experts)")] = None,
         etp: Annotated[str | None, typer.Option("--etp", help="expert-TP degrees to try (MoE models; default: 1 "
                                                 "and tp)")] = None,
+        exhaustive: Annotated[bool, typer.Option(
+            "--exhaustive", help="MoE models: every expert-TP degree and rank order of every layout "
+            "(default: refined on the best of a first pass)")] = False,
         json_: JsonFlag = False,
     ) -> None:
         """Simulate every valid layout of SPEC's job; rank those that fit in memory by step time."""
@@ -34,7 +37,7 @@ def register(app: typer.Typer) -> None:
         from teton.sweep.search import ep_degrees, search_layouts, search_space
 
         s = load_spec(spec, set_)
-        space = search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep, etp=etp)
+        space = search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep, etp=etp, exhaustive=exhaustive)
         ep_degrees(s, space)  # --ep or --etp on a dense model: an error before anything runs
         with progress_bar(disable=json_) as bar:
             task = bar.add_task("simulating layouts", total=None)
@@ -74,3 +77,6 @@ def register(app: typer.Typer) -> None:
                       *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
         output_console().print(t)
+        if d.get("refined_top"):
+            output_console().print(f"  note: expert TP and rank order tried on the best {d['refined_top']} layouts of a "
+                                   "first pass at the first expert choice that fits (--exhaustive: every combination)")

@@ -9,7 +9,15 @@ them out (``teton.spec.layout``): ep must divide ``model.experts`` and etp the e
 layers) unless ``--etp`` says which. The rank order is part of an MoE layout: with pp > 1 and dp > 1
 the search tries the job's order, Megatron-Core's tp-cp-ep-dp-pp and Llama 3's tp-cp-pp-dp (ep inside
 dp), which place EP and DP inside or across the pipeline stages. A dense model searches ep 1 and its
-own order alone, and asking it for another ep or an etp is an error. Rows carry ``mfu`` (against the job's precision peak)
+own order alone, and asking it for another ep or an etp is an error.
+
+An MoE search is staged (``SearchSpace.refine_top``): a first pass simulates every other degree at
+the first expert choice that fits in memory (etp 1 before tp, the job's order first), then the best ``refine_top`` layouts of that pass
+(fitting ones first) are simulated with every expert TP degree and rank order. etp and the order
+move the EP group's placement and the expert GEMMs' shape, not the dense degrees' ranking, so the
+best layouts of the first pass hold the best of the whole space in the cases tested
+(``tests/sweep``); ``refine_top=None`` searches every combination (6x the layouts).
+Rows carry ``mfu`` (against the job's precision peak)
 and ``mfu_bf16`` (against the bf16 peak, what tables show as "MFU"); the ranking is by step time.
 
 The global batch (tokens per step), sequence length, GPU count, model and cluster stay fixed;
@@ -45,6 +53,7 @@ ZERO_CHOICES = (1, 2, 3)
 EP_CHOICES = None  # every divisor of model.experts (ep 1 alone for a dense model)
 ETP_CHOICES = None  # 1 and tp (MoE models; a dense model has no expert TP)
 ORDER_CHOICES = (MOE_ORDER, with_ep(BASE_AXES))  # an MoE model's orders besides its own: Megatron-Core's, Llama 3's
+REFINE_TOP = 24  # an MoE search's first-pass layouts whose expert TP and rank order are refined
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class SearchSpace:
     zero: tuple[int, ...] = ZERO_CHOICES
     ep: tuple[int, ...] | None = EP_CHOICES
     etp: tuple[int, ...] | None = ETP_CHOICES
+    refine_top: int | None = REFINE_TOP  # MoE: staged search (module docstring); None: exhaustive
 
 
 def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -73,13 +83,15 @@ def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> t
 
 
 def search_space(tp: str | None = None, cp: str | None = None, pp: str | None = None,
-                 virtual_stages: str | None = None, ep: str | None = None, etp: str | None = None) -> SearchSpace:
+                 virtual_stages: str | None = None, ep: str | None = None, etp: str | None = None,
+                 exhaustive: bool = False) -> SearchSpace:
     """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ... --etp ...`` (None:
-    every choice)."""
+    every choice; ``--exhaustive``: no staged MoE search)."""
     return SearchSpace(tp=_degrees(tp, "tp", TP_CHOICES), cp=_degrees(cp, "cp", CP_CHOICES),
                        pp=_degrees(pp, "pp", PP_CHOICES),
                        virtual_stages=_degrees(virtual_stages, "virtual_stages", V_CHOICES),
-                       ep=_degrees(ep, "ep", None), etp=_degrees(etp, "etp", None))
+                       ep=_degrees(ep, "ep", None), etp=_degrees(etp, "etp", None),
+                       refine_top=None if exhaustive else REFINE_TOP)
 
 
 def ep_degrees(spec: Spec, space: SearchSpace) -> tuple[int, ...]:
@@ -111,8 +123,15 @@ def expert_choices(spec: Spec, space: SearchSpace, tp: int, pp: int, dp: int) ->
     return [{"etp": None if etp == tp else etp, "parallel_order": order} for etp in etps for order in orders]
 
 
-def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[Spec]:
-    """Every layout in ``space`` that passes the job rules, as a full Spec."""
+def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace(), first_expert_choice: bool = False) -> Iterator[Spec]:
+    """Every layout in ``space`` that passes the job rules, as a full Spec (``first_expert_choice``:
+    of an MoE layout's expert TP degrees and rank orders, the first that passes and fits in memory,
+    else the first that passes: a staged search's first pass)."""
+    return (cand for cand, _ in _candidates(spec, space, first_expert_choice))
+
+
+def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> Iterator[tuple[Spec, bool | None]]:
+    """:func:`candidate_jobs` with each one's memory verdict where the first pass took it (else None)."""
     job = spec.job
     lay = job.layout
     tokens = lay.tokens_per_step
@@ -140,12 +159,22 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace()) -> Iterator[S
                       # Llama 3's round size N is the job's only for its own pipeline; others use pp
                       pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
                       pp_embedding_slots=job.pp_embedding_slots and pp > 1)
+        first: tuple[Spec, bool] | None = None
         for expert in expert_choices(spec, space, tp, pp, dp):
             try:
                 candidate = check_job(job.model_copy(update={**update, **expert}), spec.model, spec.cluster)
             except SpecError:
                 continue
-            yield spec.model_copy(update={"job": candidate})
+            cand = spec.model_copy(update={"job": candidate})
+            if not first_expert_choice:
+                yield cand, None
+            elif fits_in_memory(cand):
+                first = cand, True
+                break
+            elif first is None:
+                first = cand, False
+        if first is not None:
+            yield first
 
 
 def fits_in_memory(spec: Spec) -> bool:
@@ -182,37 +211,71 @@ class RankedLayout:
 def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
                  progress: Callable[[int, int], None] | None = None,
                  fitting_only: bool = False) -> tuple[int, list[RankedLayout]]:
-    """(valid layouts, the simulated ones sorted by step time, fitting layouts first).
+    """(valid layouts simulated or screened, the simulated ones sorted by step time, fitting layouts first).
 
     ``fitting_only``: simulate only the layouts that fit in memory (``teton plan``, which keeps no
-    other); the count still counts every valid layout. Layouts that tie (same degrees, micro-batch,
-    step time and memory: e.g. selective == none under flash attention) are kept once, the
-    simpler choice (the one the candidates list first: of an MoE layout's rank orders, the job's)."""
-    candidates = list(candidate_jobs(spec, space))
-    evaluated = len(candidates)
-    if fitting_only:
-        candidates = [c for c in candidates if fits_in_memory(c)]
+    other); the count still counts every valid layout. An MoE model's search is staged (module
+    docstring). Layouts that tie (same degrees, micro-batch, step time and memory: e.g. selective ==
+    none under flash attention) are kept once, the simpler choice (the one the candidates list
+    first: of an MoE layout's rank orders, the job's)."""
+    staged = spec.model.experts > 1 and space.refine_top is not None
+    evaluated, ranked = _simulate(list(_candidates(spec, space, staged)), progress, fitting_only)
+    if staged:
+        seen = {_identity(c.spec) for c in ranked}
+        refine = [(c, None) for c in _refinements(spec, space, _sorted(ranked)[:space.refine_top])
+                  if _identity(c) not in seen]
+        more, extra = _simulate(refine, progress, fitting_only)
+        evaluated, ranked = evaluated + more, ranked + extra
+    unique, seen_keys = [], set()
+    for c in _sorted(ranked):
+        lay = c.spec.job.layout
+        key = (lay.tp, lay.cp, lay.pp, lay.ep, lay.etp, lay.virtual_stages, lay.micro_batch,
+               round(c.result.step_time_s, 12), round(c.result.memory_per_gpu_bytes))
+        if key not in seen_keys:
+            seen_keys.add(key)
+            unique.append(c)
+    return evaluated, unique
+
+
+def _simulate(pairs: list[tuple[Spec, bool | None]], progress, fitting_only: bool) -> tuple[int, list[RankedLayout]]:
+    """(candidates, the simulated ones): every candidate, or with ``fitting_only`` those that fit
+    (a verdict the first pass already took is not taken again)."""
+    evaluated = len(pairs)
+    candidates = [c for c, fits in pairs if not fitting_only or (fits if fits is not None else fits_in_memory(c))]
     ranked = []
     for i, cand in enumerate(candidates):
         ranked.append(RankedLayout(cand, simulate_step(cand)))
         if progress is not None:
             progress(i + 1, len(candidates))
-    ranked.sort(key=lambda c: (not c.result.fits_in_memory, c.result.step_time_s))
-    unique, seen = [], set()
-    for c in ranked:
-        lay = c.spec.job.layout
-        key = (lay.tp, lay.cp, lay.pp, lay.ep, lay.etp, lay.virtual_stages, lay.micro_batch,
-               round(c.result.step_time_s, 12), round(c.result.memory_per_gpu_bytes))
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    return evaluated, unique
+    return evaluated, ranked
+
+
+def _sorted(ranked: list[RankedLayout]) -> list[RankedLayout]:
+    return sorted(ranked, key=lambda c: (not c.result.fits_in_memory, c.result.step_time_s))
+
+
+def _identity(spec: Spec) -> tuple:
+    j = spec.job
+    return (j.layout, j.recompute, j.recompute_interval, j.zero, j.grad_reduce_mode)
+
+
+def _refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> Iterator[Spec]:
+    """Every expert TP degree and rank order of each of the ``best`` first-pass layouts."""
+    for c in best:
+        j = c.spec.job
+        lay = j.layout
+        one = SearchSpace(tp=(lay.tp,), cp=(lay.cp,), pp=(lay.pp,), virtual_stages=(lay.virtual_stages,),
+                          micro_batch=(lay.micro_batch,), recompute=(j.recompute,), zero=(j.zero,), ep=(lay.ep,),
+                          etp=space.etp, refine_top=None)
+        yield from (x for x in candidate_jobs(spec, one) if x.job.grad_reduce_mode == j.grad_reduce_mode)
 
 
 def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
                    progress: Callable[[int, int], None] | None = None, fitting_only: bool = False) -> dict:
-    """Simulate every candidate (:func:`rank_layouts`): ``evaluated`` (valid layouts), ``fitting``
-    and the JSON ``rows``, sorted by step time, fitting layouts first."""
+    """Simulate every candidate (:func:`rank_layouts`): ``evaluated`` (valid layouts), ``fitting``,
+    ``refined_top`` (an MoE search's staged refinement, else None) and the JSON ``rows``, sorted by
+    step time, fitting layouts first."""
     evaluated, ranked = rank_layouts(spec, space, progress, fitting_only)
     rows = [c.row() for c in ranked]
-    return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in rows), "rows": rows}
+    return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in rows),
+            "refined_top": space.refine_top if spec.model.experts > 1 else None, "rows": rows}

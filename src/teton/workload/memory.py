@@ -205,7 +205,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
     # the largest layer type's (``workload.layer_kinds``)
-    per_type = [_layer_working(kind_model(model, t), job) for t in (model_layer_types(model) or (None,))]
+    per_type = [_layer_working(kind_model(model, t), job) for t in dict.fromkeys(model_layer_types(model) or (None,))]
     layer_params, layer_working = max(p for p, _ in per_type), max(w for _, w in per_type)
     working = np.full(lay.pp, CUBLAS_WORKSPACE_BYTES + layer_working)
     if sharded_grads:
