@@ -2,6 +2,7 @@
 (tests/data/frameworks/), becomes a spec that loads and runs, with its degrees, batch, precision
 and stack carried over, every key it does not map named, and bad input a one-line error."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,31 @@ def test_a_nemo_checkpoint_model_yaml():
     s = teton.load_spec(spec)
     assert (s.model.name, s.job.tp, s.job.pp, s.job.virtual_stages, s.job.dp) == ("llama3-70b", 8, 4, 5, 4)
     assert any(r.key == "model.config.num_layers" and r.note == "as preset llama3-70b" for r in report.mapped)
+
+
+DEEPSEEK_LIKE = ("pretrain_gpt.py --num-layers 8 --hidden-size 2048 --ffn-hidden-size 8192 --moe-ffn-hidden-size 1024 "
+                 "--num-attention-heads 16 --seq-length 4096 --micro-batch-size 1 --global-batch-size 256 --bf16 "
+                 "--swiglu --normalization RMSNorm --position-embedding-type rope --untie-embeddings-and-output-weights "
+                 "--disable-bias-linear --vocab-size 32000 --num-experts 64 --moe-router-topk 6 "
+                 "--expert-model-parallel-size 8 --attention-dropout 0 --hidden-dropout 0 "
+                 "--moe-shared-expert-intermediate-size 2048")
+
+
+def test_megatron_shared_experts_and_moe_layer_placement():
+    """Megatron-Core's shared expert width is that many routed experts' width; --moe-layer-freq's
+    dense-prefix pattern is DeepSeek's first K dense layers, an integer one MoE layer in N."""
+    spec, report = import_config(DEEPSEEK_LIKE + " --moe-layer-freq ([0]*1+[1]*7)", gpus=64)
+    s = teton.load_spec(spec)
+    assert (s.model.ffn_hidden, s.model.moe_ffn_hidden, s.model.shared_experts, s.model.first_dense_layers) == (
+        8192, 1024, 2, 1)
+    assert [t.ffn for t in s.model.layer_types()].count("moe") == 7
+    assert any(r.key == "--moe-shared-expert-intermediate-size" and r.field == "model.shared_experts"
+               for r in report.mapped)
+    spec, _ = import_config(DEEPSEEK_LIKE + " --moe-layer-freq 2", gpus=64)
+    assert [t.ffn for t in teton.load_spec(spec).model.layer_types()].count("moe") == 4
+    for bad, needle in ((" --moe-layer-freq ([1]*4+[0]*4)", "--moe-layer-freq"),
+                        (" --moe-layer-freq ([0]*1+[1]*9)", "K + M = --num-layers")):
+        with pytest.raises(SpecError, match=re.escape(needle)):
+            import_config(DEEPSEEK_LIKE + bad, gpus=64)
+    with pytest.raises(SpecError, match="a multiple of the experts' width"):
+        import_config(DEEPSEEK_LIKE.replace("intermediate-size 2048", "intermediate-size 1500"), gpus=64)

@@ -50,14 +50,15 @@ def arch_numbers(m: Mapper, key_of: KeyOf) -> None:
         if field == "experts" and value == 1:
             continue
         put_model(m, field, value, key, raw)
+    dense_key, dense = m.first(key_of("ffn_hidden_size"))
     key, raw = m.first(key_of("moe_ffn_hidden_size"))
+    if key is not None and raw is not None and (dense_key is None or dense is None):
+        put_model(m, "ffn_hidden", as_int(key, raw), key, raw, "the experts' width (no dense width given)")
+        return
+    if dense_key is not None and dense is not None:
+        put_model(m, "ffn_hidden", as_int(dense_key, dense), dense_key, dense)
     if key is not None and raw is not None:
-        put_model(m, "ffn_hidden", as_int(key, raw), key, raw, "the experts' width")
-        m.used.add(key_of("ffn_hidden_size"))
-    else:
-        key, raw = m.first(key_of("ffn_hidden_size"))
-        if key is not None and raw is not None:
-            put_model(m, "ffn_hidden", as_int(key, raw), key, raw)
+        put_model(m, "moe_ffn_hidden", as_int(key, raw), key, raw, "the routed experts' width")
 
 
 def kv_heads(m: Mapper, key_of: KeyOf, gqa_flag: str | None) -> None:

@@ -10,6 +10,8 @@ Transformer Engine (``megatron-core-0.8``), with what the flags say over it.
 
 from __future__ import annotations
 
+import re
+
 import teton.spec.frameworks.mcore as mcore
 from teton.errors import SpecError
 from teton.spec.frameworks.common import Mapper, Why, as_int, choice, padded_vocab, tokenizer_vocab
@@ -215,10 +217,7 @@ def _model_flags(m: Mapper) -> None:
     mcore.dropout(m, lambda n: "--" + n.replace("_", "-"), 0.1, ("hidden_dropout", "attention_dropout"))
     if m.spec["model"].get("experts", 1) > 1 and "top_k" not in m.spec["model"]:
         m.default("model.top_k", 2, "Megatron-LM's --moe-router-topk default")
-    for flag in ("--moe-shared-expert-intermediate-size", "--moe-layer-freq"):
-        if m.has(flag) and str(m.get(flag)) not in ("1", "None"):
-            raise SpecError(flag, m.get(flag), "teton's MoE layers are all routed, with no shared expert "
-                            "(not modelled)")
+    _moe_layers(m)
     seq_key, seq = m.first("--seq-length")
     if seq_key is None:
         raise SpecError("--seq-length", None, "missing: Megatron-LM requires it (job.seq_len)")
@@ -226,6 +225,45 @@ def _model_flags(m: Mapper) -> None:
     if "max_seq_len" not in m.spec["model"]:
         m.default("model.max_seq_len", as_int(seq_key, seq), "Megatron-LM's --max-position-embeddings default: "
                   "--seq-length")
+
+
+_DENSE_PREFIX = re.compile(r"^\(?\[0\]\s*\*\s*(\d+)\s*\+\s*\[1\]\s*\*\s*(\d+)\)?$")
+
+
+def _moe_layers(m: Mapper) -> None:
+    """Megatron-Core's shared experts and MoE layer placement:
+
+    * ``--moe-shared-expert-intermediate-size S``: one ``SharedExpertMLP`` of width S, i.e.
+      ``model.shared_experts = S / moe_ffn_hidden`` (Megatron sizes it as that many experts' width);
+    * ``--moe-layer-freq N``: one MoE layer in N (``model.moe_layer_interval``; Megatron puts it at
+      ``i % N == 0``, teton at ``(i + 1) % N == 0``: the same count when N divides the layers), or
+      the pattern ``([0]*K+[1]*M)``: K dense layers first (``model.first_dense_layers``, DeepSeek's
+      ``first_k_dense_replace``). Other patterns are refused.
+    """
+    model = m.spec["model"]
+    if m.has("--moe-shared-expert-intermediate-size") and m.get("--moe-shared-expert-intermediate-size") is not None:
+        raw = m.get("--moe-shared-expert-intermediate-size")
+        width = as_int("--moe-shared-expert-intermediate-size", raw)
+        expert = model.get("moe_ffn_hidden") or model.get("ffn_hidden")
+        if not expert or width % expert:
+            raise SpecError("--moe-shared-expert-intermediate-size", raw,
+                            f"a multiple of the experts' width ({expert or 'unknown: give --moe-ffn-hidden-size'}), "
+                            "as teton counts shared experts whole")
+        m.put("model.shared_experts", width // expert, "--moe-shared-expert-intermediate-size", raw,
+              f"{width} / {expert}: shared experts of the routed experts' width")
+    if not m.has("--moe-layer-freq") or str(m.get("--moe-layer-freq")) in ("1", "None"):
+        return
+    raw = str(m.get("--moe-layer-freq")).replace(" ", "")
+    if raw.isdigit():
+        m.put("model.moe_layer_interval", int(raw), "--moe-layer-freq", raw,
+              "one MoE layer in N (Megatron's at i % N == 0, teton's at (i + 1) % N == 0)")
+        return
+    hit = _DENSE_PREFIX.match(raw)
+    layers = model.get("layers")
+    if hit is None or (layers is not None and int(hit[1]) + int(hit[2]) != layers):
+        raise SpecError("--moe-layer-freq", raw, "an integer N or ([0]*K+[1]*M) with K + M = --num-layers "
+                        "(K dense layers first); other patterns are not modelled")
+    m.put("model.first_dense_layers", int(hit[1]), "--moe-layer-freq", raw, "the first K layers dense")
 
 
 def _vocab(m: Mapper) -> None:
