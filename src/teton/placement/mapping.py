@@ -201,16 +201,33 @@ def fabric_aligned(cluster: ClusterSpec, free: np.ndarray, n: int, block_gpus: i
     return out
 
 
-def domain_aligned(cluster: ClusterSpec, free: np.ndarray, n: int, inner_degrees: list[int]) -> np.ndarray:
+def domain_aligned(cluster: ClusterSpec, free: np.ndarray, n: int, inner_degrees: list[int],
+                   expert_unit: int = 0) -> np.ndarray:
     """The free GPUs cut so that the job's innermost groups stay inside NVLink domains: the largest
-    product of the inner axes' degrees (innermost first: TP, TP x CP, ...) that fits a domain and
-    still leaves ``n`` GPUs (``whole_groups_per_domain``); all of ``free`` if none does."""
-    units = [int(u) for u in np.cumprod(inner_degrees or [1]) if u <= cluster.domain_gpus]
-    for unit in reversed(units):
+    product of the inner axes' degrees (innermost first: TP, TP x CP, ...), or the span of an EP
+    group (``expert_unit``: :func:`expert_span`), that fits a domain and still leaves ``n`` GPUs
+    (``whole_groups_per_domain``); all of ``free`` if none does."""
+    units = {int(u) for u in np.cumprod(inner_degrees or [1])}
+    if expert_unit:
+        units.add(expert_unit)
+    for unit in sorted((u for u in units if u <= cluster.domain_gpus), reverse=True):
         whole = whole_groups_per_domain(cluster, free, unit)
         if whole.size >= n:
             return whole
     return free
+
+
+def expert_span(degrees: dict[str, int], order: tuple[str, ...]) -> int:
+    """The consecutive ranks one EP group spans when EP sits inside DP and PP in the order
+    (Megatron's tp-cp-ep-dp-pp: the expert view decomposes a stage's tp cp dp ranks as etp, ep, edp,
+    innermost first, so a group is ``etp ep`` consecutive ranks), rounded up to a whole number of
+    TP x CP blocks (so that those groups stay whole too); 0 where EP groups are strided (EP outside
+    PP) or there is no EP."""
+    ep = degrees.get("ep", 1)
+    if ep <= 1 or "ep" not in order or order.index("ep") > min(order.index("dp"), order.index("pp")):
+        return 0
+    inner = degrees["tp"] * degrees["cp"]
+    return int(np.lcm(degrees.get("etp", degrees["tp"]) * ep, inner))
 
 
 def fragmented_order(cluster: ClusterSpec, free: np.ndarray) -> np.ndarray:
@@ -230,7 +247,8 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
     topology-aware: whole free hosts, in blocks that keep all axes but the outermost inside one
       pod, pods with the most free hosts first, racks filled in order (a contiguous, minimum-cut
       block on an empty cluster); partial hosts only when whole ones run out; the innermost
-      axes' groups never straddle two rack-scale NVLink domains, nor a block any fabric domain
+      axes' groups (an MoE job's EP groups too, where EP sits inside DP and PP) never straddle two
+      rack-scale NVLink domains, nor a block any fabric domain
       (rack, pod, zone, building) that can hold whole ones, while the free GPUs allow it
       (``domain_aligned``, ``fabric_aligned``).
     linear: the free GPUs in id order, whatever hosts they are on.
@@ -254,8 +272,8 @@ def place(cluster: ClusterSpec, degrees: dict[str, int], order: tuple[str, ...] 
     elif policy == "topology-aware":
         inner = [a for a in order if a != "ep"][:-1]
         block_gpus = int(np.prod([degrees[a] for a in inner])) if inner else 1
-        aligned = fabric_aligned(cluster, domain_aligned(cluster, free, n, [degrees[a] for a in inner]), n,
-                                 block_gpus)
+        aligned = fabric_aligned(cluster, domain_aligned(cluster, free, n, [degrees[a] for a in inner],
+                                                         expert_span(degrees, order)), n, block_gpus)
         chosen = topology_aware_gpus(cluster, aligned, n, block_gpus)
     else:  # random: whole free hosts in a seeded random order, then the fullest partial hosts
         hosts, counts = np.unique(free // g, return_counts=True)
