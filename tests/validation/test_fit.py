@@ -90,7 +90,15 @@ def test_few_shot_three_runs_calibrate_the_rest_of_a_stack(bundled_fit):
     assert len(rows) >= 5
     k3 = np.array([r["k3_mean_abs"] for r in rows])
     k0 = np.array([r["k0_mean_abs"] for r in rows])
-    assert k3.mean() <= 0.065
+    assert k3.mean() <= 0.05  # issue 20's target (4.8 %; 5.9 % before the MXFP8 GEMM factor)
+    from rich.console import Console
+
+    from teton.cli.validate import _few_shot_table
+
+    console = Console(record=True, width=200)
+    console.print(_few_shot_table(rows))
+    mean_row = next(line for line in console.export_text().splitlines() if "mean of the stacks" in line)
+    assert f"{k3.mean() * 100:.1f} %" in mean_row  # the figure the issue's target reads, printed
     worst = int(np.argmax(k0))
     assert k3[worst] < 0.5 * k0[worst]  # the stack the prior misses most is rescued by three runs
     # one run never does much worse than none: a GPU family the drawn runs miss keeps its own prior

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from teton.engine.compute import in_situ_acts_on
 from teton.hardware.efficiency import BAND_KEYS, cluster_efficiency, is_uncertainty_key, parameter_uncertainty
 from teton.hardware.in_situ import PARAMETERS
 
@@ -63,7 +64,8 @@ def parameter_sd(spec, step_s: float, simulate) -> float | None:
     for key in keys:
         value = float(cluster.gpu_speed_cv if key == "gpu_speed_cv" else getattr(eff, key))
         moved, dz = _moved(key, value, math.sqrt(max(cov[len(grad)][len(grad)], 0.0)))
-        grad.append((math.log(simulate(_with_value(spec, key, moved))) - math.log(step_s)) / dz if dz else 0.0)
+        acts = dz and in_situ_acts_on(key, spec.job)  # a parameter that cannot act: no simulation
+        grad.append((math.log(simulate(_with_value(spec, key, moved))) - math.log(step_s)) / dz if acts else 0.0)
     var = sum(grad[i] * cov[i][j] * grad[j] for i in range(len(keys)) for j in range(len(keys)))
     return math.sqrt(max(var, 0.0))
 

@@ -8,6 +8,16 @@ from teton.hardware import GPU, Efficiency, cluster_efficiency
 from teton.hardware.efficiency import ATTN_REF_SEQ, ATTN_S_HALF
 from teton.workload.items import ACT_BYTES, ComputeOp
 
+MXFP8 = "mxfp8"  # the fp8 recipe whose GEMMs ``mxfp8_gemm_in_situ`` scales
+
+
+def in_situ_acts_on(key: str, job) -> bool:
+    """Whether the in-situ parameter ``key`` can change ``job``'s step time: the MXFP8 GEMM factor
+    only that of an fp8 job under MX block scaling (:meth:`ComputeModel.gemm_roofline_s`); every
+    other parameter any job's. A fit's surrogate grid and a calibrated band skip the simulations
+    of a parameter that cannot act."""
+    return key != "mxfp8_gemm_in_situ" or (job.precision == "fp8" and job.software.fp8_recipe == MXFP8)
+
 
 @dataclass(frozen=True)
 class ComputeModel:
@@ -56,7 +66,7 @@ class ComputeModel:
         (the class docstring)."""
         peak = self.gpu.peak_flops(prec)
         e = self.eff.gemm(prec, self.gpu, m, n, k, groups) * self.eff.tensor_core
-        if prec == "fp8" and self.fp8_recipe == "mxfp8":
+        if prec == "fp8" and self.fp8_recipe == MXFP8:
             e *= self.eff.mxfp8_gemm_in_situ
         bw = self.gpu.hbm_bw_bytes_s * self.eff.mem
         return max(flops / (peak * e), nbytes / bw)

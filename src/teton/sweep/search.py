@@ -251,10 +251,12 @@ def _simulate(pairs: list[tuple[Spec, bool | None]], progress, fitting_only: boo
 
 
 def _sorted(ranked: list[RankedLayout]) -> list[RankedLayout]:
+    """Fitting layouts first, each part by step time."""
     return sorted(ranked, key=lambda c: (not c.result.fits_in_memory, c.result.step_time_s))
 
 
 def _identity(spec: Spec) -> tuple:
+    """What makes two candidates the same layout (degrees, order, etp, recompute, ZeRO)."""
     j = spec.job
     return (j.layout, j.recompute, j.recompute_interval, j.zero, j.grad_reduce_mode)
 

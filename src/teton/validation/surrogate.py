@@ -94,12 +94,19 @@ def fit_coefficients(keys: tuple[str, ...], points: np.ndarray, log_step: np.nda
 
 
 def simulate_grid(run, keys: tuple[str, ...], points: np.ndarray) -> np.ndarray:
-    """log step time of ``run`` at every grid point (exact simulations)."""
+    """log step time of ``run`` at every grid point (exact simulations). A parameter that cannot
+    act on the run (``engine.compute.in_situ_acts_on``: the MXFP8 factor on a bf16 run) is held at
+    its burst value, so only the distinct points of the others are simulated: the same values."""
+    from teton.engine.compute import in_situ_acts_on
     from teton.engine.step import simulate_step
     from teton.validation.predict import run_spec
 
-    return np.array([math.log(simulate_step(run_spec(run, {k: from_z(k, z) for k, z in zip(keys, pt, strict=True)}))
-                              .step_time_s) for pt in points])
+    acts = np.array([in_situ_acts_on(k, run.spec.job) for k in keys])
+    held = np.where(acts, points, [to_z(k, PARAMETERS[k].burst) for k in keys])
+    distinct, back = np.unique(held, axis=0, return_inverse=True)
+    logs = np.array([math.log(simulate_step(run_spec(run, {k: from_z(k, z) for k, z in zip(keys, pt, strict=True)}))
+                              .step_time_s) for pt in distinct])
+    return logs[back.ravel()]
 
 
 class Surrogates:
