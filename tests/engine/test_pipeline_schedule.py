@@ -122,3 +122,57 @@ def test_fsdp_hides_its_communication_when_layers_outlast_it():
     z3 = teton.simulate(base, ["job.zero=3"])
     assert z1.step_time_s < z3.step_time_s < 1.05 * z1.step_time_s
     assert z3.dp_exposed_s < 0.01 * z3.step_time_s
+
+
+# --- all-to-all overlap: merged forward-backward ops (software.ep_comm_overlap) -----------------
+
+def _a2a(p, v, ep_f, ep_b, comp_f, comp_b):
+    return np.stack([np.full((p, v), x) for x in (ep_f, ep_b, comp_f, comp_b)])
+
+
+@pytest.mark.parametrize("p,v,m,n", [(1, 1, 8, None), (4, 2, 8, None), (4, 4, 16, None), (8, 3, 16, 8),
+                                     (4, 2, 12, 6), (2, 2, 2, None), (4, 2, 4, None)])
+def test_merged_schedule_without_all_to_all_costs_nothing(p, v, m, n):
+    """With nothing to hide, merging each steady forward with the next backward (one warm-up
+    forward more) keeps the step of the plain schedule: the merge itself is not a slowdown."""
+    f = np.full((p, v), 1.0)
+    plain, _, _ = simulate_pipeline(f, 2 * f, m, n_round=n)
+    merged, busy, _ = simulate_pipeline(f, 2 * f, m, n_round=n, a2a=_a2a(p, v, 0, 0, 1, 2))
+    assert merged.max() == pytest.approx(plain.max())
+    assert busy.max() == pytest.approx(3.0 * m * v)
+
+
+@pytest.mark.parametrize("p,v,m", [(1, 1, 8), (4, 2, 8), (8, 4, 16)])
+def test_merged_ops_hide_each_pass_all_to_all_under_the_other(p, v, m):
+    """Each pass's all-to-all hides under the other pass's compute: a forward of 1 s (0.25 of it
+    all-to-all) merged with a backward of 2 s (0.5 all-to-all) saves min(0.25, 1.5) + min(0.5,
+    0.75) = 0.75 s, less the SM share the all-to-all's kernels hold; warm-up and drain ops save
+    nothing."""
+    from teton.engine.pipeline_schedule import PipelineSchedule, schedule_orders
+
+    f = np.full((p, v), 1.0)
+    a2a = _a2a(p, v, 0.25, 0.5, 0.75, 1.5)
+    _, busy, _ = simulate_pipeline(f, 2 * f, m, a2a=a2a, a2a_sm=0.2)
+    orders = schedule_orders(p, v, m, None, True)
+    merged = orders[:, :, 3].sum(axis=1)
+    assert merged.min() > 0 and (merged < m * v).all()
+    assert busy == pytest.approx(3.0 * m * v - 0.75 * 0.8 * merged)
+    hidden = PipelineSchedule(f, 2 * f, m, a2a=a2a, a2a_sm=0.2).hidden_a2a_s()
+    assert hidden == pytest.approx(0.75 * merged)
+
+
+def test_merged_schedule_warms_up_one_forward_more():
+    """The backward merged with a forward never needs that forward's own output: every rank,
+    the last stage too, runs one forward more before its first backward."""
+    from teton.engine.pipeline_schedule import schedule_orders
+    from teton.workload.pipeline import warmup_forwards
+
+    p, v, m = 4, 2, 8
+    plain, merged = schedule_orders(p, v, m), schedule_orders(p, v, m, None, True)
+    for r in range(p):
+        first_bwd = int(np.argmax(merged[r, :, 0]))
+        # warm-up forwards, then the steady state's first forward: the first backward comes after both
+        assert first_bwd == int(np.argmax(plain[r, :, 0])) + 1 == warmup_forwards(p, v, m, r, None, 1) + 1
+        for i in np.flatnonzero(merged[r, :, 3]):
+            f, b = merged[r, i], merged[r, i + 1]
+            assert f[0] == 0 and b[0] == 1 and (f[1], f[2]) != (b[1], b[2])

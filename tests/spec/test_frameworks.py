@@ -302,3 +302,14 @@ def test_megatron_shared_experts_and_moe_layer_placement():
             import_config(DEEPSEEK_LIKE + bad, gpus=64)
     with pytest.raises(SpecError, match="a multiple of the experts' width"):
         import_config(DEEPSEEK_LIKE.replace("intermediate-size 2048", "intermediate-size 1500"), gpus=64)
+
+
+def test_megatron_moe_all_to_all_overlap_flag():
+    """--overlap-moe-expert-parallel-comm is the schedule that hides the all-to-all; without it
+    the stack's default (off) holds."""
+    spec, report = import_config(DEEPSEEK_LIKE + " --overlap-moe-expert-parallel-comm", gpus=64)
+    assert teton.load_spec(spec).job.software.ep_comm_overlap is True
+    assert any(r.key == "--overlap-moe-expert-parallel-comm" and r.field == "software.ep_comm_overlap"
+               for r in report.mapped)
+    spec, _ = import_config(DEEPSEEK_LIKE, gpus=64)
+    assert teton.load_spec(spec).job.software.ep_comm_overlap is False

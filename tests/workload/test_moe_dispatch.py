@@ -97,3 +97,27 @@ def test_deepseek_v3_ep_comm_falls_with_each_mechanism():
     limited = teton.simulate(_spec()).breakdown["ep_comm"]
     fp8 = teton.simulate(_spec(software={"moe_fp8_dispatch": True})).breakdown["ep_comm"]
     assert fp8 < limited < 0.6 * flat
+
+
+def _overlapped(v: int | None, overlap: bool) -> dict:
+    job = dict(_DS["job"], global_batch=16384, **({"pp_schedule": "interleaved", "virtual_stages": v} if v else {}))
+    return {**_DS, "software": {**_DS["software"], "moe_fp8_dispatch": True, "ep_comm_overlap": overlap}, "job": job}
+
+
+def test_all_to_all_overlap_hides_the_dispatch_and_holds_memory_for_one_more_micro_batch():
+    """Merged forward-backward ops (Megatron-Core's --overlap-moe-expert-parallel-comm) hide most
+    of DeepSeek-V3's exposed all-to-all; what they hide still holds the SMs of the all-to-all's
+    kernels (sm_contention), the breakdown still sums to the step, and every rank holds one
+    micro-batch's activations more."""
+    plain = teton.simulate(_overlapped(2, False))
+    merged = teton.simulate(_overlapped(2, True))
+    assert merged.breakdown["ep_comm"] < 0.3 * plain.breakdown["ep_comm"]
+    assert merged.breakdown["sm_contention"] > plain.breakdown["sm_contention"]
+    assert plain.step_time_s - merged.step_time_s > 0.5 * (plain.breakdown["ep_comm"] - merged.breakdown["ep_comm"])
+    assert sum(merged.breakdown.values()) == pytest.approx(merged.step_time_s, rel=1e-9)
+    assert merged.memory_per_gpu_bytes > plain.memory_per_gpu_bytes
+
+
+def test_all_to_all_overlap_under_a_pipeline_needs_virtual_stages():
+    with pytest.raises(SpecError, match="software.ep_comm_overlap.*virtual_stages >= 2"):
+        load_spec(_overlapped(None, True))

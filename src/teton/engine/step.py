@@ -54,6 +54,7 @@ from teton.spec.schema import Spec
 from teton.workload.headroom import memory_headroom
 from teton.workload.items import ACT_BYTES, FP32, Collective
 from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
+from teton.workload.pipeline import ep_overlap_warmup
 from teton.workload.step_work import dp_shard, step_work
 
 __all__ = ["simulate_step", "model_flops_per_token", "slowest_gpu_factor", "BlockTimer", "default_placement",
@@ -294,8 +295,12 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce the framework's buckets
     bucket_params, dp_units = dp_buckets(job, work)
     ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work, bucket_params)
+    a2a, a2a_sm = None, 0.0
+    if ep_overlap_warmup(job):  # merged forward-backward ops hide the MoE all-to-all (engine.pipeline_schedule)
+        a2a = np.stack([fwd_parts["ep"], bwd_parts["ep"], fwd_parts["compute"], bwd_parts["compute"]])
+        a2a_sm = sm_fraction(placement, "ep", cluster)
     schedule = PipelineSchedule(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather,
-                                job.layout.pp_round_size, dp_units)
+                                job.layout.pp_round_size, dp_units, a2a, a2a_sm)
     dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
     ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
     opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)
@@ -307,6 +312,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
 
     crit = int(np.argmax(busy))
     comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * m) for k in CATEGORIES}
+    hidden_a2a = float(schedule.hidden_a2a_s()[crit])  # the all-to-all merged ops hide, while holding SMs
+    comp["ep"] -= hidden_a2a
     breakdown = {
         "compute": comp["compute"],
         "tp_comm": comp["tp"],
@@ -316,7 +323,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "pp_comm": max(0.0, with_p2p - ideal),
         "dp_comm": dp_exposed - dp_last,
         "dp_last_bucket": dp_last,  # the last gradient bucket's reduce, after the last backward
-        "sm_contention": sm_contention_s,
+        "sm_contention": sm_contention_s + a2a_sm * hidden_a2a,
         "optimizer": opt_s,
         "step_overhead": overhead_s,
         "cpu_offload": comp["offload"],  # host copies of offloaded activations the compute did not hide

@@ -320,6 +320,12 @@ class Layout:
                             "(a larger job.micro_batch takes fewer)")
         if self.pp_round is not None and job.pp_schedule != "interleaved":
             raise SpecError("job.pp_round", self.pp_round, "needs job.pp_schedule = interleaved")
+        if job.software.ep_comm_overlap and self.ep > 1 and self.pp > 1 and (
+                job.pp_schedule != "interleaved" or self.virtual_stages < 2):
+            # a merged forward-backward waits for the next stage's backward, which waits for this
+            # stage's previous merged op: without virtual stages every rank idles half the time
+            raise SpecError("software.ep_comm_overlap", True, "with job.pp > 1 needs job.pp_schedule = interleaved "
+                            "and job.virtual_stages >= 2 (as Megatron-Core's --overlap-moe-expert-parallel-comm)")
         if self.pp_round is not None and (self.pp_round < self.pp or m % self.pp_round):
             raise SpecError("job.pp_round", self.pp_round, f"must be at least pp ({self.pp}) and divide the "
                             f"micro-batches per DP rank ({m}); {m} itself always works")

@@ -74,6 +74,10 @@ class SoftwareSpec(Section):
     # MoE token dispatch (and the combine's gradient, towards the experts) all-to-all in fp8 with
     # 1x128 scales, the combine in bf16 (DeepSeek-V3 Sec. 3.3.2, DeepEP); needs job.precision fp8
     moe_fp8_dispatch: bool = False
+    # the MoE all-to-all overlapped with compute by the schedule (Megatron-Core's
+    # --overlap-moe-expert-parallel-comm): each steady-state forward runs together with an earlier
+    # micro-batch's backward, one's dispatch and combine under the other's compute (with ep > 1)
+    ep_comm_overlap: bool = False
     # transformer layers at each end of the model kept in bf16 under an fp8 recipe
     fp8_bf16_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     # CUDA graphs: none (every kernel launched by the CPU), layers (each layer's forward and

@@ -61,7 +61,7 @@ from teton.workload.layer_kinds import kind_model, layer_kind_counts, layer_type
 from teton.workload.mixers import mixer_params
 from teton.workload.moe import moe_ffn_elements, moe_params_per_gpu
 from teton.workload.mtp import mtp_saved_bytes
-from teton.workload.pipeline import PipelineSplit, chunk_orders, in_flight_microbatches
+from teton.workload.pipeline import PipelineSplit, chunk_orders, ep_overlap_warmup, in_flight_microbatches
 from teton.workload.recompute import sac_op_recomputed_bytes
 
 # cuBLAS's workspace, which PyTorch allocates per handle from its caching allocator: 32 MiB, the
@@ -133,9 +133,9 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
     lay = job.layout
     p, v, m = split.p, split.v, lay.micro_batches
     per_chunk, ckpt, offload_buffer = _chunk_layer_bytes(model, job, split)  # (p, v) one micro-batch of each chunk
-    ranks = np.arange(p)
+    extra = ep_overlap_warmup(job)
     if v == 1:
-        held = np.minimum(p - ranks, m)
+        held = np.array([in_flight_microbatches(p, 1, m, r, None, extra) for r in range(p)])
         out = held * per_chunk[:, 0]
     else:
         # the chunk micro-batches held at the peak are the earliest forwards of the schedule's order
@@ -143,7 +143,7 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         fwd, _ = chunk_orders(v, m, n_round)
         counts = np.zeros((p, v))
         for r in range(p):
-            held = in_flight_microbatches(p, v, m, r, n_round)
+            held = in_flight_microbatches(p, v, m, r, n_round, extra)
             counts[r] = np.bincount(fwd[:held, 0], minlength=v)
         out = (counts * per_chunk).sum(axis=1).astype(float)
     plain_job = job.model_copy(update={"recompute": "none"})

@@ -73,15 +73,29 @@ def _split_layers(n_layers: int, p: int, v: int, embedding_slots: bool) -> np.nd
     return layers
 
 
-def warmup_forwards(p: int, v: int, m: int, rank: int, n_round: int | None = None) -> int:
+def warmup_forwards(p: int, v: int, m: int, rank: int, n_round: int | None = None, extra: int = 0) -> int:
     """Forwards pipeline rank ``rank`` runs before its first backward.
 
     1F1B: ``min(p - rank - 1, m)``. Interleaved (Megatron-LM, ``n_round = p``; Llama 3's schedule
     with ``N = n_round`` consecutive micro-batches per chunk): ``min((p-rank-1)*2 + (v-1)*N, m*v)``.
+    ``extra`` more under all-to-all overlap (:func:`ep_overlap_warmup`).
     """
     if v == 1:
-        return min(p - rank - 1, m)
-    return min((p - rank - 1) * 2 + (v - 1) * (n_round or p), m * v)
+        return min(p - rank - 1 + extra, m)
+    return min((p - rank - 1) * 2 + (v - 1) * (n_round or p) + extra, m * v)
+
+
+def ep_overlap_warmup(job: JobSpec) -> int:
+    """Extra warm-up forwards of a schedule that overlaps the MoE all-to-all (``software.
+    ep_comm_overlap`` with ``ep > 1``): 1, else 0.
+
+    Megatron-Core's ``--overlap-moe-expert-parallel-comm`` (``combined_1f1b``, after DeepSeek-V3's
+    DualPipe, arXiv 2412.19437 Sec. 3.2.1) runs each steady-state forward together with the
+    backward of an earlier micro-batch, so the dispatch and combine of one run under the other's
+    compute. The backward paired with the forward of micro-batch ``k`` must not need ``k``'s own
+    output, so every rank runs one forward more before its first backward (the last stage too) and
+    holds one micro-batch's activations more."""
+    return int(job.software.ep_comm_overlap and job.layout.ep > 1)
 
 
 @cached(256)
@@ -104,9 +118,8 @@ def chunk_orders(v: int, m: int, n_round: int) -> tuple[np.ndarray, np.ndarray]:
     return out
 
 
-def in_flight_microbatches(p: int, v: int, m: int, rank: int, n_round: int | None = None) -> int:
+def in_flight_microbatches(p: int, v: int, m: int, rank: int, n_round: int | None = None, extra: int = 0) -> int:
     """Chunk activations pipeline rank ``rank`` holds at its peak: its warm-up forwards plus one
-    (Megatron-LM interleaved 1F1B: ``(p-rank-1)*2 + (v-1)*p`` warm-up forwards; 1F1B: ``p-rank-1``)."""
-    if v == 1:
-        return min(p - rank, m)
-    return min(warmup_forwards(p, v, m, rank, n_round) + 1, m * v)
+    (Megatron-LM interleaved 1F1B: ``(p-rank-1)*2 + (v-1)*p`` warm-up forwards; 1F1B: ``p-rank-1``;
+    ``extra`` more under all-to-all overlap)."""
+    return min(warmup_forwards(p, v, m, rank, n_round, extra) + 1, m * v)

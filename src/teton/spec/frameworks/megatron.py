@@ -363,6 +363,9 @@ def _stack(m: Mapper) -> None:
     else:
         m.default("software.cross_entropy", "vocab_parallel", "no --cross-entropy-loss-fusion: Megatron's "
                   "vocab-parallel cross-entropy")
+    if m.get("--overlap-moe-expert-parallel-comm"):
+        m.put("software.ep_comm_overlap", True, "--overlap-moe-expert-parallel-comm", True,
+              "merged forward-backward ops hide the MoE all-to-all")
     if m.get("--no-gradient-accumulation-fusion"):
         m.put("software.grad_accum_fusion", False, "--no-gradient-accumulation-fusion", True)
     if m.get("--grad-reduce-in-bf16"):
