@@ -74,7 +74,11 @@ class ReliabilitySpec(Section):
     infant_mortality: InfantMortality | None = None
     # --- optional throughput effects (mean-field multipliers on step time) ---------------------
     diurnal_variation: float = Field(default=0.0, ge=0, le=0.2)  # peak-to-peak; LLAMA3: 1-2 %
-    straggler_slowdown: float = Field(default=0.0, ge=0, le=1.0)  # mean extra step time fraction
+    straggler_slowdown: float = Field(
+        default=0.0, ge=0, le=1.0,
+        description="mean extra step time fraction from stragglers the step simulation does not already "
+                    "charge: its stragglers line is the slowest of N ranks under cluster.step_jitter_cv, so "
+                    "put here only what comes on top (a throttling GPU, a slow host until it is drained)")
     # --- recovery ------------------------------------------------------------------------------
     # PyTorch ProcessGroupNCCL default collective timeout: 10 min
     # (torch.distributed.constants.default_pg_nccl_timeout); the watchdog aborts the communicator.

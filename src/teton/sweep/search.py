@@ -160,6 +160,7 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
                       pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
                       pp_embedding_slots=job.pp_embedding_slots and pp > 1)
         first: tuple[Spec, bool] | None = None
+        allocated: dict[int, float] = {}  # by expert TP degree: the rank order moves no allocation
         for expert in expert_choices(spec, space, tp, pp, dp):
             try:
                 candidate = check_job(job.model_copy(update={**update, **expert}), spec.model, spec.cluster)
@@ -168,10 +169,14 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
             cand = spec.model_copy(update={"job": candidate})
             if not first_expert_choice:
                 yield cand, None
-            elif fits_in_memory(cand):
+                continue
+            etp = candidate.layout.etp
+            if etp not in allocated:
+                allocated[etp] = memory_per_gpu(cand.model, candidate)[0].total
+            if memory_headroom(candidate, cand.cluster).fits(allocated[etp]):
                 first = cand, True
                 break
-            elif first is None:
+            if first is None:
                 first = cand, False
         if first is not None:
             yield first

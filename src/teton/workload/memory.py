@@ -183,7 +183,7 @@ def _layer_working(model: ModelSpec, job: JobSpec) -> tuple[float, float]:
             ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
 
 
-@cached(512)
+@cached(32768)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
     from teton.workload.step_work import dp_shard, step_work

@@ -127,7 +127,7 @@ def dp_shard(params: np.ndarray, expert_params: np.ndarray, lay) -> np.ndarray:
     return (params - expert_params) / (lay.dp * lay.cp) + expert_params / lay.edp
 
 
-@cached(512)
+@cached(32768)
 def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     """The work of one step (memoised: a pure function of the frozen model and job specs)."""
     return _step_work(model, job)
@@ -140,8 +140,8 @@ _NOT_IN_BLOCKS = frozenset({
     "virtual_stages", "pp_round", "pp_embedding_slots", "pp_scatter_gather", "pp_p2p", "zero", "overlap_dp_comm",
     "overlap_param_gather", "grad_reduce", "placement", "parallel_order", "recompute_interval",
 })
-_BLOCKS = ValueMemo(1024)  # by the block fields
-_KIND_BLOCKS = ValueMemo(1024)  # by the block fields and the layer kind
+_BLOCKS = ValueMemo(8192)  # by the block fields
+_KIND_BLOCKS = ValueMemo(8192)  # by the block fields and the layer kind
 
 
 def _block_key(model: ModelSpec, job: JobSpec) -> tuple:
