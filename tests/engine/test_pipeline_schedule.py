@@ -127,7 +127,9 @@ def test_fsdp_hides_its_communication_when_layers_outlast_it():
 # --- all-to-all overlap: merged forward-backward ops (software.ep_comm_overlap) -----------------
 
 def _a2a(p, v, ep_f, ep_b, comp_f, comp_b):
-    return np.stack([np.full((p, v), x) for x in (ep_f, ep_b, comp_f, comp_b)])
+    from teton.engine.pipeline_schedule import pair_hidden_s
+
+    return pair_hidden_s(*(np.full((p, v), x) for x in (ep_f, ep_b, comp_f, comp_b)))
 
 
 @pytest.mark.parametrize("p,v,m,n", [(1, 1, 8, None), (4, 2, 8, None), (4, 4, 16, None), (8, 3, 16, 8),
@@ -137,7 +139,7 @@ def test_merged_schedule_without_all_to_all_costs_nothing(p, v, m, n):
     forward more) keeps the step of the plain schedule: the merge itself is not a slowdown."""
     f = np.full((p, v), 1.0)
     plain, _, _ = simulate_pipeline(f, 2 * f, m, n_round=n)
-    merged, busy, _ = simulate_pipeline(f, 2 * f, m, n_round=n, a2a=_a2a(p, v, 0, 0, 1, 2))
+    merged, busy, _ = simulate_pipeline(f, 2 * f, m, n_round=n, a2a_hidden_s=_a2a(p, v, 0, 0, 1, 2))
     assert merged.max() == pytest.approx(plain.max())
     assert busy.max() == pytest.approx(3.0 * m * v)
 
@@ -152,12 +154,12 @@ def test_merged_ops_hide_each_pass_all_to_all_under_the_other(p, v, m):
 
     f = np.full((p, v), 1.0)
     a2a = _a2a(p, v, 0.25, 0.5, 0.75, 1.5)
-    _, busy, _ = simulate_pipeline(f, 2 * f, m, a2a=a2a, a2a_sm=0.2)
+    _, busy, _ = simulate_pipeline(f, 2 * f, m, a2a_hidden_s=a2a, a2a_sm=0.2)
     orders = schedule_orders(p, v, m, None, True)
     merged = orders[:, :, 3].sum(axis=1)
     assert merged.min() > 0 and (merged < m * v).all()
     assert busy == pytest.approx(3.0 * m * v - 0.75 * 0.8 * merged)
-    hidden = PipelineSchedule(f, 2 * f, m, a2a=a2a, a2a_sm=0.2).hidden_a2a_s()
+    hidden = PipelineSchedule(f, 2 * f, m, a2a_hidden_s=a2a, a2a_sm=0.2).hidden_a2a_s()
     assert hidden == pytest.approx(0.75 * merged)
 
 
@@ -176,3 +178,26 @@ def test_merged_schedule_warms_up_one_forward_more():
         for i in np.flatnonzero(merged[r, :, 3]):
             f, b = merged[r, i], merged[r, i + 1]
             assert f[0] == 0 and b[0] == 1 and (f[1], f[2]) != (b[1], b[2])
+
+
+def test_merged_timeline_shares_start_and_end_and_keeps_dependencies():
+    """The events of a merged op (both passes) start and end together, at the merged duration, and
+    no op starts before its input exists."""
+    from teton.engine.pipeline_schedule import pipeline_timeline
+
+    p, v, m = 4, 2, 8
+    f = np.full((p, v), 1.0)
+    events = pipeline_timeline(f, 2 * f, m, a2a_hidden_s=_a2a(p, v, 0.25, 0.5, 0.75, 1.5), a2a_sm=0.2)
+    assert len(events) == 2 * p * v * m
+    end = {(e["rank"], e["pass"], e["chunk"], e["microbatch"]): e["end_s"] for e in events}
+    spans = [e["end_s"] - e["start_s"] for e in events]
+    assert min(spans) == pytest.approx(1.0) and max(spans) == pytest.approx(3.0 - 0.75 * 0.8)
+    assert spans.count(pytest.approx(3.0 - 0.75 * 0.8)) % 2 == 0
+    for e in events:
+        r, c, mb = e["rank"], e["chunk"], e["microbatch"]
+        if e["pass"] == "fwd" and (r, c) != (0, 0):
+            src = (r - 1, "fwd", c, mb) if r > 0 else (p - 1, "fwd", c - 1, mb)
+            assert e["start_s"] >= end[src] - 1e-9
+        if e["pass"] == "bwd" and (r, c) != (p - 1, v - 1):
+            src = (r + 1, "bwd", c, mb) if r < p - 1 else (0, "bwd", c + 1, mb)
+            assert e["start_s"] >= end[src] - 1e-9

@@ -60,6 +60,8 @@ def test_interleaved_in_flight_matches_korthikanti():
     assert in_flight_microbatches(p, v, m, 0) == (p - 1) * 2 + (v - 1) * p + 1
     assert in_flight_microbatches(p, 1, m, 0) == p
     assert in_flight_microbatches(p, 1, m, p - 1) == 1
+    # all-to-all overlap: one warm-up forward more on every rank, the last stage too
+    assert [in_flight_microbatches(p, 1, m, r, None, 1) for r in (0, p - 1)] == [min(p + 1, m), 2]
 
 
 def test_llama3_table4_rows_fit_in_80gb(example_spec):

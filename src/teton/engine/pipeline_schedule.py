@@ -19,8 +19,8 @@ For uniform stages and zero transfer time the idle time this produces is the tex
 All-to-all overlap (``software.ep_comm_overlap``; Megatron-Core's ``combined_1f1b``, after
 DeepSeek-V3's DualPipe): every rank warms up with one forward more, and each steady-state
 forward runs as one op with the backward after it. The op waits for both inputs and takes both
-passes' time less the all-to-all each pass hides under the other's compute (``_hidden_s``), whose
-kernels hold their share of the SMs meanwhile.
+passes' time less the all-to-all each pass hides under the other's compute (:func:`pair_hidden_s`),
+whose kernels hold their share of the SMs meanwhile.
 """
 
 from __future__ import annotations
@@ -73,22 +73,24 @@ def _orders(p: int, v: int, m: int, n: int, extra: int) -> np.ndarray:
     return orders
 
 
-@njit(cache=True)
-def _hidden_s(a2a, r, cf, cb):
-    """Seconds of all-to-all a merged forward (chunk ``cf``) and backward (chunk ``cb``) of rank
-    ``r`` hide: each pass's exposed all-to-all under the other pass's compute, ``min(ep_f,
-    compute_b) + min(ep_b, compute_f)`` (``a2a``: (4, p, v) forward and backward all-to-all, forward
-    and backward compute seconds)."""
-    return min(a2a[0, r, cf], a2a[3, r, cb]) + min(a2a[1, r, cb], a2a[2, r, cf])
+def pair_hidden_s(ep_fwd_s: np.ndarray, ep_bwd_s: np.ndarray, compute_fwd_s: np.ndarray,
+                  compute_bwd_s: np.ndarray) -> np.ndarray:
+    """(p, v, v) all-to-all seconds a merged op of rank ``r`` hides when it runs the forward of
+    chunk ``cf`` with the backward of chunk ``cb``: each pass's exposed all-to-all under the other
+    pass's compute, ``min(ep_fwd[cf], compute_bwd[cb]) + min(ep_bwd[cb], compute_fwd[cf])``
+    (Megatron-Core's ``combined_1f1b`` puts one pass's dispatch and combine beside the other's
+    attention and experts). Inputs: (p, v) seconds per micro-batch of each chunk."""
+    return (np.minimum(ep_fwd_s[:, :, None], compute_bwd_s[:, None, :])
+            + np.minimum(ep_bwd_s[:, None, :], compute_fwd_s[:, :, None]))
 
 
-def merged_hidden_s(orders: np.ndarray, a2a: np.ndarray) -> np.ndarray:
-    """(p,) all-to-all seconds each rank's merged ops hide in one step (:func:`_hidden_s`)."""
+def merged_hidden_s(orders: np.ndarray, hidden_s: np.ndarray) -> np.ndarray:
+    """(p,) all-to-all seconds each rank's merged ops hide in one step: ``hidden_s`` (:func:`pair_hidden_s`)
+    summed over the (forward chunk, backward chunk) of every op ``orders`` flags merged."""
     out = np.zeros(orders.shape[0])
     for r in range(orders.shape[0]):
         at = np.flatnonzero(orders[r, :, 3])
-        cf, cb = orders[r, at, 1], orders[r, at + 1, 1]
-        out[r] = float((np.minimum(a2a[0, r, cf], a2a[3, r, cb]) + np.minimum(a2a[1, r, cb], a2a[2, r, cf])).sum())
+        out[r] = float(hidden_s[r, orders[r, at, 1], orders[r, at + 1, 1]].sum())
     return out
 
 
@@ -210,7 +212,7 @@ def _place_op(dp_mode, ready, dur, first_forward, has_bwd, last_mb, ag_ready, ag
 
 
 @njit(cache=True)
-def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag, units, a2a, a2a_sm):
+def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap_ag, units, hidden_s, a2a_sm):
     """Run every rank's ``orders`` (:func:`simulate_pipeline`; a merged op: the module docstring);
     returns (per-rank finish, busy, DP-stream free, op starts, orders, completed), completed False
     on a deadlock. The input lookup stays inline: a helper taking the ``*_done`` arrays
@@ -263,13 +265,13 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
                     if d < 0:
                         break
                     dep = max(dep, d)
-                    dur = fwd_s[r, c] + bwd_s[r, cb] - (1.0 - a2a_sm) * _hidden_s(a2a, r, c, cb)
+                    dur = fwd_s[r, c] + bwd_s[r, cb] - (1.0 - a2a_sm) * hidden_s[r, c, cb]
                     ag = ag_s[r, c] + ag_s[r, cb]
                 has_bwd = is_bwd == 1 or merged == 1
                 start = max(rank_free[r], dep)
                 end = start + dur
                 if dp_mode == DP_FULL_SHARD or (is_bwd == 0 and mb == 0) or (
-                        has_bwd and (mbb == m - 1 or dp_mode == DP_PER_MICROBATCH)):  # the DP stream's say
+                        has_bwd and (mbb == m - 1 or dp_mode == DP_PER_MICROBATCH)):  # ops the DP stream can move
                     start, end, dp_free[r] = _place_op(
                         dp_mode, start, dur, is_bwd == 0 and mb == 0, has_bwd, mbb == m - 1, ag_ready[r, c], ag,
                         ag_s[r, c], rs_s[r, cb], units[r, c], units[r, cb], dp_free[r], last_start[r], overlap_ag)
@@ -290,19 +292,20 @@ def _simulate(p, v, m, orders, fwd_s, bwd_s, p2p_s, dp_mode, ag_s, rs_s, overlap
 
 
 def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_round=None, units=None,
-         a2a=None, a2a_sm=0.0):
+         a2a_hidden_s=None, a2a_sm=0.0):
     """Normalise the inputs and run the compiled schedule; returns all of its outputs."""
     fwd_s = np.ascontiguousarray(fwd_s, dtype=np.float64)
     bwd_s = np.ascontiguousarray(bwd_s, dtype=np.float64)
     p, v = fwd_s.shape
     zeros = np.zeros((p, v))
-    out = _simulate(p, v, int(m), schedule_orders(p, v, int(m), n_round, a2a is not None), fwd_s, bwd_s,
+    out = _simulate(p, v, int(m), schedule_orders(p, v, int(m), n_round, a2a_hidden_s is not None), fwd_s, bwd_s,
                     np.ascontiguousarray(np.zeros(p) if p2p_s is None else p2p_s, dtype=np.float64), int(dp_mode),
                     zeros if ag_s is None else np.ascontiguousarray(ag_s, dtype=np.float64),
                     zeros if rs_s is None else np.ascontiguousarray(rs_s, dtype=np.float64),
                     bool(overlap_param_gather),
                     np.ones((p, v)) if units is None else np.maximum(1.0, np.asarray(units, dtype=np.float64)),
-                    np.zeros((4, p, v)) if a2a is None else np.ascontiguousarray(a2a, dtype=np.float64), float(a2a_sm))
+                    np.zeros((p, v, v)) if a2a_hidden_s is None else np.ascontiguousarray(a2a_hidden_s, dtype=np.float64),
+                    float(a2a_sm))
     if not out[-1]:  # pragma: no cover - the job checks only admit orders that cannot deadlock
         raise RuntimeError("pipeline schedule deadlocked")
     return fwd_s, bwd_s, out
@@ -311,7 +314,7 @@ def _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s, overlap_param_gather, n_ro
 def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
                       overlap_param_gather: bool = True, n_round: int | None = None,
-                      units: np.ndarray | None = None, a2a: np.ndarray | None = None,
+                      units: np.ndarray | None = None, a2a_hidden_s: np.ndarray | None = None,
                       a2a_sm: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run the schedule; returns per-rank (compute finish time, busy time, DP-stream finish time).
 
@@ -326,24 +329,24 @@ def simulate_pipeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
     chunk: a unit computes once gathered and the next unit's gather overlaps it, so an op waits
     for one unit's gather, and for the rest only where communication outlasts compute).
     ``n_round``: the interleaved schedule's consecutive micro-batches per chunk (default p).
-    ``a2a``: (4, p, v) forward and backward all-to-all and compute seconds of each chunk, given
+    ``a2a_hidden_s``: (p, v, v) all-to-all seconds a merged op hides (:func:`pair_hidden_s`), given
     when the schedule overlaps the MoE all-to-all (merged forward-backward ops,
     :func:`schedule_orders`); ``a2a_sm``: the SM share the all-to-all's kernels hold meanwhile.
     """
     _, _, (finish, busy, dp_free, _starts, _orders, _ok) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                                overlap_param_gather, n_round, units, a2a, a2a_sm)
+                                                                overlap_param_gather, n_round, units, a2a_hidden_s, a2a_sm)
     return finish, busy, dp_free
 
 
 def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.ndarray | None = None,
                       dp_mode: int = DP_NONE, ag_s: np.ndarray | None = None, rs_s: np.ndarray | None = None,
                       overlap_param_gather: bool = True, n_round: int | None = None,
-                      units: np.ndarray | None = None, a2a: np.ndarray | None = None,
+                      units: np.ndarray | None = None, a2a_hidden_s: np.ndarray | None = None,
                       a2a_sm: float = 0.0) -> list[dict]:
     """The schedule as events: one dict per op with rank, pass, chunk, micro-batch, start and end
     (the two passes of a merged op share its start and end)."""
     fwd_s, bwd_s, (_, _, _, starts, orders, _) = _run(fwd_s, bwd_s, m, p2p_s, dp_mode, ag_s, rs_s,
-                                                      overlap_param_gather, n_round, units, a2a, a2a_sm)
+                                                      overlap_param_gather, n_round, units, a2a_hidden_s, a2a_sm)
     events = []
     for r in range(fwd_s.shape[0]):
         for i in range(orders.shape[1]):
@@ -353,7 +356,7 @@ def pipeline_timeline(fwd_s: np.ndarray, bwd_s: np.ndarray, m: int, p2p_s: np.nd
             if pair:  # a merged op: both passes less what the all-to-all overlap hides
                 j = i if orders[r, i, 3] else i - 1
                 cf, cb = int(orders[r, j, 1]), int(orders[r, j + 1, 1])
-                dur = fwd_s[r, cf] + bwd_s[r, cb] - (1.0 - a2a_sm) * merged_hidden_s(orders[r:r + 1, j:j + 2], a2a[:, r:r + 1])[0]
+                dur = fwd_s[r, cf] + bwd_s[r, cb] - (1.0 - a2a_sm) * a2a_hidden_s[r, cf, cb]
             events.append({"rank": r, "pass": "bwd" if is_bwd else "fwd", "chunk": c, "microbatch": mb,
                            "start_s": float(starts[r, i]), "end_s": float(starts[r, i] + dur)})
     return events
@@ -365,7 +368,7 @@ class PipelineSchedule:
     per micro-batch of every chunk's forward and backward, ``m`` micro-batches, the (p,) p2p
     transfer times, the DP-stream mode with its (p, v) all-gather and reduce seconds, whether
     parameter gathers overlap, the interleaved round size, the FSDP units per chunk and, under
-    all-to-all overlap, each chunk's all-to-all and compute seconds with the SM share of the
+    all-to-all overlap, what a merged op hides (:func:`pair_hidden_s`) with the SM share of the
     all-to-all's kernels."""
 
     fwd_s: np.ndarray
@@ -378,12 +381,12 @@ class PipelineSchedule:
     overlap_param_gather: bool = True
     n_round: int | None = None
     units: np.ndarray | None = None
-    a2a: np.ndarray | None = None
+    a2a_hidden_s: np.ndarray | None = None
     a2a_sm: float = 0.0
 
     def _args(self) -> tuple:
         return (self.fwd_s, self.bwd_s, self.m, self.p2p_s, self.dp_mode, self.ag_s, self.rs_s,
-                self.overlap_param_gather, self.n_round, self.units, self.a2a, self.a2a_sm)
+                self.overlap_param_gather, self.n_round, self.units, self.a2a_hidden_s, self.a2a_sm)
 
     def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-rank (compute finish time, busy time, DP-stream finish time): :func:`simulate_pipeline`."""
@@ -396,9 +399,9 @@ class PipelineSchedule:
     def hidden_a2a_s(self) -> np.ndarray:
         """(p,) all-to-all seconds each rank's merged ops hide in one step (zeros without overlap)."""
         p, v = self.fwd_s.shape
-        if self.a2a is None:
+        if self.a2a_hidden_s is None:
             return np.zeros(p)
-        return merged_hidden_s(schedule_orders(p, v, self.m, self.n_round, True), self.a2a)
+        return merged_hidden_s(schedule_orders(p, v, self.m, self.n_round, True), self.a2a_hidden_s)
 
     def compute_only(self, fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray | None = None) -> PipelineSchedule:
         """The same pipeline (micro-batches, round size, all-to-all overlap) with these op times and

@@ -42,6 +42,7 @@ from teton.engine.pipeline_schedule import (
     DP_ONCE,
     DP_PER_MICROBATCH,
     PipelineSchedule,
+    pair_hidden_s,
 )
 from teton.engine.prepare import default_placement, in_situ_cost, make_cost_model, pp_transfer_times
 from teton.engine.result import StepResult
@@ -295,12 +296,12 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce the framework's buckets
     bucket_params, dp_units = dp_buckets(job, work)
     ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work, bucket_params)
-    a2a, a2a_sm = None, 0.0
+    a2a_hidden_s, a2a_sm = None, 0.0
     if ep_overlap_warmup(job):  # merged forward-backward ops hide the MoE all-to-all (engine.pipeline_schedule)
-        a2a = np.stack([fwd_parts["ep"], bwd_parts["ep"], fwd_parts["compute"], bwd_parts["compute"]])
+        a2a_hidden_s = pair_hidden_s(fwd_parts["ep"], bwd_parts["ep"], fwd_parts["compute"], bwd_parts["compute"])
         a2a_sm = sm_fraction(placement, "ep", cluster)
     schedule = PipelineSchedule(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather,
-                                job.layout.pp_round_size, dp_units, a2a, a2a_sm)
+                                job.layout.pp_round_size, dp_units, a2a_hidden_s, a2a_sm)
     dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
     ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
     opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)

@@ -173,7 +173,7 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
             etp = candidate.layout.etp
             if etp not in allocated:
                 allocated[etp] = memory_per_gpu(cand.model, candidate)[0].total
-            if memory_headroom(candidate, cand.cluster).fits(allocated[etp]):
+            if fits_in_memory(cand, allocated[etp]):
                 first = cand, True
                 break
             if first is None:
@@ -182,10 +182,13 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
             yield first
 
 
-def fits_in_memory(spec: Spec) -> bool:
+def fits_in_memory(spec: Spec, allocated_bytes: float | None = None) -> bool:
     """The memory verdict :func:`teton.engine.step.simulate_step` gives, without the step: the
-    allocations fit in the HBM the headroom leaves (``teton.workload.headroom``)."""
-    return memory_headroom(spec.job, spec.cluster).fits(memory_per_gpu(spec.model, spec.job)[0].total)
+    allocations (``allocated_bytes`` when already known) fit in the HBM the headroom leaves
+    (``teton.workload.headroom``)."""
+    if allocated_bytes is None:
+        allocated_bytes = memory_per_gpu(spec.model, spec.job)[0].total
+    return memory_headroom(spec.job, spec.cluster).fits(allocated_bytes)
 
 
 @dataclass(frozen=True)

@@ -134,8 +134,8 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
     p, v, m = split.p, split.v, lay.micro_batches
     per_chunk, ckpt, offload_buffer = _chunk_layer_bytes(model, job, split)  # (p, v) one micro-batch of each chunk
     extra = ep_overlap_warmup(job)
-    if v == 1:
-        held = np.array([in_flight_microbatches(p, 1, m, r, None, extra) for r in range(p)])
+    if v == 1:  # in_flight_microbatches of every rank at once: min(p - r + extra, m)
+        held = np.minimum(p - np.arange(p) + extra, m)
         out = held * per_chunk[:, 0]
     else:
         # the chunk micro-batches held at the peak are the earliest forwards of the schedule's order
