@@ -159,6 +159,11 @@ class BlockTimer:
         return _COMPUTE_S.get((items, c.eff), (c.gpu, c.precision, c.seq_len, c.attention_kernel),
                               lambda: sum(c.time_s(it) for it in items if isinstance(it, ComputeOp)))
 
+    def wgrad_s(self, block: Block) -> float:
+        """Compute seconds of the block's weight-gradient GEMMs (``*.wgrad``), the part of its
+        backward a zero-bubble schedule defers (``workload.dualpipe``)."""
+        return self.compute_s(tuple(it for it in block.bwd if isinstance(it, ComputeOp) and it.name.endswith(".wgrad")))
+
     def block(self, block: Block) -> tuple[dict[str, float], dict[str, float]]:
         """(forward, backward) seconds by category, memoised per block, placement, network, compute
         model and host link: layouts that share all of them (they differ in ZeRO, v or the batch)

@@ -384,6 +384,11 @@ class PipelineSchedule:
     a2a_hidden_s: np.ndarray | None = None
     a2a_sm: float = 0.0
 
+    @property
+    def chunk_micro_batches(self) -> int:
+        """Micro-batches each chunk runs in a step."""
+        return self.m
+
     def _args(self) -> tuple:
         return (self.fwd_s, self.bwd_s, self.m, self.p2p_s, self.dp_mode, self.ag_s, self.rs_s,
                 self.overlap_param_gather, self.n_round, self.units, self.a2a_hidden_s, self.a2a_sm)

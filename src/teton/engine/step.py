@@ -36,6 +36,7 @@ import numpy as np
 
 from teton.engine.block_timer import BlockTimer, hardware_flops_per_step, sm_fraction
 from teton.engine.compute import ComputeModel
+from teton.engine.dualpipe import DualPipeSchedule, dualpipe_inputs
 from teton.engine.pipeline_schedule import (
     DP_FULL_SHARD,
     DP_NONE,
@@ -239,7 +240,7 @@ def pipeline_times_s(fwd_s: np.ndarray, bwd_s: np.ndarray, schedule: PipelineSch
     with_p2p = float(p2p_finish.max())
     sm_contention_s = 0.0
     if replicas > 1:
-        per_mb = m if job.grad_reduce_mode == "per_microbatch" else 1
+        per_mb = schedule.chunk_micro_batches if job.grad_reduce_mode == "per_microbatch" else 1
         dp_total = (rs_s.sum(axis=1) * per_mb + ag_s.sum(axis=1) * (1 if job.zero in (1, 2) else 0)
                     + (ag_s.sum(axis=1) * 2 * m if job.zero == 3 else 0))  # (p,) DP seconds per rank
         if job.overlap_dp_comm:
@@ -254,14 +255,24 @@ def pipeline_times_s(fwd_s: np.ndarray, bwd_s: np.ndarray, schedule: PipelineSch
     return float(ideal_finish.max()), with_p2p, full + sm_contention_s, sm_contention_s, busy
 
 
+def a2a_overlap(job, placement: Placement, cluster, fwd_parts: dict, bwd_parts: dict) -> tuple:
+    """(what a merged forward-backward op hides, (p, v, v) seconds: ``pair_hidden_s``; the SM share
+    of the all-to-all's kernels) when the schedule runs merged ops on an MoE job (the all-to-all
+    overlap, DualPipe's ``F&B``), else (None, 0)."""
+    if not (ep_overlap_warmup(job) or (job.pp_schedule == "dualpipe" and job.layout.ep > 1)):
+        return None, 0.0
+    return (pair_hidden_s(fwd_parts["ep"], bwd_parts["ep"], fwd_parts["compute"], bwd_parts["compute"]),
+            sm_fraction(placement, "ep", cluster))
+
+
 def optimizer_s(job, lay: Layout, work, gpu, mem_efficiency: float) -> float:
     """Seconds of the memory-bound Adam step (with gradient clipping) over the most loaded pipeline
     rank's shard: ``t = N_shard * OPTIMIZER_BYTES_PER_PARAM / (HBM bandwidth * e_mem)``, 46 bytes per
     parameter (module constants). ZeRO >= 1 shards it over DP, the routed experts' state over their
     expert-data-parallel group (``lay.edp``)."""
-    rank_params = work.chunk_params.sum(axis=1)
+    rank_params = work.split.held(work.chunk_params)
     if job.zero >= 1:
-        rank_params = dp_shard(rank_params, work.expert_params.sum(axis=1), lay)
+        rank_params = dp_shard(rank_params, work.split.held(work.expert_params), lay)
     opt_params = float(rank_params.max())
     return opt_params * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_bytes_s * mem_efficiency)
 
@@ -284,24 +295,25 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     lay = job.layout
     p, m = work.split.p, work.micro_batches
 
-    fwd_parts, bwd_parts = chunk_times_s(timer, work, slowest_gpu_factor(job.gpus, cluster.gpu_speed_cv))
+    pace = slowest_gpu_factor(job.gpus, cluster.gpu_speed_cv)
+    fwd_parts, bwd_parts = chunk_times_s(timer, work, pace)
+    bucket_params, dp_units = dp_buckets(job, work)  # FSDP: a layer a unit; ZeRO-0-2 the framework's buckets
+    ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work, bucket_params)
+    dual, w_s = job.pp_schedule == "dualpipe", None  # DualPipe: two mirrored stages per rank (engine.dualpipe)
+    if dual:
+        fwd_parts, bwd_parts, w_s, ag_s, rs_s, dp_units = dualpipe_inputs(
+            timer, cost, placement, job, work, pace, fwd_parts, bwd_parts, ag_s, rs_s, dp_units)
     fwd_s = sum(fwd_parts.values())
     bwd_s = sum(bwd_parts.values())
     p2p_s = p2p_times_s(timer, placement, cost, work)
     fwd_run_s, bwd_run_s, edge_s = fwd_s, bwd_s, p2p_s
     if p > 1 and job.pp_p2p == "blocking":  # each op holds its rank until its output has been sent
-        fwd_run_s, bwd_run_s = blocking_p2p(fwd_s, bwd_s, p2p_s)
-        edge_s = np.zeros(p)
-    replicas = lay.dp * lay.cp  # ranks holding the same weights: gradients are reduced over them
-    # FSDP wraps each transformer layer as a unit; ZeRO-0-2 gather and reduce the framework's buckets
-    bucket_params, dp_units = dp_buckets(job, work)
-    ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work, bucket_params)
-    a2a_hidden_s, a2a_sm = None, 0.0
-    if ep_overlap_warmup(job):  # merged forward-backward ops hide the MoE all-to-all (engine.pipeline_schedule)
-        a2a_hidden_s = pair_hidden_s(fwd_parts["ep"], bwd_parts["ep"], fwd_parts["compute"], bwd_parts["compute"])
-        a2a_sm = sm_fraction(placement, "ep", cluster)
-    schedule = PipelineSchedule(fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather,
-                                job.layout.pp_round_size, dp_units, a2a_hidden_s, a2a_sm)
+        (fwd_run_s, bwd_run_s), edge_s = blocking_p2p(fwd_s, bwd_s, p2p_s), np.zeros(p)
+    # ranks holding the same weights, gradients reduced over them (DualPipe: each stage twice)
+    replicas = lay.dp * lay.cp * (2 if dual else 1)
+    args = (fwd_run_s, bwd_run_s, m, edge_s, dp_mode, ag_s, rs_s, job.overlap_param_gather,
+            job.layout.pp_round_size, dp_units, *a2a_overlap(job, placement, cluster, fwd_parts, bwd_parts))
+    schedule = DualPipeSchedule(*args, w_s=w_s) if dual else PipelineSchedule(*args)
     dp_sm = sm_fraction(placement, "dp_cp", cluster) if replicas > 1 and job.overlap_dp_comm else 0.0
     ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
     opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)
@@ -312,7 +324,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     dp_last = last_bucket_s(rs_s, dp_units, dp_exposed) if job.overlap_dp_comm else 0.0
 
     crit = int(np.argmax(busy))
-    comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * m) for k in CATEGORIES}
+    comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * schedule.chunk_micro_batches)
+            for k in CATEGORIES}
     hidden_a2a = float(schedule.hidden_a2a_s()[crit])  # the all-to-all merged ops hide, while holding SMs
     comp["ep"] -= hidden_a2a
     breakdown = {
@@ -324,7 +337,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "pp_comm": max(0.0, with_p2p - ideal),
         "dp_comm": dp_exposed - dp_last,
         "dp_last_bucket": dp_last,  # the last gradient bucket's reduce, after the last backward
-        "sm_contention": sm_contention_s + a2a_sm * hidden_a2a,
+        "sm_contention": sm_contention_s + schedule.a2a_sm * hidden_a2a,
         "optimizer": opt_s,
         "step_overhead": overhead_s,
         "cpu_offload": comp["offload"],  # host copies of offloaded activations the compute did not hide

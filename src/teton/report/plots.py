@@ -20,6 +20,8 @@ from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
 
 FWD_COLOR = "#4C78A8"
 BWD_COLOR = "#F58518"
+# DualPipe's zero-bubble halves of a backward: input gradient, deferred weight gradient
+PASS_COLORS = (("fwd", FWD_COLOR), ("bwd", BWD_COLOR), ("bwd_input", "#FFBF79"), ("bwd_weight", "#54A24B"))
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6", "#9D755D")
 TEMPLATE = "plotly_white"
 
@@ -63,11 +65,12 @@ def memory_bar(memory_bytes: dict[str, float], hbm_bytes: float, label: str = "f
 def timeline_gantt(events: Sequence[dict], label_limit: int = 20000) -> go.Figure:
     """Gantt chart of one pipeline: ranks down the y axis, one horizontal bar per op.
 
-    One ``go.Bar`` trace per pass (forward, backward) with ``base`` = start, so thousands of ops
-    stay two traces; each bar is labelled with its model chunk (hover: micro-batch and times).
+    One ``go.Bar`` trace per pass (forward, backward; DualPipe's input- and weight-gradient halves)
+    with ``base`` = start, so thousands of ops stay a few traces; each bar is labelled with its model
+    chunk (hover: micro-batch and times).
     """
     fig = go.Figure()
-    for pass_, color in (("fwd", FWD_COLOR), ("bwd", BWD_COLOR)):
+    for pass_, color in PASS_COLORS:
         ev = [e for e in events if e["pass"] == pass_]
         if not ev:
             continue

@@ -68,7 +68,8 @@ class JobSpec(Section):
     attention_kernel: Literal["fa2", "fa3"] = "fa2"  # FlashAttention-2, or -3 (Hopper only)
     # elementwise kernels: fused (Megatron/TE/torch.compile) or eager PyTorch (HF reference code)
     kernel_fusion: Literal["fused", "eager"] = "fused"
-    pp_schedule: Literal["1f1b", "interleaved"] = "1f1b"
+    # DualPipe (DeepSeek-V3): bidirectional, two mirrored stages per rank (teton.workload.dualpipe)
+    pp_schedule: Literal["1f1b", "interleaved", "dualpipe"] = "1f1b"
     virtual_stages: int = Field(default=1, gt=0)
     # Interleaved schedule: micro-batches a rank runs through one chunk before the next (Llama 3's
     # N, Sec. 3.3.2); default pp (Megatron-LM, which needs micro-batches divisible by pp). Any
@@ -130,6 +131,8 @@ class JobSpec(Section):
         if self.pp_schedule == "1f1b" and self.virtual_stages != 1:
             raise SpecError("job.virtual_stages", self.virtual_stages,
                             "needs job.pp_schedule = interleaved (1f1b has one stage per rank)")
+        if self.pp_schedule == "dualpipe":
+            self._check_dualpipe()
         if self.recompute_interval != RECOMPUTE_INTERVAL_DEFAULT and self.recompute != "selective_layer":
             raise SpecError("job.recompute_interval", self.recompute_interval,
                             f"only applies to job.recompute = selective_layer (is {self.recompute})")
@@ -137,6 +140,19 @@ class JobSpec(Section):
             raise SpecError("job.global_batch_tokens", self.global_batch_tokens,
                             "give either job.global_batch (sequences) or job.global_batch_tokens, not both")
         return self
+
+    def _check_dualpipe(self) -> None:
+        why = "with job.pp_schedule = dualpipe"
+        if self.pp < 2 or self.pp % 2:
+            raise SpecError("job.pp", self.pp, f"must be even and at least 2 {why} (rank r holds stage r and "
+                            "its mirror p-1-r)")
+        if self.virtual_stages != 1:
+            raise SpecError("job.virtual_stages", self.virtual_stages, f"must be 1 {why}: each rank already "
+                            "holds two mirrored stages")
+        if self.zero == 3:
+            raise SpecError("job.zero", 3, f"must be 0-2 {why} (DeepSeek-V3 ran it with ZeRO-1)")
+        if self.pp_p2p == "blocking":
+            raise SpecError("job.pp_p2p", "blocking", f"must be async {why}")
 
     @property
     def layout(self) -> Layout:

@@ -326,6 +326,10 @@ class Layout:
             # stage's previous merged op: without virtual stages every rank idles half the time
             raise SpecError("software.ep_comm_overlap", True, "with job.pp > 1 needs job.pp_schedule = interleaved "
                             "and job.virtual_stages >= 2 (as Megatron-Core's --overlap-moe-expert-parallel-comm)")
+        if job.pp_schedule == "dualpipe" and (m % 2 or m < 2 * self.pp):  # DualPipe.step asserts both
+            raise SpecError(what, job.global_batch or job.global_batch_tokens,
+                            f"gives {m} micro-batches per DP rank; job.pp_schedule = dualpipe needs an even "
+                            f"number, at least 2 pp = {2 * self.pp} (half flow each way)")
         if self.pp_round is not None and (self.pp_round < self.pp or m % self.pp_round):
             raise SpecError("job.pp_round", self.pp_round, f"must be at least pp ({self.pp}) and divide the "
                             f"micro-batches per DP rank ({m}); {m} itself always works")

@@ -154,7 +154,7 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
         interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
         update = dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=mb, recompute=rc, recompute_interval=interval,
                       zero=z, grad_reduce=gr,
-                      pp_schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
+                      pp_schedule=schedule_of(job, pp, v), virtual_stages=v,
                       global_batch=seqs, global_batch_tokens=None,
                       # Llama 3's round size N is the job's only for its own pipeline; others use pp
                       pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
@@ -180,6 +180,15 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
                 first = cand, False
         if first is not None:
             yield first
+
+
+def schedule_of(job, pp: int, v: int) -> str:
+    """A candidate's pipeline schedule: interleaved with virtual stages; DualPipe for a pipelined
+    layout without them when the spec's job runs DualPipe (layouts it cannot run, an odd ``pp`` or
+    too few micro-batches, fail the job rules and drop out); else 1F1B."""
+    if v > 1:
+        return "interleaved"
+    return "dualpipe" if job.pp_schedule == "dualpipe" and pp > 1 else "1f1b"
 
 
 def fits_in_memory(spec: Spec, allocated_bytes: float | None = None) -> bool:

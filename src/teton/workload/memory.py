@@ -55,6 +55,7 @@ from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
 from teton.workload.activations import checkpoint_bytes, layer_activation_bytes, layer_saved_bytes
+from teton.workload.dualpipe import mirrored, peak_activation_bytes
 from teton.workload.head import head_peak_bytes
 from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.layer_kinds import kind_model, layer_kind_counts, layer_type_counts, model_layer_types
@@ -134,7 +135,9 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
     p, v, m = split.p, split.v, lay.micro_batches
     per_chunk, ckpt, offload_buffer = _chunk_layer_bytes(model, job, split)  # (p, v) one micro-batch of each chunk
     extra = ep_overlap_warmup(job)
-    if v == 1:  # in_flight_microbatches of every rank at once: min(p - r + extra, m)
+    if split.mirrored:  # DualPipe: each rank's fullest point of its order (p + 1 stage micro-batches)
+        out = peak_activation_bytes(p, m, mirrored(per_chunk))
+    elif v == 1:  # in_flight_microbatches of every rank at once: min(p - r + extra, m)
         held = np.minimum(p - np.arange(p) + extra, m)
         out = held * per_chunk[:, 0]
     else:
@@ -191,9 +194,9 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     lay = job.layout
     work = step_work(model, job)  # memoised: the split and chunk parameters the step uses too
     split = work.split
-    params = work.chunk_params.sum(axis=1)
+    params = split.held(work.chunk_params)  # DualPipe: both of a rank's stages
     # ZeRO shards over DP x CP; the routed experts' parameters over their expert-DP group (lay.edp)
-    shard = dp_shard(params, work.expert_params.sum(axis=1), lay)
+    shard = dp_shard(params, split.held(work.expert_params), lay)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
     weights = (shard if job.zero >= 3 else params) * ACT_BYTES
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
@@ -213,6 +216,8 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     if job.zero >= 3:
         working += 2 * layer_params * ACT_BYTES
     working[-1] += head_peak_bytes(model, job)
+    if split.mirrored:  # DualPipe: the up direction's head is on the first rank
+        working[0] += head_peak_bytes(model, job)
     total = weights + grads + optim + acts + working
     r = int(np.argmax(total))
     return MemoryBreakdown(float(weights[r]), float(grads[r]), float(optim[r]), float(acts[r]), float(working[r])), r

@@ -9,6 +9,7 @@ import numpy as np
 from teton.memo import cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
+from teton.workload.dualpipe import held_per_rank
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,9 @@ class PipelineSplit:
     """
 
     layers: np.ndarray  # (p, v) int
+    # DualPipe (``workload.dualpipe``): the (p, 1) split of the model's stages, each rank holding
+    # its stage and the mirrored one's (p-1-r)
+    mirrored: bool = False
 
     @property
     def p(self) -> int:
@@ -29,13 +33,18 @@ class PipelineSplit:
         return int(self.layers.shape[1])
 
     def layers_on_rank(self) -> np.ndarray:
-        return self.layers.sum(axis=1)
+        return self.held(self.layers)
+
+    def held(self, per_chunk: np.ndarray) -> np.ndarray:
+        """(p,) what each rank holds of a (p, v) per-chunk quantity: the sum over its chunks, under
+        DualPipe both its stages' (``workload.dualpipe.held_per_rank``)."""
+        return held_per_rank(per_chunk) if self.mirrored else np.asarray(per_chunk).sum(axis=1)
 
 
 def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
     lay = job.layout
     v = lay.virtual_stages if job.pp_schedule == "interleaved" else 1
-    return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots))
+    return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots), job.pp_schedule == "dualpipe")
 
 
 @cached(1024)
