@@ -108,3 +108,14 @@ def test_dualpipe_hides_the_moe_all_to_all_under_the_other_direction():
     one, dual = run("1f1b"), run("dualpipe")
     assert dual["ep_comm"] < 0.5 * one["ep_comm"]
     assert dual["sm_contention"] > one["sm_contention"]
+
+
+def test_search_keeps_dualpipe_and_drops_what_it_cannot_run():
+    from teton.sweep.search import SearchSpace, candidate_jobs
+
+    spec = load_spec("examples/deepseek-v3-h800-2k.yaml")
+    space = SearchSpace(tp=(1,), cp=(1,), pp=(1, 4, 8, 16), virtual_stages=(1,), micro_batch=(1,),
+                        recompute=("full",), zero=(1, 3), ep=(64,))
+    jobs = [c.job for c in candidate_jobs(spec, space)]
+    piped = [j for j in jobs if j.pp > 1]
+    assert piped and all(j.pp_schedule == "dualpipe" and j.zero != 3 for j in piped)  # ZeRO-3 asked, dropped

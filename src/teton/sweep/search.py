@@ -184,8 +184,8 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
 
 def schedule_of(job, pp: int, v: int) -> str:
     """A candidate's pipeline schedule: interleaved with virtual stages; DualPipe for a pipelined
-    layout without them when the spec's job runs DualPipe (layouts it cannot run, an odd ``pp`` or
-    too few micro-batches, fail the job rules and drop out); else 1F1B."""
+    layout without them when the spec's job runs DualPipe (layouts it cannot run, an odd ``pp``,
+    ZeRO-3 or too few micro-batches, fail the job rules and drop out); else 1F1B."""
     if v > 1:
         return "interleaved"
     return "dualpipe" if job.pp_schedule == "dualpipe" and pp > 1 else "1f1b"
