@@ -119,7 +119,7 @@ def print_table(d: dict) -> None:
     console = output_console()
     lay = d["layout"]
     title = (f"{d['gpus']} GPUs  tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} "
-             f"v={lay['virtual_stages']}  micro-batches/DP rank={d['micro_batches']}  "
+             f"{lay.get('pp_schedule') or 'v=' + str(lay['virtual_stages'])}  micro-batches/DP rank={d['micro_batches']}  "
              f"[{d['fidelity']}, {d['placement']}]")
     for line in spec_echo(d):
         console.print(line, markup=False, highlight=False)
