@@ -125,6 +125,10 @@ def _simulate(p, half, orders, fwd_s, bwd_s, w_s, p2p_s, dp_mode, ag_s, rs_s, ov
     return rank_free, busy, dp_free, starts, True
 
 
+def _f64(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
 @dataclass(frozen=True, eq=False)
 class DualPipeSchedule(PipelineSchedule):
     """A :class:`PipelineSchedule` of (p, 2) chunks run as DualPipe; ``w_s``: (p, 2) seconds of
@@ -138,8 +142,9 @@ class DualPipeSchedule(PipelineSchedule):
         return self.m // 2
 
     def _out(self):
+        """Run the compiled schedule on normalised inputs; all of :func:`_simulate`'s outputs."""
         p = self.fwd_s.shape[0]
-        f = lambda a: np.ascontiguousarray(a, dtype=np.float64)  # noqa: E731
+        f = _f64
         zeros = np.zeros((p, 2))
         hidden = np.zeros((p, 2, 2)) if self.a2a_hidden_s is None else self.a2a_hidden_s
         out = _simulate(p, self.m // 2, dualpipe_orders(p, self.m), f(self.fwd_s), f(self.bwd_s),
@@ -161,7 +166,7 @@ class DualPipeSchedule(PipelineSchedule):
         """Every op as an event; a merged op's two passes share its start and end; pass ``bwd`` a
         whole backward, ``bwd_input`` / ``bwd_weight`` a zero-bubble backward's two halves."""
         _, _, _, starts, _ = self._out()
-        orders = dualpipe_orders(*self.fwd_s.shape[:1], self.m)
+        orders = dualpipe_orders(self.fwd_s.shape[0], self.m)
         names = {FWD: "fwd", BWD: "bwd", BWD_INPUT: "bwd_input", BWD_WEIGHT: "bwd_weight"}
         w_s = np.zeros_like(self.fwd_s) if self.w_s is None else self.w_s
         events = []
