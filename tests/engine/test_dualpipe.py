@@ -119,3 +119,16 @@ def test_search_keeps_dualpipe_and_drops_what_it_cannot_run():
     jobs = [c.job for c in candidate_jobs(spec, space)]
     piped = [j for j in jobs if j.pp > 1]
     assert piped and all(j.pp_schedule == "dualpipe" and j.zero != 3 for j in piped)  # ZeRO-3 asked, dropped
+
+
+def test_mirrored_ranks_hold_the_same_activations():
+    """Rank r and rank p-1-r hold the same two stages and run mirrored orders, so their peak
+    activation bytes match, recompute buffers of every layer type they hold included (DeepSeek-V3:
+    the dense prefix on stage 0, MoE layers on the mirror stage of rank 0)."""
+    from teton.workload.memory import activation_bytes_per_rank
+    from teton.workload.step_work import step_work
+
+    spec = load_spec("examples/deepseek-v3-h800-2k.yaml")
+    work = step_work(spec.model, spec.job)
+    acts = activation_bytes_per_rank(spec.model, spec.job, work.split)
+    assert acts == pytest.approx(acts[::-1], rel=1e-12)

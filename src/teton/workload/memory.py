@@ -110,7 +110,7 @@ def _chunk_layer_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> 
         if kind.checkpointed:
             ckpt = ckpt + n
         if kind.offloaded:
-            buffer = np.maximum(buffer, np.where(n.sum(axis=1) > 0, saved, 0.0))
+            buffer = np.maximum(buffer, np.where(split.held(n) > 0, saved, 0.0))
         else:
             per_chunk = per_chunk + n * saved
     if model.mtp_depth:
@@ -120,12 +120,12 @@ def _chunk_layer_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> 
 
 def _per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit, on_rank: np.ndarray, per_layer) -> np.ndarray:
     """(p,) the largest ``per_layer(model of a layer type)`` over the layer types of each rank's
-    layers (``on_rank``: (p, v) layers that count), 0 on a rank with none: the one layer a rank
-    recomputes at a time."""
+    layers (``on_rank``: (p, v) layers that count; a DualPipe rank's both stages), 0 on a rank with
+    none: the one layer a rank recomputes at a time."""
     out = np.zeros(split.p)
     for layer, n in layer_type_counts(model, job, split).items():
         counted = np.minimum(n, on_rank)
-        out = np.maximum(out, np.where(counted.sum(axis=1) > 0, per_layer(kind_model(model, layer)), 0.0))
+        out = np.maximum(out, np.where(split.held(counted) > 0, per_layer(kind_model(model, layer)), 0.0))
     return out
 
 
@@ -165,7 +165,9 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
 
 
 def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
-    """Parameters each pipeline rank's GPU holds before ZeRO sharding (TP-sharded)."""
+    """Parameters of each pipeline stage on one GPU before ZeRO sharding (TP-sharded): what a
+    checkpoint saves per stage. Under DualPipe a rank also holds its mirror stage's copy, which the
+    checkpoint does not save twice (``PipelineSplit.held`` counts it for memory)."""
     from teton.workload.step_work import chunk_params
 
     return chunk_params(model, job, split).sum(axis=1)
