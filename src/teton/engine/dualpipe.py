@@ -159,6 +159,8 @@ class DualPipeSchedule(PipelineSchedule):
         return out
 
     def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-rank (compute finish time, busy time, DP-stream finish time), as
+        :meth:`PipelineSchedule.run`."""
         finish, busy, dp_free, _, _ = self._out()
         return finish, busy, dp_free
 

@@ -42,6 +42,9 @@ class PipelineSplit:
 
 
 def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
+    """The job's split (:func:`_split_layers`): ``virtual_stages`` chunks per rank under the
+    interleaved schedule, else one; under DualPipe the (p, 1) split of the model's stages, marked
+    ``mirrored`` (each rank also holds stage p-1-r)."""
     lay = job.layout
     v = lay.virtual_stages if job.pp_schedule == "interleaved" else 1
     return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots), job.pp_schedule == "dualpipe")
