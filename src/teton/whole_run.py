@@ -21,7 +21,9 @@ def run_extras(spec, result) -> dict[str, Any]:
         extra.update(checkpoint_summary(spec))
     rel = spec.reliability
     if rel is not None and (rel.tokens is not None or rel.days is not None):
+        from teton.engine.step import simulate_step
         from teton.reliability import run_summary
 
-        extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step, result.breakdown))
+        extra.update(run_summary(spec, result.step_time_s, result.tokens_per_step, result.breakdown,
+                                 simulate=simulate_step))
     return extra

@@ -7,6 +7,7 @@ form ``teton run`` adds to its result when the spec's ``reliability:`` asks for 
 Run length: a token budget (``steps = ceil(tokens / tokens_per_step)`` of the step model's step
 time) or a fixed number of days (default 54, the Table 5 window). The optional diurnal variation
 (LLAMA3 §3.3.4: 1-2 % peak-to-peak from mid-day temperatures and DVFS) and straggler slowdowns
+(and, on a multi-plane fabric, the slower steps while a plane is down: :mod:`teton.reliability.planes`)
 enter mean-field, as a longer effective step ``step / (1 - diurnal/2) * (1 + stragglers)``: they
 stretch time-to-train but not ETTR (slow steps are still useful training); ``goodput`` is ETTR
 divided by that stretch, i.e. achieved / failure-free-nominal token throughput.
@@ -42,6 +43,7 @@ from teton.reliability.goodput_figures import (
 )
 from teton.reliability.interval import daly_interval_s, young_interval_s
 from teton.reliability.montecarlo import MCInputs
+from teton.reliability.planes import PlaneLoss, plane_loss
 from teton.reliability.rates import (
     CAUSES,
     ComponentCounts,
@@ -211,8 +213,9 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
     """Monte Carlo of the whole run (:class:`GoodputResult`; ``to_dict()`` for JSON, keys
     documented in the CLI). ``progress(done, total)``: Monte Carlo runs finished, the interval
     sweep's included. ``simulate(spec)``: the step simulator (``teton.simulate``, the engine's
-    ``simulate_step``), used only when neither ``step_time_s`` nor ``reliability.step_time_s``
-    gives the step time.
+    ``simulate_step``), for the step time when neither ``step_time_s`` nor
+    ``reliability.step_time_s`` gives it, and on a multi-plane fabric for the step with a plane
+    down (:mod:`teton.reliability.planes`; not charged without it).
 
     ``samples``: also keep every run's time to train (``time_to_train_samples_days``, a numpy
     array), for a caller that combines the failure spread with another (``teton plan``)."""
@@ -223,10 +226,12 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
     cluster, gpus = spec.cluster, spec.job.gpus
     st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown, simulate)
     _check_step(st, tps, bool(step_time_s), bool(tokens_per_step))
-    slow = step_slowdown(cfg)
+    fm = failure_model(cluster, gpus, cfg)
+    planes = plane_loss(spec, fm.counts, fm.rates_per_component_h, cfg.plane_repair_h, st, simulate,
+                        st_source == "teton.simulate")
+    slow = step_slowdown(cfg) * planes.stretch
     st_eff = st * slow
 
-    fm = failure_model(cluster, gpus, cfg)
     ck = checkpoint_costs(spec, cfg, data_loading_bytes_s(spec, tps / st_eff))
     down = fixed_downtime_s(cfg, gpus, ck.restore_s)
     given = interval_s or cfg.checkpoint_interval_s or _storage_interval_s(spec)
@@ -251,7 +256,7 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
     warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts))
     return GoodputResult(
         run, interruption_figures(fm, res, inp.infant), time, ckf, energy_figures(pm, e, cost_usd(cfg, gpus, res.wall_s, e)),
-        iv.sweep_rows, tuple(_assumptions(run, ckf, cfg, pm)), warnings, iv.recommendation,
+        iv.sweep_rows, tuple(_assumptions(run, ckf, cfg, pm, planes)), warnings, iv.recommendation, planes,
         time_to_train_samples_days=res.wall_s / 86400.0 if samples and steps is not None else None)
 
 
@@ -319,7 +324,7 @@ def _check_interruptions(inp: MCInputs, field: str, value: float | None) -> None
                         f"({MAX_INTERRUPTIONS_PER_RUN:,}): shorten the run or lower the failure rates")
 
 
-def _assumptions(run: RunFigures, ck: CheckpointFigures, cfg: ReliabilitySpec, pm) -> list[str]:
+def _assumptions(run: RunFigures, ck: CheckpointFigures, cfg: ReliabilitySpec, pm, planes: PlaneLoss) -> list[str]:
     a = [
         f"failure rates: Llama 3 Table 5 counts / (components x 1,296 h), scaled to {run.gpus} GPUs, "
         f"{run.hosts} hosts, {run.switch_equivalents:.1f} switch-equivalents; rate_scale={cfg.rate_scale}",
@@ -337,6 +342,11 @@ def _assumptions(run: RunFigures, ck: CheckpointFigures, cfg: ReliabilitySpec, p
         (f"cost: capex ${cfg.capex_per_gpu_usd:,.0f}/GPU over {cfg.depreciation_years:g} y + "
          f"${cfg.usd_per_kwh}/kWh"),
     ]
+    if planes.planes > 1:
+        a.append(f"{planes.planes} fabric planes: {planes.failures_per_day:.2g} leaf switch/cable failures a day, "
+                 f"each a plane down for {cfg.plane_repair_h:g} h ({planes.degraded_share:.1%} of the time), "
+                 + (f"the step {planes.degraded_step_ratio:.3f}x meanwhile: +{planes.stretch - 1:.2%} on every step"
+                    if planes.degraded_step_ratio is not None else "the slower step not simulated (no step simulator)"))
     if run.mode == "days":
         a.append("fixed run length: time_to_train_days is null; see tokens_trained")
     return a
@@ -347,8 +357,8 @@ RUN_SUMMARY_KEYS = ("goodput", "ettr", "time_to_train_days", "energy_mwh", "cost
 
 
 def run_summary(spec: Any, step_time_s: float, tokens_per_step: float, breakdown: dict | None = None,
-                runs: int | None = None) -> dict:
+                runs: int | None = None, simulate: Callable[[Any], Any] | None = None) -> dict:
     """The keys ``teton run`` adds when ``reliability:`` gives a run length (``tokens`` or ``days``)."""
     r = goodput(spec, step_time_s=step_time_s, tokens_per_step=tokens_per_step, breakdown=breakdown,
-                runs=runs).to_dict()
+                runs=runs, simulate=simulate).to_dict()
     return {k: r[k] for k in RUN_SUMMARY_KEYS}

@@ -18,6 +18,7 @@ import numpy as np
 
 from teton.reliability.energy import PowerModel
 from teton.reliability.montecarlo import MCResult
+from teton.reliability.planes import PlaneLoss
 from teton.reliability.rates import CAUSES
 from teton.reliability.recommend import IntervalRecommendation
 from teton.reliability.recovery import CheckpointCosts, pg_init_s
@@ -242,6 +243,7 @@ class GoodputResult:
     assumptions: tuple[str, ...]
     warnings: tuple[str, ...]
     interval: IntervalRecommendation
+    planes: PlaneLoss
     time_to_train_samples_days: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -258,7 +260,7 @@ class GoodputResult:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {**self.run.to_dict(), **self.interruptions.to_dict(), **self.time.to_dict(),
-                               **self.checkpoint.to_dict(), **self.energy.to_dict(),
+                               **self.checkpoint.to_dict(), **self.energy.to_dict(), **self.planes.to_dict(),
                                "interval_recommendation": self.interval.to_dict(),
                                "interval_sweep": [dict(r) for r in self.interval_sweep]}
         if self.interval_sweep:  # the sweep's best row

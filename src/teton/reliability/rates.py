@@ -45,7 +45,8 @@ count ports: a switch-equivalent is 64 x 400G ports (Broadcom Tomahawk 4, 25.6 T
 the Minipack2 RTSW; Meta/OCP Minipack2 spec). For a job of G GPUs placed topology-contiguously:
 
 - tier 0 (the lowest layer's switch, e.g. RTSW): one switch per lowest-layer domain the job
-  touches, ``ceil(G / span_0)`` (Llama 3: one Minipack2 per 16-GPU rack);
+  touches, ``ceil(G / span_0)`` (Llama 3: one Minipack2 per 16-GPU rack), or its ports / 64 when
+  a domain has more (a 256-GPU SuperPOD leaf group at 1:1: 512 ports, 8 switch-equivalents);
 - tier l > 0 (e.g. CTSW, ATSW): the switch ports that terminate the uplinks of the tier below,
   ``down_l = up_{l-1}``, plus this tier's own uplinks ``up_l = down_l / oversubscription_l``
   when the job spans more than one domain of this layer; switch-equivalents = ports / 64.
@@ -55,7 +56,8 @@ the Minipack2 RTSW; Meta/OCP Minipack2 spec). For a job of G GPUs placed topolog
 - on a multi-plane fabric (``cluster.fabric_planes`` >= 2) a switch or cable failure takes one plane
   down and NCCL carries on over the others (NVIDIA's DGX B300 SuperPOD RA, network fabrics: "a
   plane failure halves bandwidth instead of aborting the job"): the switches are still counted,
-  but their failures interrupt nothing (the slower steps until the repair are not modelled).
+  but their failures interrupt nothing; the slower steps until the repair stretch the run
+  (:mod:`teton.reliability.planes`).
 
 For 16,384 GPUs on meta-roce-24k (spans 16 / 3,072 / 24,576, oversubscription 1 / 7 / 1):
 RTSW 1,024; CTSW ports 16,384 + 2,340.6 -> 292.6; ATSW ports 2,340.6 -> 36.6;
@@ -166,8 +168,8 @@ def job_components(cluster: ClusterSpec, gpus: int) -> ComponentCounts:
             if i == 0:
                 down = gpus * nics_per_gpu
                 up = down / layer.oversubscription if spans_many else 0.0
-                n_sw = float(math.ceil(gpus / layer.span_gpus))
                 ports = down + up
+                n_sw = max(float(math.ceil(gpus / layer.span_gpus)), ports / SWITCH_EQUIVALENT_PORTS)
             else:
                 down = up
                 if down == 0.0:

@@ -212,12 +212,13 @@ def checkpoint_section(ctx: Context) -> Section:
 
 
 def goodput_section(ctx: Context) -> Section:
+    from teton.engine.step import simulate_step
     from teton.reliability import goodput
 
     r = ctx.result
     try:
         g = goodput(ctx.spec, step_time_s=r.step_time_s, tokens_per_step=r.tokens_per_step, breakdown=r.breakdown,
-                    runs=ctx.goodput_runs, interval_sweep=True).to_dict()
+                    runs=ctx.goodput_runs, interval_sweep=True, simulate=simulate_step).to_dict()
     except SpecError as err:
         return Section("goodput", "Goodput", notes=(f"not modelled for this spec: {err}",))
     e = g["ettr_percentiles"]

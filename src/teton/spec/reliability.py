@@ -90,6 +90,9 @@ class ReliabilitySpec(Section):
     host_swap_s: float = Field(default=300.0, ge=0)
     spare_hosts: int | None = Field(default=None, ge=0)  # default: cluster hosts not in the job
     repair_h: float = Field(default=72.0, ge=0)  # assumption: RMA / repair turnaround before a host returns as a spare
+    # ASSUMPTION (no replacement time is published): a leaf switch or optic swapped within a shift;
+    # until then a multi-plane fabric runs the job on its other planes (teton.reliability.planes)
+    plane_repair_h: float = Field(default=8.0, ge=0)
     pg_init: Literal["stock", "optimized"] = "stock"
     # Assumptions for process-group start-up (nothing is published beyond "hours -> minutes"):
     pg_init_base_s: float = Field(default=60.0, ge=0)  # launch, imports, CUDA context, model build
