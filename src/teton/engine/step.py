@@ -55,7 +55,7 @@ from teton.spec.model_flops import model_flops_per_token as layer_model_flops_pe
 from teton.spec.schema import Spec
 from teton.workload.headroom import memory_headroom
 from teton.workload.items import ACT_BYTES, FP32, Collective
-from teton.workload.memory import ADAM_STATE_BYTES, memory_per_gpu
+from teton.workload.memory import ADAM_STATE_BYTES, adam_state_bytes, memory_per_gpu
 from teton.workload.pipeline import ep_overlap_warmup
 from teton.workload.step_work import dp_shard, step_work
 
@@ -268,13 +268,14 @@ def a2a_overlap(job, placement: Placement, cluster, fwd_parts: dict, bwd_parts: 
 def optimizer_s(job, lay: Layout, work, gpu, mem_efficiency: float) -> float:
     """Seconds of the memory-bound Adam step (with gradient clipping) over the most loaded pipeline
     rank's shard: ``t = N_shard * OPTIMIZER_BYTES_PER_PARAM / (HBM bandwidth * e_mem)``, 46 bytes per
-    parameter (module constants). ZeRO >= 1 shards it over DP, the routed experts' state over their
+    parameter (module constants; 38 with Adam's moments in bf16, ``job.adam_moments``). ZeRO >= 1 shards it over DP, the routed experts' state over their
     expert-data-parallel group (``lay.edp``)."""
     rank_params = work.split.held(work.chunk_params)
     if job.zero >= 1:
         rank_params = dp_shard(rank_params, work.split.held(work.expert_params), lay)
     opt_params = float(rank_params.max())
-    return opt_params * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_bw_bytes_s * mem_efficiency)
+    state_saved = 2 * (ADAM_STATE_BYTES - adam_state_bytes(job))  # read and written: bf16 moments
+    return opt_params * (OPTIMIZER_BYTES_PER_PARAM - state_saved) / (gpu.hbm_bw_bytes_s * mem_efficiency)
 
 
 def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=None,

@@ -60,6 +60,18 @@ class JobSpec(Section):
     # recomputed. selective_layer (selective_ac_option = N, _apply_layer_sac): every N-th block
     # is fully checkpointed (as full), the others keep everything (as none).
     recompute: Literal["none", "selective", "full", "selective_op", "selective_layer"] = "none"
+    # Megatron-Core's recompute_modules under selective (TransformerConfig.recompute_modules;
+    # teton.workload.activations): core_attn (the default: the attention core, as selective
+    # above), layernorm (the pre-attention and pre-MLP norms' outputs are not kept and the norms run
+    # again in backward), mla_up_proj (MLA's latent norms, up-projections and rotary: Q, K, V and the
+    # normed latents are not kept), moe_act (the routed experts' activation: teton's fused SwiGLU
+    # already keeps only gate and up). DeepSeek-V3 (arXiv 2412.19437, Sec. 3.2.3) recomputes its
+    # RMSNorms and MLA up-projections: [layernorm, mla_up_proj].
+    recompute_modules: tuple[Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"], ...] | None = None
+    # Adam's first and second moments in fp32 (12 bytes of optimizer state per parameter with the
+    # fp32 master weights) or bf16 (8 bytes; DeepSeek-V3 Sec. 3.3.2, "Low-Precision Optimizer
+    # States"; Megatron-Core's --exp-avg-dtype / --exp-avg-sq-dtype bf16)
+    adam_moments: Literal["fp32", "bf16"] = "fp32"
     # N of selective_layer. torchtitan counts the blocks each process wraps, 1, 2, ..., over its
     # pipeline stages in order, and checkpoints those whose count is a multiple of N
     recompute_interval: int = Field(default=RECOMPUTE_INTERVAL_DEFAULT, ge=1)
@@ -136,6 +148,11 @@ class JobSpec(Section):
         if self.recompute_interval != RECOMPUTE_INTERVAL_DEFAULT and self.recompute != "selective_layer":
             raise SpecError("job.recompute_interval", self.recompute_interval,
                             f"only applies to job.recompute = selective_layer (is {self.recompute})")
+        if self.recompute_modules is not None and self.recompute != "selective":
+            raise SpecError("job.recompute_modules", list(self.recompute_modules),
+                            f"only applies to job.recompute = selective (is {self.recompute})")
+        if self.recompute_modules is not None and len(set(self.recompute_modules)) != len(self.recompute_modules):
+            raise SpecError("job.recompute_modules", list(self.recompute_modules), "lists a module twice")
         if self.global_batch and self.global_batch_tokens:
             raise SpecError("job.global_batch_tokens", self.global_batch_tokens,
                             "give either job.global_batch (sequences) or job.global_batch_tokens, not both")
@@ -153,6 +170,14 @@ class JobSpec(Section):
             raise SpecError("job.zero", 3, f"must be 0-2 {why} (DeepSeek-V3 ran it with ZeRO-1)")
         if self.pp_p2p == "blocking":
             raise SpecError("job.pp_p2p", "blocking", f"must be async {why}")
+
+    @property
+    def recomputed_modules(self) -> frozenset[str]:
+        """The modules a selective job recomputes (``recompute_modules``, default the attention core);
+        empty under any other recompute mode."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules or ("core_attn",))
 
     @property
     def layout(self) -> Layout:
@@ -218,6 +243,9 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     if job.pp_schedule == "dualpipe":  # again: a search's model_copy(update=...) skips the validators
         job._check_dualpipe()
     _check_kernels(job, cluster)
+    if "mla_up_proj" in job.recomputed_modules and not model.mla:
+        raise SpecError("job.recompute_modules", list(job.recompute_modules),
+                        f"mla_up_proj recomputes MLA's up-projections; {model.name} has no MLA (model.kv_lora_rank)")
     if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
         why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else
                "Linear biases (aten.addmm is not in its save list)" if model.bias else
@@ -236,6 +264,8 @@ def _check_kernels(job: JobSpec, cluster: ClusterSpec) -> None:
         raise SpecError("job.precision", job.precision,
                         f"{gpu.name} has no {job.precision} tensor cores; use bf16 or a GPU that has "
                         f"({', '.join(n for n, g in GPUS.items() if job.precision in g.peak_tflops)})")
+    if job.software.fp8_activation_cache and job.precision != "fp8":
+        raise SpecError("software.fp8_activation_cache", True, "caches the fp8 GEMMs' inputs; needs job.precision fp8")
     if job.software.moe_fp8_dispatch and job.precision != "fp8":
         raise SpecError("software.moe_fp8_dispatch", True, "quantizes the experts' fp8 GEMM input; needs job.precision fp8")
     if job.precision == "fp8":

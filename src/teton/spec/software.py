@@ -74,6 +74,11 @@ class SoftwareSpec(Section):
     # MoE token dispatch (and the combine's gradient, towards the experts) all-to-all in fp8 with
     # 1x128 scales, the combine in bf16 (DeepSeek-V3 Sec. 3.3.2, DeepEP); needs job.precision fp8
     moe_fp8_dispatch: bool = False
+    # activations a Linear keeps for its backward cached in fp8 with 1x128 scales (DeepSeek-V3 Sec.
+    # 3.3.2, "Low-Precision Storage": the GEMM inputs, and the MoE SwiGLU's inputs, its output
+    # recomputed; the output projection's input, kept in E5M6, stays at two bytes here); needs
+    # job.precision fp8 (teton.workload.activations)
+    fp8_activation_cache: bool = False
     # the MoE all-to-all overlapped with compute by the schedule (Megatron-Core's
     # --overlap-moe-expert-parallel-comm): each steady-state forward runs together with an earlier
     # micro-batch's backward, one's dispatch and combine under the other's compute (with ep > 1)

@@ -10,22 +10,33 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import eager_saved_bytes
-from teton.workload.items import ACT_BYTES, FP32
+from teton.workload.items import ACT_BYTES, FP8_1X128_BYTES, FP32
 from teton.workload.mamba import mamba_saved_bytes
 from teton.workload.mixers import mla_saved_bytes
 from teton.workload.moe import moe_ffn_elements, moe_saved_bytes
 from teton.workload.recompute import sac_op_saved_bytes
 
 
-def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
+def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] | None = None) -> float:
     """Bytes one layer saves for backward for one micro-batch on one GPU: without recompute (also
     a selective_layer layer that is not checkpointed), without the scores (selective, full),
     or what torchtitan's per-op policy saves (selective_op). Full recompute's checkpoints are
     :func:`checkpoint_bytes`. A layer type without attention or without an MLP (``model.mixer``,
     ``model.ffn``) keeps only its sub-block's tensors; an MLA or Mamba-2 mixer's are
-    ``workload.mixers.mla_saved_bytes`` / ``workload.mamba.mamba_saved_bytes``."""
+    ``workload.mixers.mla_saved_bytes`` / ``workload.mamba.mamba_saved_bytes``.
+
+    Megatron-Core's ``recompute_modules`` under selective (``modules``, default
+    ``job.recomputed_modules``): ``core_attn`` drops the scores, ``layernorm`` the two pre-norms'
+    outputs (the QKV / down-projection and MLP-up / router inputs), ``mla_up_proj`` MLA's normed
+    latents and Q, K, V; ``moe_act`` drops nothing more (the fused SwiGLU already keeps only gate
+    and up). ``software.fp8_activation_cache`` (DeepSeek-V3 Sec. 3.3.2) keeps GEMM inputs in fp8
+    with 1x128 scales: the QKV and dense MLP-up inputs, MLA's projections' and the experts'
+    (``workload.moe.moe_saved_bytes``); the attention output stays two bytes (DeepSeek's E5M6), as
+    does an MoE layer's norm output (the bf16 router's input)."""
     if job.recompute == "selective_op":
         return sac_op_saved_bytes(model, job)
+    mods = job.recomputed_modules if modules is None else modules
+    norm_out = 0 if "layernorm" in mods else 1
     kind = model.first_layer_type
     attn = int(kind.mixer == "attention")
     gqa = int(attn and not model.mla)  # the attention terms below are grouped-query attention's
@@ -37,14 +48,16 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
     tok = lay.tokens
     tok_e = lay.elementwise_tokens  # exact: the Layout's rules make b s / cp divide by tp under SP
     drop = 1 if model.dropout else 0
+    g = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # a kept GEMM input
+    ff_in = a if model.experts > 1 else g  # the MLP norm's output: the router's bf16 input in an MoE layer
     hidden_saved = (
         gqa * a * tok_e * h  # attention-norm input
-        + gqa * a * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
+        + gqa * norm_out * g * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
         + gqa * a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
         + gqa * a * tok * q / t  # attention output = output-projection input
         + gqa * drop * tok_e * h  # dropout mask after the output projection
         + ff * a * tok_e * h  # MLP-norm input
-        + ff * a * tok_e * h  # MLP-up GEMM input
+        + ff * norm_out * ff_in * tok_e * h  # MLP-up GEMM input
         + ff * drop * tok_e * h  # dropout mask after the MLP
     )
     if model.mlp == "swiglu":
@@ -58,13 +71,13 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec) -> float:
         hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)
     stats = FP32 * tok_e * kind.sub_blocks + attn * FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
     scores = 0.0
-    if attn and not job.flash_attention and job.recompute in ("none", "selective_layer"):
+    if attn and not job.flash_attention and job.recompute != "full" and "core_attn" not in mods:
         # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout
         scores = (a + drop * (1 + a)) * b * (model.heads / t) * (s / c) * s
     eager = (eager_saved_bytes(model, tok, tok_e, t, moe_ffn_elements(model, job) if model.experts > 1 else None)
              if job.kernel_fusion == "eager" and gqa and ff else 0.0)
     mixer = (mamba_saved_bytes(model, job) if kind.mixer == "mamba" else
-             mla_saved_bytes(model, job) if attn and not gqa else 0.0)
+             mla_saved_bytes(model, job, mods) if attn and not gqa else 0.0)
     return hidden_saved + mlp_saved + stats + scores + eager + mixer
 
 

@@ -19,6 +19,9 @@ from teton.units import BF16_BYTES, FP32_BYTES
 
 ACT_BYTES = BF16_BYTES  # activations are bf16
 FP32 = FP32_BYTES
+# an fp8 tensor with 1x128 scales: the e4m3 value and an fp32 scale per 128 elements (DeepSeek-V3
+# Sec. 3.3.2's tile-wise quantisation; DeepEP's fp8 dispatch; the fp8 activation cache)
+FP8_1X128_BYTES = 1.0 + 4.0 / 128
 
 Kind = Literal["gemm", "attention", "memory"]
 

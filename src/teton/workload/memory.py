@@ -1,8 +1,8 @@
 """Memory per GPU: weights, gradients, optimizer state, activations, working buffers.
 
 Model state (mixed-precision Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3): bf16 weights (2 B),
-gradients (fp32 accumulation 4 B, or bf16 2 B), fp32 master weights + Adam m + v (12 B) per
-parameter. ZeRO-1 shards the optimizer state over DP, ZeRO-2 also the gradients (but a job that
+gradients (fp32 accumulation 4 B, or bf16 2 B), fp32 master weights + Adam m + v (12 B; 8 B with
+the moments in bf16, ``job.adam_moments``: DeepSeek-V3 Sec. 3.3.2) per parameter. ZeRO-1 shards the optimizer state over DP, ZeRO-2 also the gradients (but a job that
 reduces them once per step over several micro-batches keeps the unsharded accumulation buffer),
 ZeRO-3 also the weights (plus the gathered parameters of the layers being computed). A MoE layer's routed
 experts are sharded over their expert-data-parallel group (the ``tp cp dp / (etp ep)`` ranks holding
@@ -65,6 +65,8 @@ from teton.workload.mtp import mtp_saved_bytes
 from teton.workload.pipeline import PipelineSplit, chunk_orders, ep_overlap_warmup, in_flight_microbatches
 from teton.workload.recompute import sac_op_recomputed_bytes
 
+# recompute_modules whose outputs a layer discards after its forward and recomputes for its backward
+DISCARDED_OUTPUTS = frozenset({"layernorm", "mla_up_proj"})
 # cuBLAS's workspace, which PyTorch allocates per handle from its caching allocator: 32 MiB, the
 # size cuBLAS recommends on Hopper (cuBLAS docs, cublasSetWorkspace); one compute stream's
 # (ASSUMPTION). The CUDA context
@@ -158,10 +160,21 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
     elif job.recompute == "selective_layer":  # the same, on ranks that checkpoint a layer
         out += _per_rank(model, job, split, ckpt,
                          lambda k: layer_saved_bytes(k, job) - checkpoint_bytes(k, job))
+    elif job.recompute == "selective" and job.recomputed_modules & DISCARDED_OUTPUTS:
+        # what the output-discarding recompute of one layer's norms / up-projections brings back
+        kept = job.recomputed_modules - DISCARDED_OUTPUTS
+        out += _per_rank(model, job, split, split.layers,
+                         lambda k: layer_activation_bytes(k, job, kept) - layer_activation_bytes(k, job))
     elif job.recompute == "selective_op":  # what one layer's recompute brings back for its backward
         out += _per_rank(model, job, split, split.layers,
                          lambda k: sac_op_recomputed_bytes(k, job, layer_activation_bytes(k, plain_job)))
     return out + offload_buffer
+
+
+def adam_state_bytes(job: JobSpec) -> float:
+    """Optimizer state per parameter: the fp32 master weight and Adam's two moments, in fp32
+    (12 B) or bf16 (8 B, ``job.adam_moments``)."""
+    return ADAM_STATE_BYTES - (2 * (FP32 - ACT_BYTES) if job.adam_moments == "bf16" else 0)
 
 
 def params_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
@@ -205,7 +218,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     # buffer lives through the step whenever there is more than one micro-batch.
     sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or lay.micro_batches == 1)
     grads = (shard if sharded_grads else params) * grad_bytes
-    optim = (shard if job.zero >= 1 else params) * ADAM_STATE_BYTES
+    optim = (shard if job.zero >= 1 else params) * adam_state_bytes(job)
     acts = activation_bytes_per_rank(model, job, split)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).

@@ -30,7 +30,16 @@ from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
 from teton.workload.fp8 import FP8_CAST_TRANSPOSE_BYTES, fp8_attention, fp8_casts
-from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
+from teton.workload.items import (
+    ACT_BYTES,
+    FP8_1X128_BYTES,
+    FP32,
+    Collective,
+    ComputeOp,
+    Item,
+    gemm_ops,
+    memory_op,
+)
 from teton.workload.mlp import tp_gather, tp_scatter
 
 
@@ -259,20 +268,30 @@ def mla_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tuple[
     return fwd, bwd, replay
 
 
-def mla_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
+def mla_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] | None = None) -> float:
     """Bytes an MLA mixer sub-block keeps for backward per micro-batch on one GPU (Korthikanti et
     al. 2022's op-by-op count applied to :func:`mla_items`): the pre-norm's input and output (the
     down-projections' input, SP shard), the latents before their norms and after (the
     up-projections' inputs, SP shard, re-gathered in backward), the core's Q, K, V and its output
     (the output projection's input), the dropout mask and the latents' norm statistics; an
     all-gather CP's gathered K and V. The core's log-sum-exp, the softmax scores (unfused
-    attention) and the layer's own pre-norm statistics are ``workload.activations``'."""
+    attention) and the layer's own pre-norm statistics are ``workload.activations``'.
+
+    ``modules`` (default ``job.recomputed_modules``): ``layernorm`` drops the pre-norm's output,
+    ``mla_up_proj`` the normed latents and Q, K, V (Megatron-Core's output-discarding checkpoint
+    of the up-projections and rotary: DeepSeek-V3 Sec. 3.2.3); ``software.fp8_activation_cache``
+    keeps the down- and up-projections' inputs in fp8 (the output projection's stays two bytes)."""
     lay = job.layout
     t, a, tok, tok_e, h = lay.tp, ACT_BYTES, lay.tokens, lay.elementwise_tokens, model.hidden
+    mods = job.recomputed_modules if modules is None else modules
+    g = FP8_1X128_BYTES if job.software.fp8_activation_cache else a
+    norm_out = 0 if "layernorm" in mods else 1
+    up_kept = 0 if "mla_up_proj" in mods else 1
     qw, kw, vw, ow = attention_widths(model)
     q_in, kv_in = _latent_widths(model)
     latents = (model.q_lora_rank or 0) + model.kv_lora_rank
-    saved = (2 * a * tok_e * h + a * tok_e * (latents + q_in + kv_in) + a * tok * (qw + kw + vw + ow) / t
+    saved = (a * tok_e * h + norm_out * g * tok_e * h + a * tok_e * latents + up_kept * g * tok_e * (q_in + kv_in)
+             + up_kept * a * tok * (qw + kw + vw) / t + a * tok * ow / t
              + (1 if model.dropout else 0) * tok_e * h + FP32 * tok_e * 2)
     if lay.cp > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
         saved += attention_cp_bytes(model, lay)

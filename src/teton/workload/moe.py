@@ -69,13 +69,22 @@ from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
 from teton.workload.fp8 import fp8_casts
-from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
+from teton.workload.items import (
+    ACT_BYTES,
+    FP8_1X128_BYTES,
+    FP32,
+    Collective,
+    ComputeOp,
+    Item,
+    gemm_ops,
+    memory_op,
+)
 from teton.workload.mlp import Casts, mlp_items
 
 GemmTriple = tuple[ComputeOp, ...]
 # bytes per element of an fp8 dispatch: the e4m3 value and an fp32 scale per 128 channels (DeepEP's
 # FP8 dispatch with 1x128 block scales; DeepSeek-V3, arXiv 2412.19437, Sec. 3.3.2)
-FP8_DISPATCH_BYTES = 1.0 + 4.0 / 128
+FP8_DISPATCH_BYTES = FP8_1X128_BYTES
 
 
 def router_imbalance(ep: int, tokens: float, top_k: int) -> float:
@@ -157,14 +166,18 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes an MoE block keeps for backward beyond its norm's output, one micro-batch on one GPU:
     the router's fp32 probabilities, ``unpermute``'s input copies (for the probabilities'
     gradient), the grouped up-projection's input (gathered over etp) and its output(s) (SwiGLU:
-    gate and up, the product recomputed; else the activation's input and output), and the shared
-    experts' two FFN-wide tensors (their input is the SP-sharded norm output, re-gathered)."""
+    gate and up, the product recomputed, as Megatron-Core's ``recompute_modules: moe_act`` does;
+    else the activation's input and output), and the shared experts' two FFN-wide tensors (their
+    input is the SP-sharded norm output, re-gathered). Under ``software.fp8_activation_cache``
+    (DeepSeek-V3 Sec. 3.3.2) the up-projections' input and the SwiGLU inputs are kept in fp8 with
+    1x128 scales."""
     lay = job.layout
     rows = moe_rows(model, job)
     a, h = ACT_BYTES, model.hidden
-    routed = (FP32 * rows.tokens * model.experts + a * rows.sent * h + a * rows.expert * h
-              + 2 * a * rows.expert * model.expert_ffn / lay.etp)
-    return routed + 2 * a * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
+    g = FP8_1X128_BYTES if job.software.fp8_activation_cache else a
+    routed = (FP32 * rows.tokens * model.experts + a * rows.sent * h + g * rows.expert * h
+              + 2 * g * rows.expert * model.expert_ffn / lay.etp)
+    return routed + 2 * g * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:

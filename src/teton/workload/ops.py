@@ -196,12 +196,23 @@ def _mixer(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit, attention: t
     return mla_items(model, job, acc, kit) if model.mla else attention
 
 
+# the forward ops a selective job's recompute_modules run again in backward (``_recompute_items``)
+_MODULE_OPS = {
+    "layernorm": frozenset({"attn_norm", "mlp_norm"}),
+    "mla_up_proj": frozenset({"q_norm", "kv_norm", "tp.ag_latents", "q_up.fp8_cast", "q_up", "q_proj.fp8_cast",
+                              "q_proj", "kv_up.fp8_cast", "kv_up", "rope"}),
+}
+
+
 def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, job: JobSpec,
                      acc: int) -> list[Item]:
     """The ``recompute.*`` items ahead of a layer's backward (``job.recompute``; docs/recompute.md).
 
     ``full`` replays the whole forward; ``selective`` (Megatron-LM, Korthikanti et al. 2022) the
-    attention core ``attn`` (core, scores, dropout), only without flash attention;
+    attention core ``attn`` (core, scores, dropout), only without flash attention, and the ops of
+    the other ``recompute_modules`` it names (Megatron-Core's ``TransformerConfig``: ``layernorm``
+    the two pre-norms, ``mla_up_proj`` MLA's latent norms, their TP gather, the up-projections with
+    their fp8 casts and rotary; ``moe_act``'s activation is already recomputed by the fused SwiGLU);
     ``selective_op`` (torchtitan's per-op SAC, ``torchtitan/distributed/activation_checkpoint.py``,
     ``_custom_policy`` and the model's ``_save_list``) every op its policy does not save: the 2nd,
     4th, ... ``aten.mm`` of the block (wk, wo, w3 of Llama's separate projections) and the
@@ -211,8 +222,11 @@ def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, 
     """
     if job.recompute == "full":
         return [as_recompute(i) for i in fwd]
-    if job.recompute == "selective" and not job.flash_attention:
-        return [as_recompute(i) for i in attn]
+    if job.recompute == "selective":
+        mods = job.recomputed_modules
+        core = [as_recompute(i) for i in attn] if "core_attn" in mods and not job.flash_attention else []
+        names = set().union(*(_MODULE_OPS[m] for m in mods if m in _MODULE_OPS))
+        return [*core, *(as_recompute(i) for i in fwd if i.name in names)]
     if job.recompute == "selective_op":
         return list(sac_op_recompute(fwd, model, job, acc))
     return []
