@@ -47,7 +47,9 @@ def test_a_tp_rank_holds_the_vocab_rows_its_lm_head_runs():
     layers = work.split.layers * layer_params_per_gpu(m, spec.job)
     positions = m.embedding_params() - m.vocab * m.hidden
     assert work.chunk_params[0, 0] - layers[0, 0] == rows * m.hidden + positions
-    assert m.tied_embeddings and work.chunk_params[-1, -1] - layers[-1, -1] == m.norm_params()
+    # the tied head on the other pipeline stage reads its own copy of those rows (Megatron's shared
+    # word embeddings, their gradients summed once a step: engine.shared_embedding)
+    assert m.tied_embeddings and work.chunk_params[-1, -1] - layers[-1, -1] == rows * m.hidden + m.norm_params()
 
 
 def test_the_memoised_layout_follows_every_copy_of_the_job():

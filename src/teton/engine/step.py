@@ -16,7 +16,9 @@
    idle time splits into the pipeline bubble, exposed PP and exposed DP communication.
    DP collectives that ran under compute held SMs from it (one CTA per NCCL channel): to first
    order the step grows by that SM fraction of the overlapped DP time (``sm_contention``).
-4. Then the optimizer step (memory-bound Adam over this GPU's shard).
+4. Then the gradient sum of an embedding copy on the last stage (a tied head or multi-token
+   prediction: ``engine.shared_embedding``, in ``dp_comm``) and the optimizer step (memory-bound
+   Adam over this GPU's shard).
 
 MFU: model FLOPs per step / (step time x GPUs x dense peak of the job's precision);
 ``mfu_bf16`` (and ``hfu_bf16``) over the bf16 dense peak whatever the precision, the figure tables
@@ -48,6 +50,7 @@ from teton.engine.pipeline_schedule import (
 from teton.engine.prepare import default_placement, in_situ_cost, make_cost_model, pp_transfer_times
 from teton.engine.result import StepResult
 from teton.engine.scale import bucketed, dp_buckets, expected_max_std_normal, last_bucket_s, straggler_s
+from teton.engine.shared_embedding import embedding_sum_s
 from teton.hardware.efficiency import in_situ_band, prediction_mode
 from teton.placement import Placement
 from teton.spec.layout import Layout
@@ -319,10 +322,11 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     ideal, with_p2p, full, sm_contention_s, busy = pipeline_times_s(fwd_s, bwd_s, schedule, job, replicas, dp_sm)
     opt_s = optimizer_s(job, lay, work, cluster.gpu_spec, compute.eff.mem)
     overhead_s = compute.eff.step_overhead_s  # per-step framework work (an in-situ candidate, 0 by default)
-    stragglers = straggler_s(full + opt_s + overhead_s, job.gpus, cluster.step_jitter_cv)
-    step = full + opt_s + overhead_s + stragglers
-    dp_exposed = max(0.0, full - sm_contention_s - with_p2p)
-    dp_last = last_bucket_s(rs_s, dp_units, dp_exposed) if job.overlap_dp_comm else 0.0
+    embedding_s = embedding_sum_s(cost, placement, model, job, work)  # after the backward, exposed
+    stragglers = straggler_s(full + embedding_s + opt_s + overhead_s, job.gpus, cluster.step_jitter_cv)
+    step = full + embedding_s + opt_s + overhead_s + stragglers
+    dp_exposed = max(0.0, full - sm_contention_s - with_p2p) + embedding_s
+    dp_last = last_bucket_s(rs_s, dp_units, dp_exposed - embedding_s) if job.overlap_dp_comm else 0.0
 
     crit = int(np.argmax(busy))
     comp = {k: float((fwd_parts[k][crit] + bwd_parts[k][crit]).sum() * schedule.chunk_micro_batches)
@@ -348,6 +352,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
     if p > 1:
         comm_times["send_recv.pp"] = float(p2p_s.max())
+    if embedding_s:
+        comm_times["embedding_group.all_reduce"] = embedding_s
     if replicas > 1:
         comm_times["dp.reduce_per_chunk_max"] = float(rs_s.max())
         comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())

@@ -14,8 +14,9 @@ their GEMMs run again. Megatron-Core builds the modules on the last pipeline sta
   rank, so that is where MTP's time lands; ``mtp.*`` names in the op table;
 * parameters: the modules' layers, projections and norms on that chunk (:func:`mtp_params_per_gpu`),
   plus, with more than one pipeline chunk, a copy of the embedding's vocab shard (the last stage
-  looks tokens up itself; the gradient sum with the first stage's copy, as tied embeddings do, is
-  not modelled);
+  looks tokens up itself; its gradient is summed with the first stage's copy once a step, as
+  tied embeddings' are: ``teton.engine.shared_embedding``), except under DualPipe, whose first
+  rank holds both ends of the model and shares one embedding (:func:`embedding_copy`);
 * activations: each module's saved tensors per in-flight micro-batch of that chunk
   (:func:`mtp_saved_bytes`).
 
@@ -89,14 +90,26 @@ def with_mtp(head: Block, embedding: Block, layer: Block, model: ModelSpec, job:
 def mtp_params_per_gpu(model: ModelSpec, job: JobSpec, chunks: int) -> tuple[float, float]:
     """(parameters, of them routed experts) one GPU of the last chunk holds for the modules: each
     one's layer (``workload.ops.layer_params_per_gpu``), its TP-sharded projection and three norms,
-    and a copy of the embedding's vocab shard when the embedding sits on another of ``chunks``."""
+    and a copy of the embedding's vocab shard when the embedding sits on another of ``chunks`` and
+    another rank: DualPipe puts the first and last stage on one rank, which shares the embedding
+    between the modules and the main model (DeepSeek-V3 Sec. 3.2.3, "Shared Embedding and Output
+    Head for Multi-Token Prediction")."""
     if not model.mtp_depth:
         return 0.0, 0.0
     lay, m = job.layout, mtp_layer_model(model)
     layer = layer_params_per_gpu(m, job) + 2 * model.hidden * model.hidden / lay.tp + 3 * model.norm_params()
     experts = routed_params_per_gpu(m, lay) if m.experts > 1 else 0.0
-    embedding = lay.local_vocab(model.vocab) * model.hidden if chunks > 1 else 0
+    # a tied head's copy on the last chunk (``workload.step_work.chunk_params``) serves the modules too
+    copy = embedding_copy(job, chunks) and not model.tied_embeddings
+    embedding = lay.local_vocab(model.vocab) * model.hidden if copy else 0
     return model.mtp_depth * layer + embedding, model.mtp_depth * experts
+
+
+def embedding_copy(job: JobSpec, chunks: int) -> bool:
+    """Whether the last chunk holds its own copy of the input embedding (its tokens looked up there:
+    multi-token prediction, or a tied output head): the model is split over more than one chunk and
+    the first and last stage sit on different ranks (not DualPipe's mirrored pair)."""
+    return chunks > 1 and job.pp_schedule != "dualpipe"
 
 
 def mtp_saved_bytes(model: ModelSpec, job: JobSpec) -> float:

@@ -26,7 +26,7 @@ from teton.workload.layer_kinds import (
     model_layer_types,
 )
 from teton.workload.moe import routed_params_per_gpu
-from teton.workload.mtp import mtp_layer_model, mtp_params_per_gpu, with_mtp
+from teton.workload.mtp import embedding_copy, mtp_layer_model, mtp_params_per_gpu, with_mtp
 from teton.workload.ops import (
     ACT_BYTES,
     FP32,
@@ -88,7 +88,8 @@ def per_layer_type(model: ModelSpec, job: JobSpec, split: PipelineSplit, per_lay
 def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
     """Parameters one GPU holds for each (rank, chunk): its layers' TP shard (each layer type's
     own, :func:`per_layer_type`), plus the embedding on (0, 0) and the output head and the
-    multi-token prediction modules (``workload.mtp``) on (p-1, v-1). The vocab-parallel matrices
+    multi-token prediction modules (``workload.mtp``) on (p-1, v-1); a tied output head is the
+    embedding's copy there when the two ends sit on different ranks (``workload.mtp.embedding_copy``). The vocab-parallel matrices
     are split over TP, each rank holding its padded ``ceil(vocab / tp)`` rows
     (``Layout.local_vocab``, the rows its lm_head GEMM runs); learned positions and the final
     norm are replicated."""
@@ -97,7 +98,9 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
     vocab_shard = job.layout.local_vocab(model.vocab) * model.hidden
     positions = model.embedding_params() - model.vocab * model.hidden
     out[0, 0] += vocab_shard + positions
-    out[-1, -1] += (0 if model.tied_embeddings else vocab_shard) + model.norm_params()
+    # the output head's matrix; a tied head reads the embedding, a copy of it on another rank's last chunk
+    head = vocab_shard if not model.tied_embeddings or embedding_copy(job, split.p * split.v) else 0
+    out[-1, -1] += head + model.norm_params()
     if model.mtp_depth:
         out[-1, -1] += mtp_params_per_gpu(model, job, split.p * split.v)[0]
     return out
