@@ -30,7 +30,7 @@ def test_cli_search_section(cli, small_spec_path, tmp_path):
     code, _, stderr = cli("report", small_spec_path, "--out", out, "--sections", "search")
     assert code == 0, stderr
     html = out.read_text(encoding="utf-8")
-    assert "<h2>Layout search</h2>" in html and "layouts simulated" in html and 'id="fig-search-top-layouts"' in html
+    assert "<h2>Layout search</h2>" in html and " simulated (" in html and 'id="fig-search-top-layouts"' in html
 
 
 def test_unknown_section_is_one_line_exit_2(cli, small_spec_path, tmp_path):

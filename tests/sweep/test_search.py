@@ -2,6 +2,7 @@
 models only; ``teton search``'s JSON, table and one-line errors."""
 
 import json
+from dataclasses import replace
 
 from cli_checks import one_line_error
 
@@ -74,11 +75,16 @@ def test_zero2_is_searched_both_ways():
     (and ZeRO-3) fit, and the search finds it."""
     spec = load_spec({"cluster": "meta-ib-24k", "model": "llama3-8b",
                       "job": {"gpus": 8, "dp": 8, "seq_len": 8192, "global_batch": 512}})
-    d = search_layouts(spec, SearchSpace(tp=(1,), cp=(1,), pp=(1,), virtual_stages=(1,), micro_batch=(1,),
-                                         recompute=("none",), zero=(1, 2, 3)))
+    space = SearchSpace(tp=(1,), cp=(1,), pp=(1,), virtual_stages=(1,), micro_batch=(1,), recompute=("none",),
+                        zero=(1, 2, 3), prune=False)
+    d = search_layouts(spec, space)
     fitting = [(r["zero"], r["grad_reduce"]) for r in d["rows"] if r["fits_in_memory"]]
     assert fitting[0] == (2, "per_microbatch") and (3, "per_microbatch") in fitting
     assert (1, "per_step") not in fitting
+    # ZeRO-3 only adds traffic to the ZeRO-2 layout that fits: the default search leaves it out
+    pruned = search_layouts(spec, replace(space, prune=True))
+    assert [(r["zero"], r["grad_reduce"]) for r in pruned["rows"] if r["fits_in_memory"]] == [(2, "per_microbatch")]
+    assert pruned["dominated"] == 1 and pruned["evaluated"] == d["evaluated"]
 
 
 def test_search_with_impossible_constraints_says_so(cli, example_spec):
@@ -193,3 +199,30 @@ def test_search_cli_exhaustive_switch(cli, tmp_path):
     code, out, err = cli(*args, "--exhaustive", "--json")
     assert code == 0, err
     assert json.loads(out)["refined_top"] is None
+
+
+def test_dominated_layouts_are_left_out_without_changing_the_ranking():
+    """A layout whose recompute and ZeRO stage only add work to a fitting layout of the same degrees
+    is not simulated: every row the pruned search ranks is the exhaustive search's, in its order,
+    with the same best; only dominated rows are missing."""
+    spec = load_spec(MOE)
+    space = dict(tp=(1, 2), cp=(1,), pp=(1, 2), virtual_stages=(1,), micro_batch=(1, 2),
+                 recompute=("none", "selective", "full"), zero=(1, 2, 3), refine_top=None)
+    pruned = search_layouts(spec, SearchSpace(**space))
+    every = search_layouts(spec, SearchSpace(**space, prune=False))
+
+    def key(r):
+        return (r["tp"], r["pp"], r["ep"], r["etp"], tuple(r["parallel_order"]), r["micro_batch"], r["recompute"],
+                r["zero"], r["grad_reduce"], r["step_time_s"])
+
+    kept = [key(r) for r in pruned["rows"] if r["fits_in_memory"]]
+    ranked = [key(r) for r in every["rows"] if r["fits_in_memory"]]
+    assert pruned["dominated"] > 0 and every["dominated"] == 0 and pruned["evaluated"] == every["evaluated"]
+    assert kept[0] == ranked[0] and len(kept) < len(ranked)
+    where = {k: i for i, k in enumerate(ranked)}
+    assert all(k in where for k in kept) and [where[k] for k in kept] == sorted(where[k] for k in kept)
+    # what was left out is slower than the layout of the same degrees that dominated it
+    best_of = {}
+    for k in kept:
+        best_of.setdefault(k[:6], k[-1])
+    assert all(k[-1] >= best_of[k[:6]] for k in ranked if k not in set(kept) and k[:6] in best_of)

@@ -76,15 +76,15 @@ def test_search_ranks_first_only_layouts_that_leave_the_headroom():
     """No layout that search ranks first (or that it calls fitting) leaves less than the spec's
     headroom free; without the setting its first layout would leave less."""
     spec = load_spec(SMALL, STRICT)
-    _, ranked = rank_layouts(spec, SPACE)
+    _, ranked, _ = rank_layouts(spec, SPACE)
     fitting = [c for c in ranked if c.result.fits_in_memory]
     assert fitting and ranked[0] is fitting[0]
     for c in fitting:
         kept = sum(c.result.memory_reserved.values())
         assert _left(c.result) >= kept and c.result.memory_reserved["reserve"] == 6 * GIB
-    _, loose = rank_layouts(load_spec(SMALL), SPACE)
+    _, loose, _ = rank_layouts(load_spec(SMALL), SPACE)
     assert _left(loose[0].result) < sum(fitting[0].result.memory_reserved.values())  # the setting mattered
-    _, fitting_only = rank_layouts(spec, SPACE, fitting_only=True)
+    _, fitting_only, _ = rank_layouts(spec, SPACE, fitting_only=True)
     assert [c.result.step_time_s for c in fitting_only] == [c.result.step_time_s for c in fitting]
 
 

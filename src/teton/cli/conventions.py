@@ -91,8 +91,9 @@ FLAGS: dict[str, Flag] = {
     "--pp": F("LIST", "PP degrees to try"),
     "--ep": F("LIST", "EP degrees to try (MoE models)"),
     "--etp": F("LIST", "expert-TP degrees to try (MoE models)"),
-    "--exhaustive": F(SWITCH, "MoE models: every expert-TP degree and rank order of every layout, not a staged search",
-                      False),
+    "--exhaustive": F(SWITCH, "every layout simulated: dominated ones (more recompute or ZeRO than a fitting layout "
+                      "of the same degrees) and, on MoE models, every expert-TP degree and rank order, not a staged "
+                      "search", False),
     "--virtual-stages": F("LIST", "virtual pipeline stages to try"),
     # compare
     "--a": F("KEY=VALUE", "override for variant A (repeatable)"),

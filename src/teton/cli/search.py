@@ -27,7 +27,8 @@ def register(app: typer.Typer) -> None:
         etp: Annotated[str | None, typer.Option("--etp", help="expert-TP degrees to try (MoE models; default: 1 "
                                                 "and tp)")] = None,
         exhaustive: Annotated[bool, typer.Option(
-            "--exhaustive", help="MoE models: every expert-TP degree and rank order of every layout "
+            "--exhaustive", help="simulate every layout: dominated ones too (more recompute or ZeRO than a fitting "
+            "layout of the same degrees) and, on MoE models, every expert-TP degree and rank order "
             "(default: refined on the best of a first pass)")] = False,
         json_: JsonFlag = False,
     ) -> None:
@@ -62,7 +63,8 @@ def register(app: typer.Typer) -> None:
 
         from teton.cli._common import console as output_console
 
-        t = Table(title=f"{d['evaluated']} layouts simulated, {d['fitting']} fit in memory (top {top})")
+        t = Table(title=f"{d['evaluated']:,} layouts, {len(d['rows']):,} simulated, {d['fitting']:,} fit in memory "
+                        f"(top {top})")
         # MFU against the bf16 peak (as every table shows it); an fp8 job's against its own peak too
         own_peak = [f"MFU ({s.job.precision} peak)"] if s.job.precision != "bf16" else []
         moe = s.model.experts > 1  # an MoE layout's expert TP and rank order (Megatron's tp-cp-ep-dp-pp spelling)
@@ -77,6 +79,9 @@ def register(app: typer.Typer) -> None:
                       *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
         output_console().print(t)
+        if d.get("dominated"):
+            output_console().print(f"  note: {d['dominated']:,} layouts not simulated: the same degrees fit with less "
+                                   "recompute or a lower ZeRO stage, never slower (--exhaustive: every one)")
         if d.get("refined_top"):
             output_console().print(f"  note: expert TP and rank order tried on the best {d['refined_top']} layouts of a "
                                    "first pass at the first expert choice that fits (--exhaustive: every combination)")

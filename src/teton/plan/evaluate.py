@@ -42,11 +42,12 @@ MOE_LAYOUT_KEYS = ("etp", "parallel_order")  # an MoE layout's expert TP and ran
 
 
 def best_layouts(task: CountTask) -> tuple[int, int, list]:
-    """``teton search`` on the task's job, layouts that fit only: (valid layouts, fitting layouts,
+    """``teton search`` on the task's job, layouts that fit only: (valid layouts, fitting layouts
+    ranked (those a faster variant of the same degrees dominates left out),
     the ``top_layouts`` fastest as :class:`teton.sweep.search.RankedLayout`: spec and step)."""
     from teton.sweep.search import rank_layouts
 
-    evaluated, ranked = rank_layouts(task.spec, task.space, fitting_only=True)
+    evaluated, ranked, _ = rank_layouts(task.spec, task.space, fitting_only=True)
     fitting = [c for c in ranked if c.result.fits_in_memory]
     return evaluated, len(fitting), fitting[:task.top_layouts]
 

@@ -64,7 +64,7 @@ def plan_sections(d: dict[str, Any]) -> list[Section]:
         for p in (plans[i] for i in d["front"])),
         "the Pareto front (cost split into GPUs, storage, energy and network; - : none charged apart, a rental "
         "GPU-hour price holds energy and the network)")
-    every = Table(("GPUs", "cluster", "layouts fit / valid", "best step s", "reason"), tuple(
+    every = Table(("GPUs", "cluster", "layouts ranked / valid", "best step s", "reason"), tuple(
         (f"{c['gpus']:,}", c["cluster"], f"{c['layouts_fitting']:,} / {c['layouts_evaluated']:,}",
          f"{c['layouts'][0]['step_time_s']:.3f}" if c["layouts"] else "-", c.get("reason", ""))
         for c in d["counts"]), "every candidate GPU count")

@@ -316,7 +316,8 @@ def search_section(ctx: Context) -> Section:
                          str(r["micro_batch"]), r["recompute"], str(r["zero"]), fmt_s(r["step_time_s"]),
                          fmt_pct(r["mfu_bf16"]), f"{r['memory_per_gpu_bytes'] / GIB:.1f} GiB") for r in top),
                   f"top {len(top)} layouts that fit")
-    lead = f"{d['evaluated']:,} layouts simulated, {d['fitting']:,} distinct ones fit in memory."
+    lead = (f"{d['evaluated']:,} layouts, {len(d['rows']):,} simulated ({d['dominated']:,} left out: the same degrees "
+            f"fit with less recompute or a lower ZeRO stage), {d['fitting']:,} distinct ones fit in memory.")
     figs = (("top-layouts", plots.search_bars(top)),) if top else ()
     return Section("search", "Layout search", lead, (table,), figs, data={"evaluated": d["evaluated"]})
 

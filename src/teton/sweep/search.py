@@ -17,6 +17,14 @@ the first expert choice that fits in memory (etp 1 before tp, the job's order fi
 move the EP group's placement and the expert GEMMs' shape, not the dense degrees' ranking, so the
 best layouts of the first pass hold the best of the whole space in the cases tested
 (``tests/sweep``); ``refine_top=None`` searches every combination (6x the layouts).
+**Dominated layouts are not simulated** (``SearchSpace.prune``). Recompute and ZeRO only save
+memory by adding work: recompute ``none`` does none, ``selective``, ``selective_op`` and
+``selective_layer`` part of what ``full`` recomputes; ZeRO-1 moves the least data, ZeRO-2 reducing
+once a step as much, after every micro-batch more, ZeRO-3 the most. So of the layouts with the same
+degrees, micro-batch and expert choice, one whose recompute and ZeRO stage both do at least the
+work of a layout that fits can never be faster: the search takes memory verdicts in that order and
+leaves such a layout out (``dominated``; the best layout and the order of the others are the
+exhaustive search's, ``tests/sweep``). ``--exhaustive`` simulates them too.
 Rows carry ``mfu`` (against the job's precision peak)
 and ``mfu_bf16`` (against the bf16 peak, what tables show as "MFU"); the ranking is by step time.
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from teton.engine.result import StepResult
 from teton.engine.step import simulate_step
@@ -68,6 +77,7 @@ class SearchSpace:
     ep: tuple[int, ...] | None = EP_CHOICES
     etp: tuple[int, ...] | None = ETP_CHOICES
     refine_top: int | None = REFINE_TOP  # MoE: staged search (module docstring); None: exhaustive
+    prune: bool = True  # leave out layouts dominated by a fitting one (module docstring); False: exhaustive
 
 
 def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -86,12 +96,12 @@ def search_space(tp: str | None = None, cp: str | None = None, pp: str | None = 
                  virtual_stages: str | None = None, ep: str | None = None, etp: str | None = None,
                  exhaustive: bool = False) -> SearchSpace:
     """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ... --etp ...`` (None:
-    every choice; ``--exhaustive``: no staged MoE search)."""
+    every choice; ``--exhaustive``: no staged MoE search, no dominance pruning)."""
     return SearchSpace(tp=_degrees(tp, "tp", TP_CHOICES), cp=_degrees(cp, "cp", CP_CHOICES),
                        pp=_degrees(pp, "pp", PP_CHOICES),
                        virtual_stages=_degrees(virtual_stages, "virtual_stages", V_CHOICES),
                        ep=_degrees(ep, "ep", None), etp=_degrees(etp, "etp", None),
-                       refine_top=None if exhaustive else REFINE_TOP)
+                       refine_top=None if exhaustive else REFINE_TOP, prune=not exhaustive)
 
 
 def ep_degrees(spec: Spec, space: SearchSpace) -> tuple[int, ...]:
@@ -127,20 +137,50 @@ def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace(), first_expert_
     """Every layout in ``space`` that passes the job rules, as a full Spec (``first_expert_choice``:
     of an MoE layout's expert TP degrees and rank orders, the first that passes and fits in memory,
     else the first that passes: a staged search's first pass)."""
-    return (cand for cand, _ in _candidates(spec, space, first_expert_choice))
+    return (cand for cand, _, _ in _candidates(spec, space, first_expert_choice, prune=False))
 
 
-def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> Iterator[tuple[Spec, bool | None]]:
-    """:func:`candidate_jobs` with each one's memory verdict where the first pass took it (else None)."""
+# Memory savers in the order of the work they add (``_dominated``): recompute none does none,
+# selective / selective_op / selective_layer recompute part of what full recomputes; ZeRO 1 moves
+# the least data, ZeRO-2 reducing once a step the same, after every micro-batch more, ZeRO-3 most.
+_RECOMPUTE_WORK = {"none": 0, "selective": 1, "selective_op": 1, "selective_layer": 1, "full": 2}
+_ZERO_WORK = {(1, None): 0, (2, None): 1, (2, "per_microbatch"): 2, (3, None): 3}
+
+
+def _dominated(saver: tuple[str, tuple], fitting: list[tuple[str, tuple]]) -> bool:
+    """Whether a fitting candidate of the same degrees, micro-batch and expert choice does no more
+    recompute and no more ZeRO traffic than ``saver`` ((recompute, (zero, grad_reduce))): that one
+    is never slower, so ``saver`` cannot rank above it and is not simulated."""
+    rc, z = saver
+
+    def le(a: str, b: str) -> bool:
+        return a == b or _RECOMPUTE_WORK[a] < _RECOMPUTE_WORK[b]
+
+    def zero_le(a: tuple, b: tuple) -> bool:  # ZeRO-0 (an all-reduce, nothing sharded) compares with none
+        return a == b or (a in _ZERO_WORK and b in _ZERO_WORK and _ZERO_WORK[a] < _ZERO_WORK[b])
+
+    return any(le(frc, rc) and zero_le(fz, z) and (frc, fz) != (rc, z) for frc, fz in fitting)
+
+
+def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
+                prune: bool = True) -> Iterator[tuple[Spec, bool | None, bool]]:
+    """:func:`candidate_jobs` as (spec, its memory verdict where it was taken else None, dominated).
+
+    ``prune``: every candidate's memory verdict is taken, in the order of its memory savers' work,
+    and a candidate whose savers (recompute, ZeRO) a fitting candidate of the same degrees,
+    micro-batch and expert choice undercuts is marked dominated (:func:`_dominated`): not worth
+    simulating."""
     job = spec.job
     lay = job.layout
     tokens = lay.tokens_per_step
     # ZeRO-2 both ways: gradients reduced once per step (Llama 3's FSDP; the unsharded accumulation
     # buffer stays) or after every micro-batch (DeepSpeed; sharded gradients, more traffic)
     zeros = [(z, gr) for z in space.zero for gr in ((None, "per_microbatch") if z == 2 else (None,))]
-    for tp, cp, pp, v, mb, rc, (z, gr), ep in itertools.product(
-            space.tp, space.cp, space.pp, space.virtual_stages, space.micro_batch, space.recompute, zeros,
-            ep_degrees(spec, space)):
+    savers = sorted(itertools.product(space.recompute, zeros),
+                    key=lambda rz: (_RECOMPUTE_WORK.get(rz[0], 9), _ZERO_WORK.get(rz[1], 9))) if prune else \
+        list(itertools.product(space.recompute, zeros))
+    for tp, cp, pp, v, mb, ep in itertools.product(space.tp, space.cp, space.pp, space.virtual_stages,
+                                                   space.micro_batch, ep_degrees(spec, space)):
         dp = dp_of(job.gpus, tp * cp * pp)
         if dp is None:
             continue
@@ -151,35 +191,63 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool) -> It
         seqs = tokens // lay.seq_len
         if seqs % (dp * mb):
             continue
-        interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
-        update = dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=mb, recompute=rc, recompute_interval=interval,
-                      zero=z, grad_reduce=gr,
-                      pp_schedule=schedule_of(job, pp, v), virtual_stages=v,
-                      global_batch=seqs, global_batch_tokens=None,
-                      # Llama 3's round size N is the job's only for its own pipeline; others use pp
-                      pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
-                      pp_embedding_slots=job.pp_embedding_slots and pp > 1)
-        first: tuple[Spec, bool] | None = None
-        allocated: dict[int, float] = {}  # by expert TP degree: the rank order moves no allocation
-        for expert in expert_choices(spec, space, tp, pp, dp):
-            try:
-                candidate = check_job(job.model_copy(update={**update, **expert}), spec.model, spec.cluster)
-            except SpecError:
+        fitting: dict[tuple, list] = {}  # expert choice -> the savers that fit with it
+        for rc, (z, gr) in savers:
+            interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
+            update = dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=mb, recompute=rc, recompute_interval=interval,
+                          zero=z, grad_reduce=gr,
+                          pp_schedule=schedule_of(job, pp, v), virtual_stages=v,
+                          global_batch=seqs, global_batch_tokens=None,
+                          # Llama 3's round size N is the job's only for its own pipeline; others use pp
+                          pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
+                          pp_embedding_slots=job.pp_embedding_slots and pp > 1)
+            if prune and first_expert_choice and _dominated((rc, (z, gr)), fitting.get((), [])):
+                # a staged first pass: a fitting layout of the same degrees with any expert choice
+                # (the first that fits: this one fits with it too, at no less work)
+                for cand, fits, _ in _expert_candidates(spec, space, update, (tp, pp, dp), False):
+                    yield cand, fits, True
+                    break
                 continue
-            cand = spec.model_copy(update={"job": candidate})
-            if not first_expert_choice:
-                yield cand, None
-                continue
-            etp = candidate.layout.etp
-            if etp not in allocated:
-                allocated[etp] = memory_per_gpu(cand.model, candidate)[0].total
-            if fits_in_memory(cand, allocated[etp]):
-                first = cand, True
-                break
-            if first is None:
-                first = cand, False
-        if first is not None:
-            yield first
+            for cand, fits, expert in _expert_candidates(spec, space, update, (tp, pp, dp), first_expert_choice):
+                expert = () if first_expert_choice else expert
+                if prune and _dominated((rc, (z, gr)), fitting.get(expert, [])):
+                    yield cand, fits, True
+                    continue
+                if prune and fits is None:
+                    fits = fits_in_memory(cand)
+                if prune and fits:
+                    fitting.setdefault(expert, []).append((rc, (z, gr)))
+                yield cand, fits, False
+
+
+def _expert_candidates(spec: Spec, space: SearchSpace, update: dict, degrees: tuple[int, int, int],
+                       first_expert_choice: bool) -> Iterator[tuple[Spec, bool | None, tuple]]:
+    """(spec, memory verdict or None, expert choice) of one layout's expert TP degrees and rank
+    orders that pass the job rules: every one, or with ``first_expert_choice`` the first that fits
+    in memory (else the first that passes)."""
+    job = spec.job
+    first: tuple[Spec, bool, tuple] | None = None
+    allocated: dict[int, float] = {}  # by expert TP degree: the rank order moves no allocation
+    for expert in expert_choices(spec, space, *degrees):
+        try:
+            candidate = check_job(job.model_copy(update={**update, **expert}), spec.model, spec.cluster)
+        except SpecError:
+            continue
+        cand = spec.model_copy(update={"job": candidate})
+        key = tuple(sorted(expert.items()))
+        if not first_expert_choice:
+            yield cand, None, key
+            continue
+        etp = candidate.layout.etp
+        if etp not in allocated:
+            allocated[etp] = memory_per_gpu(cand.model, candidate)[0].total
+        if fits_in_memory(cand, allocated[etp]):
+            first = cand, True, key
+            break
+        if first is None:
+            first = cand, False, key
+    if first is not None:
+        yield first
 
 
 def schedule_of(job, pp: int, v: int) -> str:
@@ -225,18 +293,33 @@ class RankedLayout:
         }
 
 
+class Ranking(NamedTuple):
+    """What :func:`rank_layouts` found: valid layouts, the simulated ones ranked, and how many of the
+    valid ones were dominated (a fitting layout of the same degrees undercut their memory savers:
+    not simulated)."""
+
+    evaluated: int
+    layouts: list[RankedLayout]
+    dominated: int = 0
+
+
 def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
                  progress: Callable[[int, int], None] | None = None,
-                 fitting_only: bool = False) -> tuple[int, list[RankedLayout]]:
-    """(valid layouts simulated or screened, the simulated ones sorted by step time, fitting layouts first).
+                 fitting_only: bool = False) -> Ranking:
+    """The :class:`Ranking` of ``space``: the simulated layouts sorted by step time, fitting ones first.
 
     ``fitting_only``: simulate only the layouts that fit in memory (``teton plan``, which keeps no
     other); the count still counts every valid layout. An MoE model's search is staged (module
-    docstring). Layouts that tie (same degrees, micro-batch, step time and memory: e.g. selective ==
-    none under flash attention) are kept once, the simpler choice (the one the candidates list
-    first: of an MoE layout's rank orders, the job's)."""
+    docstring); with ``space.prune`` a layout whose recompute and ZeRO stage only add work to a
+    fitting layout of the same degrees is not simulated (module docstring). Layouts that tie (same
+    degrees, micro-batch, step time and memory: e.g. selective == none under flash attention) are
+    kept once, the simpler choice (the one the candidates list first: of an MoE layout's rank
+    orders, the job's)."""
     staged = spec.model.experts > 1 and space.refine_top is not None
-    evaluated, ranked = _simulate(list(_candidates(spec, space, staged)), progress, fitting_only)
+    first = list(_candidates(spec, space, staged, prune=space.prune))
+    dominated = sum(d for _, _, d in first)
+    evaluated, ranked = _simulate([(c, fits) for c, fits, d in first if not d], progress, fitting_only)
+    evaluated += dominated
     if staged:
         seen = {_identity(c.spec) for c in ranked}
         refine = [(c, None) for c in _refinements(spec, space, _sorted(ranked)[:space.refine_top])
@@ -251,7 +334,7 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
         if key not in seen_keys:
             seen_keys.add(key)
             unique.append(c)
-    return evaluated, unique
+    return Ranking(evaluated, unique, dominated)
 
 
 def _simulate(pairs: list[tuple[Spec, bool | None]], progress, fitting_only: bool) -> tuple[int, list[RankedLayout]]:
@@ -291,10 +374,11 @@ def _refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> It
 
 def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
                    progress: Callable[[int, int], None] | None = None, fitting_only: bool = False) -> dict:
-    """Simulate every candidate (:func:`rank_layouts`): ``evaluated`` (valid layouts), ``fitting``,
-    ``refined_top`` (an MoE search's staged refinement, else None) and the JSON ``rows``, sorted by
+    """Simulate every candidate (:func:`rank_layouts`): ``evaluated`` (valid layouts), ``fitting``
+    (rows that fit), ``dominated`` (valid layouts not simulated), ``refined_top`` (an MoE search's staged refinement, else None) and the JSON ``rows``, sorted by
     step time, fitting layouts first."""
-    evaluated, ranked = rank_layouts(spec, space, progress, fitting_only)
+    evaluated, ranked, dominated = rank_layouts(spec, space, progress, fitting_only)
     rows = [c.row() for c in ranked]
     return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in rows),
-            "refined_top": space.refine_top if spec.model.experts > 1 else None, "rows": rows}
+            "dominated": dominated, "refined_top": space.refine_top if spec.model.experts > 1 else None,
+            "rows": rows}

@@ -204,14 +204,13 @@ def _layer_working(model: ModelSpec, job: JobSpec) -> tuple[float, float]:
 @cached(32768)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
-    from teton.workload.step_work import dp_shard, step_work
+    from teton.workload.step_work import dp_shard, step_params
 
     lay = job.layout
-    work = step_work(model, job)  # memoised: the split and chunk parameters the step uses too
-    split = work.split
-    params = split.held(work.chunk_params)  # DualPipe: both of a rank's stages
+    split, chunk_params, expert_params = step_params(model, job)  # memoised: the step's split and parameters
+    params = split.held(chunk_params)  # DualPipe: both of a rank's stages
     # ZeRO shards over DP x CP; the routed experts' parameters over their expert-DP group (lay.edp)
-    shard = dp_shard(params, split.held(work.expert_params), lay)
+    shard = dp_shard(params, split.held(expert_params), lay)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
     weights = (shard if job.zero >= 3 else params) * ACT_BYTES
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation

@@ -131,6 +131,14 @@ def dp_shard(params: np.ndarray, expert_params: np.ndarray, lay) -> np.ndarray:
 
 
 @cached(32768)
+def step_params(model: ModelSpec, job: JobSpec) -> tuple[PipelineSplit, np.ndarray, np.ndarray]:
+    """(the pipeline split, (p, v) parameters per GPU of each chunk, of them the routed experts'):
+    what the memory model needs of the step's work, without its blocks (memoised)."""
+    split = split_layers(model, job)
+    return split, chunk_params(model, job, split), chunk_expert_params(model, job, split)
+
+
+@cached(32768)
 def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     """The work of one step (memoised: a pure function of the frozen model and job specs)."""
     return _step_work(model, job)
@@ -195,7 +203,7 @@ def kind_block(model: ModelSpec, job: JobSpec, kind: LayerKind) -> Block:
 
 
 def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
-    split = split_layers(model, job)
+    split, params, expert_params = step_params(model, job)
     layer, embedding, head = blocks(model, job)
     kinds = tuple((kind, layer if kind == LayerKind() else kind_block(model, job, kind), n)
                   for kind, n in layer_kind_counts(model, job, split).items())
@@ -207,8 +215,8 @@ def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
         micro_batches=job.layout.micro_batches,
         p2p_bytes=pipeline_p2p_bytes(model, job),
         p2p_gather_bytes=pipeline_p2p_gather_bytes(model, job),
-        chunk_params=chunk_params(model, job, split),
+        chunk_params=params,
         grad_reduce_bytes_per_param=FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES,
-        chunk_expert_params=chunk_expert_params(model, job, split),
+        chunk_expert_params=expert_params,
         kinds=kinds,
     )
