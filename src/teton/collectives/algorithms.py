@@ -261,10 +261,27 @@ def _rhd_phases(groups: np.ndarray, op: str) -> list[Phase]:
     return phases
 
 
+def auto_steps(op: str, n: int, one_per_host: bool, pat: bool) -> int:
+    """Latency steps NCCL's tuner gets for ``op`` over ``n`` ranks where latency dominates: the
+    ring's ``n - 1`` per phase; an all-reduce's capped at ``2 ceil(log2 n)`` (double binary trees);
+    an all-gather's or reduce-scatter's at ``ceil(log2 n)`` with ``pat`` when each rank sits on its
+    own host (NCCL 2.23's PAT, Parallel Aggregated Trees, for one GPU per node: a logarithmic
+    number of network steps; ASSUMPTION: at the ring's bus bandwidth, so PAT only cuts latency)."""
+    steps = 2 * (n - 1) if op == "all_reduce" else n - 1
+    if n <= 2:
+        return steps
+    if op == "all_reduce":
+        return min(steps, 2 * math.ceil(math.log2(n)))
+    if pat and one_per_host and op in ("all_gather", "reduce_scatter"):
+        return min(steps, math.ceil(math.log2(n)))
+    return steps
+
+
 def phases_for(op: str, groups: np.ndarray, gpus_per_host: int, algo: str = "ring",
-               nvls: bool = False, channels_per_nic: int = NCCL_CHANNELS_PER_NIC) -> list[Phase]:
+               nvls: bool = False, channels_per_nic: int = NCCL_CHANNELS_PER_NIC, pat: bool = False) -> list[Phase]:
     """The phases of collective ``op`` (nccl-tests size semantics) on every row of ``groups``;
-    ``channels_per_nic`` rings (or tree pairs) per NIC of a host."""
+    ``channels_per_nic`` rings (or tree pairs) per NIC of a host; ``pat``: NCCL's PAT latency for
+    an ``auto`` all-gather or reduce-scatter of one GPU per host (:func:`auto_steps`)."""
     dup = channels_per_nic
     groups = np.atleast_2d(np.asarray(groups, dtype=np.int64))
     m, n = groups.shape
@@ -304,8 +321,9 @@ def phases_for(op: str, groups: np.ndarray, gpus_per_host: int, algo: str = "rin
         for gi, row in enumerate(groups):
             _ring(b, row, gph, factor, gi, dup=dup)
         steps = ring_steps
-        if algo == "auto" and op == "all_reduce" and n > 2:
-            steps = min(steps, 2 * math.ceil(math.log2(n)))  # NCCL's tuner takes trees when latency-bound
+        if algo == "auto":  # NCCL's tuner takes trees (PAT) when latency-bound
+            one_per_host = bool((np.sort(groups // gph, axis=1)[:, 1:] != np.sort(groups // gph, axis=1)[:, :-1]).all())
+            steps = auto_steps(op, n, one_per_host, pat)
         return [b.phase(steps)]
     if algo == "tree":
         if op != "all_reduce":

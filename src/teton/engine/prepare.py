@@ -58,11 +58,12 @@ def make_cost_model(spec: Spec) -> CostModel:
 def network_cost_model(spec: Spec) -> CostModel:
     """The network cost model the spec asks for, answering with nccl-tests (burst) times."""
     net = spec.network
-    key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0)
+    pat = spec.job.software.nccl_pat
+    key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0, pat)
     hit = _COST_MODELS.get(key)
     if hit is None:
         hit = _COST_MODELS.put(key, cost_model(spec.cluster, net.fidelity, routing=net.routing,
-                                               qps=net.qps_per_connection, seed=spec.seed, nvls=net.nvls))
+                                               qps=net.qps_per_connection, seed=spec.seed, nvls=net.nvls, pat=pat))
     return hit
 
 

@@ -16,7 +16,8 @@ capacity of D * NIC / o_l, hence r <= NIC * b_l / (k * o_l); busbw is k rings ti
 A group inside one host runs on NVLink (NVLS in-switch reduction for all-reduce where present).
 alpha: per ring step, the NIC latency plus one switch hop up and down at every layer crossed.
 steps: n - 1 (2(n - 1) for all-reduce), an all-reduce's capped at 2 ceil(log2 n) (NCCL's trees
-when latency dominates).
+when latency dominates), an all-gather's or reduce-scatter's at ceil(log2 n) over one GPU per host
+(NCCL's PAT, ``software.nccl_pat``; ``teton.collectives.algorithms.auto_steps``).
 all_to_all: a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain, through
 uplinks at NIC / o_l; with k group members per host, the NIC-share of the bus bandwidth is
 (n - 1) / (max(1, max_l (n - b_l) o_l / (n - 1)) * max(1, n - k)).
@@ -24,10 +25,9 @@ uplinks at NIC / o_l; with k group members per host, the NIC-share of the bus ba
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from teton.collectives.algorithms import auto_steps
 from teton.errors import SpecError, closest
 from teton.hardware import cluster_efficiency
 from teton.memo import IdentityMemo, ValueMemo
@@ -35,7 +35,7 @@ from teton.spec.cluster import ClusterSpec
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
 NVLINK_STEP_LATENCY_S = 2e-6  # NCCL intra-node step latency (LL/Simple ~ 1-3 us, nccl-tests small sizes)
-_PATHS = ValueMemo(100_000)  # (link, bus factor, alpha): a pure function of (fabric, op, groups)
+_PATHS = ValueMemo(100_000)  # (link, bus factor, alpha, one per host): a pure function of (fabric, op, groups)
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -66,16 +66,17 @@ class AnalyticalCostModel:
 
     fidelity = "analytical"
 
-    def __init__(self, cluster: ClusterSpec, nvls: bool = True):
+    def __init__(self, cluster: ClusterSpec, nvls: bool = True, pat: bool = True):
         self.cluster = cluster
         self.gpu = cluster.gpu_spec
         self.eff = cluster_efficiency(self.gpu, cluster.efficiency)
         self.nvls = nvls and self.gpu.nvls
+        self.pat = pat
         self.domain_gpus = cluster.domain_gpus
         self.nic_bw = cluster.nic_bytes_s_per_gpu
         self.nic_latency_s = cluster.nic.latency_us * 1e-6
         # the paths (and their cache) depend on the fabric, not on the efficiency figures
-        self._key = (cluster.model_dump_json(exclude={"efficiency"}), self.nvls)
+        self._key = (cluster.model_dump_json(exclude={"efficiency"}), self.nvls, self.pat)
         self._link_bw = {"nvlink": self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvlink"),
                          "nvls": self.gpu.nvlink_bw_bytes_s * self.eff.busbw_fraction("nvls"),
                          "net": self.nic_bw * self.eff.busbw_fraction("net")}
@@ -92,7 +93,7 @@ class AnalyticalCostModel:
 
     def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
         """(bus bandwidth bytes/s, per-step latency s) of the slowest group, contention included."""
-        link, factor, latency = self.path(op, groups)
+        link, factor, latency, _ = self.path(op, groups)
         return self._bus_bw(link, factor), latency
 
     def _bus_bw(self, link: str, factor: float) -> float:
@@ -102,17 +103,19 @@ class AnalyticalCostModel:
             return self._link_bw[link]
         return min(self._link_bw["nvlink"], self._link_bw["net"] * factor)
 
-    def path(self, op: str, groups: np.ndarray) -> tuple[str, float, float]:
-        """(link, factor, per-step latency s): where the slowest group's collective runs (``nvls``
-        or ``nvlink`` inside one host, else ``net``), its multiple of one NIC's bus bandwidth
-        (contention included), and its latency. Independent of the efficiency figures."""
+    def path(self, op: str, groups: np.ndarray) -> tuple[str, float, float, bool]:
+        """(link, factor, per-step latency s, one GPU per host): where the slowest group's
+        collective runs (``nvls`` or ``nvlink`` inside one host, else ``net``), its multiple of one
+        NIC's bus bandwidth (contention included), its latency, and whether every group has each
+        member on a host of its own (PAT's case). Independent of the efficiency figures."""
         g = np.atleast_2d(np.asarray(groups))
         n = g.shape[1]
         hosts = self._distinct_per_row(g // self.domain_gpus)
         if hosts.max() == 1:
             if op == "all_reduce" and self.nvls and n > 2:
-                return "nvls", 1.0, NVLINK_STEP_LATENCY_S
-            return "nvlink", 1.0, NVLINK_STEP_LATENCY_S
+                return "nvls", 1.0, NVLINK_STEP_LATENCY_S, False
+            return "nvlink", 1.0, NVLINK_STEP_LATENCY_S, False
+        one_per_host = bool((hosts == n).all())
         k = np.maximum(1, n // hosts)
         share = k.astype(float)
         worst_a2a = np.ones(g.shape[0])
@@ -131,10 +134,10 @@ class AnalyticalCostModel:
         if op == "all_to_all":
             # a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain at NIC / o_l
             per = 1.0 / worst_a2a * (n - 1) / np.maximum(1, n - k)
-            return "net", float(per.min()), latency
+            return "net", float(per.min()), latency, one_per_host
         if op == "send_recv":
             share = np.minimum(1.0, share)
-        return "net", float(share.min()), latency
+        return "net", float(share.min()), latency, one_per_host
 
     def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float:
         """Seconds until the slowest of ``groups`` finishes ``op`` on ``size_bytes`` (nccl-tests S)."""
@@ -147,10 +150,9 @@ class AnalyticalCostModel:
         hit = _PATHS.get(key)
         if hit is None:
             hit = _PATHS.put(key, self.path(op, groups))
-        link, factor, alpha = hit
+        link, factor, alpha, one_per_host = hit
         bw = self._bus_bw(link, factor)
-        steps = ring_steps(op, n)
-        if op == "all_reduce" and n > 2:
-            # NCCL switches to (double binary) trees when latency dominates: log2 n steps up and down
-            steps = min(steps, 2 * math.ceil(math.log2(n)))
+        # NCCL switches to (double binary) trees, or PAT, when latency dominates
+        steps = auto_steps(op, n, one_per_host, self.pat) if op in ("all_reduce", "all_gather", "reduce_scatter") \
+            else ring_steps(op, n)
         return bus_factor(op, n) * size_bytes / bw + steps * alpha

@@ -32,16 +32,16 @@ class CostModel(Protocol):
 
 
 def cost_model(cluster: ClusterSpec, fidelity: Literal["analytical", "flow"] | str = "analytical", *,
-               routing: str = "e-ecmp", qps: int = 16, seed: int = 0, nvls: bool = True) -> CostModel:
+               routing: str = "e-ecmp", qps: int = 16, seed: int = 0, nvls: bool = True, pat: bool = True) -> CostModel:
     """The cost model of ``fidelity`` on ``cluster``: ``nvls`` switches NVLink SHARP (where the GPU has
-    it) in either; ``routing``, ``qps`` (per connection) and ``seed`` (ECMP hashing) are the flow
-    model's."""
+    it) and ``pat`` NCCL's PAT latency (all-gather / reduce-scatter over one GPU per host) in either;
+    ``routing``, ``qps`` (per connection) and ``seed`` (ECMP hashing) are the flow model's."""
     if fidelity == "analytical":
         from teton.network.analytical import AnalyticalCostModel
 
-        return AnalyticalCostModel(cluster, nvls=nvls)
+        return AnalyticalCostModel(cluster, nvls=nvls, pat=pat)
     if fidelity == "flow":
         from teton.network.flow_model import FlowCostModel  # heavy: numba kernels, fabric graph
 
-        return FlowCostModel(cluster, routing=routing, qps=qps, seed=seed, nvls=nvls)
+        return FlowCostModel(cluster, routing=routing, qps=qps, seed=seed, nvls=nvls, pat=pat)
     raise SpecError("fidelity", fidelity, "must be analytical or flow")

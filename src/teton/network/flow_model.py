@@ -69,7 +69,8 @@ class FlowCostModel:
 
     def __init__(self, cluster: ClusterSpec, routing: str = "e-ecmp", qps: int = 16, algo: str = "auto",
                  seed: int = 0, failed_links: int = 0, leaf_uplink_ratio: float | None = None,
-                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC, background: tuple = (), nvls: bool = True):
+                 channels_per_nic: int = NCCL_CHANNELS_PER_NIC, background: tuple = (), nvls: bool = True,
+                 pat: bool = True):
         if routing not in ROUTINGS:
             raise SpecError("routing", routing, closest(routing, ROUTINGS))
         if algo not in FLOW_ALGOS:
@@ -92,6 +93,7 @@ class FlowCostModel:
         self.gpu = cluster.gpu_spec
         self.eff = cluster_efficiency(self.gpu, cluster.efficiency)
         self.nvls = self.gpu.nvls and nvls  # network.nvls: False turns NVLink SHARP off
+        self.pat = pat  # software.nccl_pat: NCCL's PAT latency for all-gather / reduce-scatter of one GPU per host
         # QP subflows are hashed apart only when the switches hash the QP (E-ECMP); with plain ECMP
         # or pinning all QPs of a connection share one path, and spraying already spreads ideally.
         self.split = self.qps if routing == "e-ecmp" else 1
@@ -223,7 +225,7 @@ class FlowCostModel:
             result = [self._solve_sharp(groups)]
             self._cache[key] = result
             return result
-        phases = phases_for(op, groups, gph, self._algo_for(op, intra, n), self.nvls, self.channels_per_nic)
+        phases = phases_for(op, groups, gph, self._algo_for(op, intra, n), self.nvls, self.channels_per_nic, self.pat)
         result = [self.solve_phase(p) for p in phases]
         self._cache[key] = result
         return result

@@ -124,10 +124,10 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
         from teton.network.flow_model import FlowCostModel
 
         net = spec.network
-        crowded = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed,
+        crowded = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed, pat=spec.job.software.nccl_pat,
                                 background=(("all_reduce", neighbour_groups(busy, max(1, cluster.gpus_per_host // 2),
                                                                              seed)),))
-        empty = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed)
+        empty = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed, pat=spec.job.software.nccl_pat)
 
     def price(p: Placement, cost_model=None) -> dict[str, Any]:
         if simulate is None:

@@ -74,6 +74,10 @@ class SoftwareSpec(Section):
     # MoE token dispatch (and the combine's gradient, towards the experts) all-to-all in fp8 with
     # 1x128 scales, the combine in bf16 (DeepSeek-V3 Sec. 3.3.2, DeepEP); needs job.precision fp8
     moe_fp8_dispatch: bool = False
+    # NCCL's PAT (Parallel Aggregated Trees, NCCL 2.23, September 2024) for all-gather and
+    # reduce-scatter over groups of one GPU per host: ceil(log2 n) latency steps instead of the
+    # ring's n - 1 (teton.collectives.algorithms.auto_steps); off for stacks of older NCCL
+    nccl_pat: bool = True
     # activations a Linear keeps for its backward cached in fp8 with 1x128 scales (DeepSeek-V3 Sec.
     # 3.3.2, "Low-Precision Storage": the GEMM inputs, and the MoE SwiGLU's inputs, its output
     # recomputed; the output projection's input, kept in E5M6, stays at two bytes here); needs
@@ -124,6 +128,7 @@ def _megatron_core(**fields) -> dict:
             **fields}
 
 
+# Stacks of 2021 to mid-2024 ran NCCL before 2.23 (PAT's release, September 2024): nccl_pat False.
 SOFTWARE_PRESETS: dict[str, dict] = {
     "unknown": dict(description="a stack teton has no runs of: the job section's defaults and the across-stack "
                                 "prior of the in-situ values"),
@@ -132,7 +137,7 @@ SOFTWARE_PRESETS: dict[str, dict] = {
     # weight gradient added into the fp32 buffer: grad_accum_fusion off), all-gather context
     # parallelism, TP without communication overlap. Cross-entropy: ASSUMPTION, PyTorch's on fp32
     # logits (as torchtitan, Meta's open training stack, computes it).
-    "meta-llama3-2024": dict(framework="pytorch", version="Llama 3 (2024)", grad_accum_fusion=False,
+    "meta-llama3-2024": dict(framework="pytorch", version="Llama 3 (2024)", grad_accum_fusion=False, nccl_pat=False,
                              cross_entropy="eager",
                              description="Meta's Llama 3 training stack (PyTorch FSDP + TP/CP/PP), H100"),
     # Korthikanti et al. 2022 (arXiv 2205.05198) on Megatron-LM of 2022: Megatron's fused softmax
@@ -141,6 +146,7 @@ SOFTWARE_PRESETS: dict[str, dict] = {
     # p2p_communication waits for every exchange and synchronises (blocking); fused wgrad
     # accumulation into fp32 main_grad.
     "megatron-lm-2022": dict(framework="megatron-lm", version="2022 (v3.0)", attention="unfused", tp_comm_overlap="bwd",
+                             nccl_pat=False,
                              pp_p2p="blocking", pp_scatter_gather=True, grad_accum_fusion=True,
                              description="Megatron-LM of 2022 (Korthikanti et al.), A100"),
     # Megatron-DeepSpeed (microsoft/Megatron-DeepSpeed; bigscience's fork for BLOOM, PyTorch 1.11):
@@ -150,22 +156,22 @@ SOFTWARE_PRESETS: dict[str, dict] = {
     # TrainSchedule reduces the gradients (ReduceTiedGrads, ReduceGrads) as instructions after the
     # last backward of the step, before OptimizerStep (deepspeed/runtime/pipe/schedule.py): no DP
     # overlap.
-    "megatron-deepspeed": dict(framework="megatron-deepspeed", version="2021-22", attention="unfused",
+    "megatron-deepspeed": dict(framework="megatron-deepspeed", version="2021-22", attention="unfused", nccl_pat=False,
                                pp_p2p="blocking", pp_scatter_gather=True, grad_accum_fusion=False,
                                overlap_dp_comm=False, overlap_param_gather=False,
                                description="Megatron-DeepSpeed (MT-NLG 2021, BLOOM 2022), A100"),
     # Megatron-LM README @ f2e5db40 (core_r0.8.0): "--overlap-grad-reduce --overlap-param-gather,
     # --tp-comm-overlap"; bf16 gradients accumulated and reduced in fp32 (Megatron's default for
     # bf16, accumulate_allreduce_grads_in_fp32); vocab-parallel cross-entropy (no loss fusion in 0.8).
-    "megatron-core-0.8": _megatron_core(framework="megatron-lm", version="core_r0.8.0",
+    "megatron-core-0.8": _megatron_core(framework="megatron-lm", version="core_r0.8.0", nccl_pat=False,
                                         description="Megatron-LM / Megatron-Core r0.8.0 with TE (mid 2024), H100"),
     # NeMo 24.03 / 24.07 (NeMo 1.x on Megatron-Core 0.6 / 0.8, TE): the perf configs' Apex
     # distributed Adam (overlap_grad_sync, overlap_param_sync, grad_sync_dtype: bf16, gradients in
     # the parameters' dtype); fp8 recipe:
     # TE's delayed scaling (DelayedScaling, NeMo's fp8_amax_history_len 1024), the default then.
-    "nemo-24.03": _megatron_core(framework="nemo", version="24.03.01", grad_accum_dtype="bf16",
+    "nemo-24.03": _megatron_core(framework="nemo", version="24.03.01", grad_accum_dtype="bf16", nccl_pat=False,
                                  description="NeMo 24.03 (Megatron-Core 0.6, TE), H100"),
-    "nemo-24.07": _megatron_core(framework="nemo", version="24.07", grad_accum_dtype="bf16",
+    "nemo-24.07": _megatron_core(framework="nemo", version="24.07", grad_accum_dtype="bf16", nccl_pat=False,
                                  description="NeMo 24.07 (Megatron-Core 0.8, TE), H100"),
     # NeMo 2.0 (25.02-25.07, Megatron-Core 0.11-0.13): perf scripts keep and reduce gradients in
     # bf16 (grad_reduce_in_fp32 False: Megatron-Core's DDP main_grad in bf16) and GPTConfig fuses the cross-entropy (cross_entropy_loss_fusion);
