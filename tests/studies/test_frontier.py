@@ -57,13 +57,16 @@ def test_rounding_is_to_whole_units_and_said(frontier):
     assert len(frontier.notes) == len(rounded) == 5
 
 
-def test_cross_building_dp_is_zero_in_one_building_and_grows(frontier):
+def test_cross_building_dp_is_zero_in_one_building_and_grows_on_rings(frontier):
     for system in ("h100", "gb200"):
         rows = _rows(frontier, system)
         assert rows[0].buildings == 1 and rows[0].dp_cross_building_s == 0.0
-        cross = [r.dp_cross_building_s for r in rows[1:]]
-        assert all(0 < a < b for a, b in zip(cross, cross[1:], strict=False))
         assert all(r.dp_cross_building_s <= r.dp_exposed_s for r in rows)
+    # H100 on Meta's 2024 stack runs ring reduce-scatters: n - 1 round trips across the boundary
+    cross = [r.dp_cross_building_s for r in _rows(frontier, "h100")[1:]]
+    assert all(0 < a < b for a, b in zip(cross, cross[1:], strict=False))
+    # GB200's stack has NCCL's PAT: log2 n steps, the boundary costs under 0.1 % of the step
+    assert all(0 < r.dp_cross_building_s < 1e-3 * r.step_time_s for r in _rows(frontier, "gb200")[1:])
 
 
 def test_checkpoint_interval_is_young_daly_on_whole_steps_and_sustainable(frontier):

@@ -349,14 +349,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "launch_overhead": comp["launch"],  # eager passes bound by the CPU's kernel launches
         "stragglers": stragglers,  # the slowest of the job's ranks (engine.scale)
     }
-    comm_times = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
-    if p > 1:
-        comm_times["send_recv.pp"] = float(p2p_s.max())
-    if embedding_s:
-        comm_times["embedding_group.all_reduce"] = embedding_s
-    if replicas > 1:
-        comm_times["dp.reduce_per_chunk_max"] = float(rs_s.max())
-        comm_times["dp.all_gather_per_chunk_max"] = float(ag_s.max())
+    comm_times = _comm_times(timer, p2p_s if p > 1 else None, embedding_s, (rs_s, ag_s) if replicas > 1 else None)
     result = step_result(spec, lay, work, step, breakdown, comm_times, getattr(cost, "fidelity", "analytical"),
                          placement.policy)
     if result.step_time_s_low is not None:  # a calibrated cluster's parameter uncertainty, for this job
@@ -364,6 +357,21 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     if timeline:
         result = result.with_extra(timeline=schedule.timeline())
     return result
+
+
+def _comm_times(timer: BlockTimer, p2p_s: np.ndarray | None, embedding_s: float,
+                dp_s: tuple[np.ndarray, np.ndarray] | None) -> dict[str, float]:
+    """The result's ``comm_times_s``: every priced collective of the blocks, the slowest pipeline
+    transfer, the embedding group's sum and the slowest chunk's DP reduce and gather."""
+    out = {f"{op}.{axis}.{int(nbytes)}": t for (op, axis, nbytes), t in timer.comm.items()}
+    if p2p_s is not None:
+        out["send_recv.pp"] = float(p2p_s.max())
+    if embedding_s:
+        out["embedding_group.all_reduce"] = embedding_s
+    if dp_s is not None:
+        out["dp.reduce_per_chunk_max"] = float(dp_s[0].max())
+        out["dp.all_gather_per_chunk_max"] = float(dp_s[1].max())
+    return out
 
 
 def _with_parameter_band(result: StepResult, spec: Spec, placement: Placement, cost_model) -> StepResult:
