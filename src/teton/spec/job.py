@@ -91,6 +91,13 @@ class JobSpec(Section):
     # Embedding and output head each take one layer's slot in the pipeline split (Llama 3:
     # "one transformer layer removed from the first and the last stages").
     pp_embedding_slots: bool = False
+    # An uneven pipeline split (Megatron-Core's --decoder-first-pipeline-num-layers /
+    # --decoder-last-pipeline-num-layers, TransformerConfig.num_layers_in_first_pipeline_stage /
+    # _last_): the first / last stage holds this many layers, the middle stages the rest evenly
+    # (it must divide, as in Megatron-Core); one chunk per rank (1f1b or dualpipe)
+    pp_first_stage_layers: int | None = Field(default=None, ge=0)
+    # the last stage's layers (Megatron-Core's --decoder-last-pipeline-num-layers), as above
+    pp_last_stage_layers: int | None = Field(default=None, ge=0)
     # Without sequence parallelism, each TP rank sends only its 1/tp slice of the (replicated)
     # hidden state to the next stage, which all-gathers it over NVLink (Megatron-LM's
     # scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, Sec. 4.1). Off: every TP rank
@@ -148,6 +155,8 @@ class JobSpec(Section):
         if self.recompute_interval != RECOMPUTE_INTERVAL_DEFAULT and self.recompute != "selective_layer":
             raise SpecError("job.recompute_interval", self.recompute_interval,
                             f"only applies to job.recompute = selective_layer (is {self.recompute})")
+        if self.pp_first_stage_layers is not None or self.pp_last_stage_layers is not None:
+            self._check_stage_layers()
         if self.recompute_modules is not None and self.recompute != "selective":
             raise SpecError("job.recompute_modules", list(self.recompute_modules),
                             f"only applies to job.recompute = selective (is {self.recompute})")
@@ -157,6 +166,17 @@ class JobSpec(Section):
             raise SpecError("job.global_batch_tokens", self.global_batch_tokens,
                             "give either job.global_batch (sequences) or job.global_batch_tokens, not both")
         return self
+
+    def _check_stage_layers(self) -> None:
+        field = "job.pp_first_stage_layers" if self.pp_first_stage_layers is not None else "job.pp_last_stage_layers"
+        value = self.pp_first_stage_layers if self.pp_first_stage_layers is not None else self.pp_last_stage_layers
+        if self.pp < 2:
+            raise SpecError(field, value, f"needs a pipeline (job.pp >= 2, is {self.pp})")
+        if self.virtual_stages != 1:
+            raise SpecError(field, value, "an uneven first / last stage is modelled with one chunk per rank "
+                            f"(job.virtual_stages = 1, is {self.virtual_stages})")
+        if self.pp_embedding_slots:
+            raise SpecError(field, value, "give either the stage sizes or job.pp_embedding_slots, not both")
 
     def _check_dualpipe(self) -> None:
         why = "with job.pp_schedule = dualpipe"

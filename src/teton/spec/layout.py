@@ -272,6 +272,7 @@ class Layout:
         if self.chunks > model.layers + (2 if job.pp_embedding_slots else 0):
             raise SpecError("job.pp", self.pp,
                             f"pp*virtual_stages = {self.chunks} exceeds the model's {model.layers} layers")
+        self._check_stage_layers(job, model)
         if self.seq_len % (2 * self.cp) and self.cp > 1:
             raise SpecError("job.seq_len", self.seq_len,
                             f"must be divisible by 2*cp = {2 * self.cp} (load-balanced chunks)")
@@ -283,6 +284,22 @@ class Layout:
                             f"micro_batch*seq_len/cp = {self.tokens} tokens per CP rank must be divisible by "
                             f"tp ({self.tp}) with sequence parallelism (or job.sequence_parallel: false)")
         self._check_experts(model)
+
+    def _check_stage_layers(self, job, model: ModelSpec) -> None:
+        """An uneven first / last stage leaves the middle stages the other layers, evenly (Megatron-
+        Core's rule: they must divide by the middle stages), at least one each."""
+        given = {k: v for k, v in (("job.pp_first_stage_layers", job.pp_first_stage_layers),
+                                   ("job.pp_last_stage_layers", job.pp_last_stage_layers)) if v is not None}
+        if not given:
+            return
+        field, value = next(iter(given.items()))
+        rest, middle = model.layers - sum(given.values()), self.pp - len(given)
+        if rest < middle or (middle == 0 and rest):
+            raise SpecError(field, value, f"leaves {rest} of the model's {model.layers} layers for {middle} other "
+                            "pipeline stages: each needs at least one, and together all of them")
+        if middle and rest % middle:
+            raise SpecError(field, value, f"leaves {rest} layers, which do not divide evenly over the "
+                            f"{middle} other pipeline stages (Megatron-Core's rule)")
 
     def _check_experts(self, model: ModelSpec) -> None:
         """ep and etp against the model and the ranks of one pipeline stage (Megatron-Core:

@@ -200,7 +200,10 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
                           global_batch=seqs, global_batch_tokens=None,
                           # Llama 3's round size N is the job's only for its own pipeline; others use pp
                           pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
-                          pp_embedding_slots=job.pp_embedding_slots and pp > 1)
+                          pp_embedding_slots=job.pp_embedding_slots and pp > 1,
+                          # the job's uneven stage sizes belong to its own pipeline only
+                          **({} if (pp, v) == (lay.pp, lay.virtual_stages)
+                             else {"pp_first_stage_layers": None, "pp_last_stage_layers": None}))
             if prune and first_expert_choice and _dominated((rc, (z, gr)), fitting.get((), [])):
                 # a staged first pass: a fitting layout of the same degrees with any expert choice
                 # (the first that fits: this one fits with it too, at no less work)

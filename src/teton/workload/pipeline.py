@@ -47,14 +47,31 @@ def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
     ``mirrored`` (each rank also holds stage p-1-r)."""
     lay = job.layout
     v = lay.virtual_stages if job.pp_schedule == "interleaved" else 1
-    return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots), job.pp_schedule == "dualpipe")
+    ends = (job.pp_first_stage_layers, job.pp_last_stage_layers)
+    return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots, ends), job.pp_schedule == "dualpipe")
 
 
 @cached(1024)
-def _split(n_layers: int, p: int, v: int, embedding_slots: bool) -> np.ndarray:
-    out = _split_layers(n_layers, p, v, embedding_slots)
+def _split(n_layers: int, p: int, v: int, embedding_slots: bool,
+           ends: tuple[int | None, int | None] = (None, None)) -> np.ndarray:
+    out = _uneven_split(n_layers, p, *ends) if ends != (None, None) else _split_layers(n_layers, p, v, embedding_slots)
     out.flags.writeable = False
     return out
+
+
+def _uneven_split(n_layers: int, p: int, first: int | None, last: int | None) -> np.ndarray:
+    """(p, 1) layers of a split with the first and / or last stage's count given (``job.
+    pp_first_stage_layers`` / ``pp_last_stage_layers``, Megatron-Core's uneven pipeline): the
+    middle stages share the rest evenly (the job rules made it divide)."""
+    given = [x for x in (first, last) if x is not None]
+    middle = p - len(given)
+    each = (n_layers - sum(given)) // middle if middle else 0
+    sizes = np.full(p, each, dtype=np.int64)
+    if first is not None:
+        sizes[0] = first
+    if last is not None:
+        sizes[-1] = last
+    return sizes.reshape(p, 1)
 
 
 def _split_layers(n_layers: int, p: int, v: int, embedding_slots: bool) -> np.ndarray:

@@ -123,10 +123,10 @@ def _layout(m: Mapper) -> None:
         raw = m.get("--cp-comm-type")
         m.put("software.cp_comm", choice("--cp-comm-type", raw, {"p2p": "ring", "all_gather": "all_gather"},
                                          "a2a (Ulysses) is not modelled"), "--cp-comm-type", raw)
-    for flag in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers"):
+    for flag, field in (("--decoder-first-pipeline-num-layers", "job.pp_first_stage_layers"),
+                        ("--decoder-last-pipeline-num-layers", "job.pp_last_stage_layers")):
         if m.has(flag):
-            raise SpecError(flag, m.get(flag), "teton splits the layers evenly over the pipeline chunks; "
-                            "an uneven first / last stage is not modelled")
+            m.put(field, as_int(flag, m.get(flag), minimum=0), flag, m.get(flag), "the stage's layers; the middle stages share the rest")
     if m.get("--account-for-embedding-in-pipeline-split") and m.get("--account-for-loss-in-pipeline-split"):
         m.put("job.pp_embedding_slots", True, "--account-for-embedding-in-pipeline-split", True,
               "with --account-for-loss-in-pipeline-split: each takes one layer's slot")
