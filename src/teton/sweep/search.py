@@ -176,9 +176,12 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
     # ZeRO-2 both ways: gradients reduced once per step (Llama 3's FSDP; the unsharded accumulation
     # buffer stays) or after every micro-batch (DeepSpeed; sharded gradients, more traffic)
     zeros = [(z, gr) for z in space.zero for gr in ((None, "per_microbatch") if z == 2 else (None,))]
-    savers = sorted(itertools.product(space.recompute, zeros),
+    # a recompute mode the model's rules refuse whatever the layout (torchtitan's per-op policy on
+    # an MoE, biased or fp8 model) is not tried layout by layout
+    recomputes = [rc for rc in space.recompute if _recompute_allowed(spec, rc)]
+    savers = sorted(itertools.product(recomputes, zeros),
                     key=lambda rz: (_RECOMPUTE_WORK.get(rz[0], 9), _ZERO_WORK.get(rz[1], 9))) if prune else \
-        list(itertools.product(space.recompute, zeros))
+        list(itertools.product(recomputes, zeros))
     for tp, cp, pp, v, mb, ep in itertools.product(space.tp, space.cp, space.pp, space.virtual_stages,
                                                    space.micro_batch, ep_degrees(spec, space)):
         dp = dp_of(job.gpus, tp * cp * pp)
@@ -221,6 +224,16 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
                 if prune and fits:
                     fitting.setdefault(expert, []).append((rc, (z, gr)))
                 yield cand, fits, False
+
+
+def _recompute_allowed(spec: Spec, recompute: str) -> bool:
+    """False when the job rules refuse ``recompute`` for this model and job as such (the refusal
+    names ``job.recompute``); a refusal of another field is the layout's, left to each candidate."""
+    try:
+        check_job(spec.job.model_copy(update={"recompute": recompute}), spec.model, spec.cluster)
+    except SpecError as err:
+        return err.field != "job.recompute"
+    return True
 
 
 def _expert_candidates(spec: Spec, space: SearchSpace, update: dict, degrees: tuple[int, int, int],
