@@ -54,3 +54,39 @@ def test_megatron_flags_map_to_the_stage_sizes():
     s = load_spec(spec)
     assert list(step_work(s.model, s.job).split.layers[:, 0]) == [6, 9, 9, 6]
     assert teton.simulate(spec).step_time_s > 0
+
+
+def test_a_balanced_split_evens_out_the_ranks_flops():
+    """pp_split: balanced picks the end stages' layers: DeepSeek-V3 under DualPipe gets 3 / 2 (its
+    3 dense layers lead, the head and MTP close), the fastest of the uneven splits tried by hand."""
+    spec = load_spec(EXAMPLE, ["job.pp_split=balanced"])
+    layers = step_work(spec.model, spec.job).split.layers[:, 0]
+    assert (layers[0], layers[-1]) == (3, 2) and set(layers[1:-1]) == {4}
+    hand = load_spec(EXAMPLE, ["job.pp_first_stage_layers=3", "job.pp_last_stage_layers=2"])
+    assert simulate_step(spec).step_time_s == pytest.approx(simulate_step(hand).step_time_s)
+
+
+def test_a_balanced_split_gives_the_output_heads_stage_fewer_layers():
+    from teton.spec.model_flops import last_stage_extra_flops_per_token, layer_flops_per_token
+
+    data = {"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+            "job": {"gpus": 32, "tp": 8, "pp": 4, "seq_len": 8192, "global_batch": 64}}
+    even = load_spec(data)
+    balanced = load_spec({**data, "job": {**data["job"], "pp_split": "balanced"}})
+    m, seq = even.model, 8192
+
+    def busiest(spec):
+        layers = step_work(spec.model, spec.job).split.layers[:, 0].astype(float)
+        per = layer_flops_per_token(m, m.layer_types()[0], seq)
+        load = layers * per
+        load[-1] += last_stage_extra_flops_per_token(m, seq)
+        return load.max(), layers
+
+    (b_max, b_layers), (e_max, _) = busiest(balanced), busiest(even)
+    assert b_max < e_max and b_layers[-1] < b_layers[1]
+    assert simulate_step(balanced).step_time_s < simulate_step(even).step_time_s
+
+
+def test_balanced_takes_no_stage_sizes_of_its_own():
+    with pytest.raises(SpecError, match="pp_split = balanced"):
+        load_spec(EXAMPLE, ["job.pp_split=balanced", "job.pp_first_stage_layers=3"])

@@ -98,6 +98,11 @@ class JobSpec(Section):
     pp_first_stage_layers: int | None = Field(default=None, ge=0)
     # the last stage's layers (Megatron-Core's --decoder-last-pipeline-num-layers), as above
     pp_last_stage_layers: int | None = Field(default=None, ge=0)
+    # even: the layers split evenly (or as the two fields above say); balanced: teton picks the end
+    # stages' layers that even out the ranks' training FLOPs (the first dense layers of an MoE model,
+    # the output head and multi-token prediction on the last stage, DualPipe's mirrored pairs), the
+    # middle stages even (teton.workload.pipeline.balanced_ends); pipelines of one chunk per rank
+    pp_split: Literal["even", "balanced"] = "even"
     # Without sequence parallelism, each TP rank sends only its 1/tp slice of the (replicated)
     # hidden state to the next stage, which all-gathers it over NVLink (Megatron-LM's
     # scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, Sec. 4.1). Off: every TP rank
@@ -157,6 +162,8 @@ class JobSpec(Section):
                             f"only applies to job.recompute = selective_layer (is {self.recompute})")
         if self.pp_first_stage_layers is not None or self.pp_last_stage_layers is not None:
             self._check_stage_layers()
+        if self.pp_split == "balanced":
+            self._check_balanced()
         if self.recompute_modules is not None and self.recompute != "selective":
             raise SpecError("job.recompute_modules", list(self.recompute_modules),
                             f"only applies to job.recompute = selective (is {self.recompute})")
@@ -177,6 +184,15 @@ class JobSpec(Section):
                             f"(job.virtual_stages = 1, is {self.virtual_stages})")
         if self.pp_embedding_slots:
             raise SpecError(field, value, "give either the stage sizes or job.pp_embedding_slots, not both")
+
+    def _check_balanced(self) -> None:
+        for field, value, bad in (("job.pp_first_stage_layers", self.pp_first_stage_layers, lambda v: v is not None),
+                                  ("job.pp_last_stage_layers", self.pp_last_stage_layers, lambda v: v is not None),
+                                  ("job.pp_embedding_slots", self.pp_embedding_slots, bool),
+                                  ("job.virtual_stages", self.virtual_stages, lambda v: v != 1)):
+            if bad(value):
+                raise SpecError(field, value, "job.pp_split = balanced picks the end stages' layers itself, with one "
+                                "chunk per rank: leave this out")
 
     def _check_dualpipe(self) -> None:
         why = "with job.pp_schedule = dualpipe"

@@ -58,3 +58,20 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
         last = model.layer_types()[-1]
         mixers += _mixer_flops(model, last, model.mtp_depth, seq_len) + 6.0 * model.mtp_depth * model.vocab * model.hidden
     return 6.0 * model.matmul_params() + mixers
+
+
+def layer_flops_per_token(model: ModelSpec, kind: LayerType, seq_len: int) -> float:
+    """Training FLOPs per token of one layer of ``kind``: its share of :func:`model_flops_per_token`
+    (6 x its active matmul parameters, plus its attention or scan)."""
+    return 6.0 * model._kind_params(kind, True) + _mixer_flops(model, kind, 1, seq_len)
+
+
+def last_stage_extra_flops_per_token(model: ModelSpec, seq_len: int) -> float:
+    """Training FLOPs per token the last pipeline stage runs beyond its layers: the output head and
+    the multi-token prediction modules (the first stage's embedding lookup is no matmul)."""
+    extra = 6.0 * (model.vocab * model.hidden + model.norm_params())
+    if model.mtp_depth:
+        last = model.layer_types()[-1]
+        extra += (6.0 * model.mtp_params(active=True) + _mixer_flops(model, last, model.mtp_depth, seq_len)
+                  + 6.0 * model.mtp_depth * model.vocab * model.hidden)
+    return extra

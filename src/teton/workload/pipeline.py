@@ -47,8 +47,38 @@ def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
     ``mirrored`` (each rank also holds stage p-1-r)."""
     lay = job.layout
     v = lay.virtual_stages if job.pp_schedule == "interleaved" else 1
+    dual = job.pp_schedule == "dualpipe"
     ends = (job.pp_first_stage_layers, job.pp_last_stage_layers)
-    return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots, ends), job.pp_schedule == "dualpipe")
+    if job.pp_split == "balanced" and v == 1 and lay.pp > 2:
+        ends = balanced_ends(model, lay.pp, lay.seq_len, dual)
+    return PipelineSplit(_split(model.layers, lay.pp, v, job.pp_embedding_slots, ends), dual)
+
+
+@cached(1024)
+def balanced_ends(model: ModelSpec, p: int, seq_len: int, mirrored: bool) -> tuple[int, int]:
+    """(first, last) stage layers of ``job.pp_split: balanced``: of the splits with the middle
+    stages even (Megatron-Core's uneven-pipeline rule), the one whose busiest rank runs the fewest
+    training FLOPs per token (``spec.model_flops``: each layer's own, the output head and
+    multi-token prediction on the last stage; under DualPipe a rank runs stage r and p-1-r); ties
+    to the split nearest the even one. FLOPs stand in for time: a proxy, not the engine's step."""
+    from teton.spec.model_flops import last_stage_extra_flops_per_token, layer_flops_per_token
+
+    per_kind = {k: layer_flops_per_token(model, k, seq_len) for k in model.layer_type_counts()}
+    prefix = np.concatenate([[0.0], np.cumsum([per_kind[k] for k in model.layer_types()])])
+    n, middle, head = model.layers, p - 2, last_stage_extra_flops_per_token(model, seq_len)
+    best: tuple[float, int, tuple[int, int]] | None = None
+    for each in range(1, n // middle + 1):
+        for first in range(0, n - middle * each + 1):
+            last = n - middle * each - first
+            bounds = np.cumsum([0, first, *([each] * middle), last])
+            load = prefix[bounds[1:]] - prefix[bounds[:-1]]
+            load[-1] += head
+            if mirrored:
+                load = load + load[::-1]
+            key = (float(load.max()), abs(first - each) + abs(last - each), (first, last))
+            if best is None or key[:2] < best[:2]:
+                best = key
+    return best[2]
 
 
 @cached(1024)
