@@ -261,20 +261,20 @@ def _rhd_phases(groups: np.ndarray, op: str) -> list[Phase]:
     return phases
 
 
-def auto_steps(op: str, n: int, one_per_host: bool, pat: bool) -> int:
-    """Latency steps NCCL's tuner gets for ``op`` over ``n`` ranks where latency dominates: the
-    ring's ``n - 1`` per phase; an all-reduce's capped at ``2 ceil(log2 n)`` (double binary trees);
-    an all-gather's or reduce-scatter's at ``ceil(log2 n)`` with ``pat`` when each rank sits on its
-    own host (NCCL 2.23's PAT, Parallel Aggregated Trees, for one GPU per node: a logarithmic
-    number of network steps; ASSUMPTION: at the ring's bus bandwidth, so PAT only cuts latency)."""
-    steps = 2 * (n - 1) if op == "all_reduce" else n - 1
+def auto_steps(op: str, n: int, ring_steps: int, one_per_host: bool, pat: bool) -> int:
+    """Latency steps NCCL's tuner gets for ``op`` over ``n`` ranks where latency dominates, from
+    the ring's ``ring_steps``: an all-reduce's capped at ``2 ceil(log2 n)`` (double binary trees);
+    an all-gather's or reduce-scatter's at ``ceil(log2 n)`` with ``pat`` when each rank sits in an
+    NVLink domain (host) of its own (NCCL 2.23's PAT, Parallel Aggregated Trees, for one GPU per
+    node: a logarithmic number of network steps; ASSUMPTION: at the ring's bus bandwidth, so PAT
+    only cuts latency); any other op keeps the ring's."""
     if n <= 2:
-        return steps
+        return ring_steps
     if op == "all_reduce":
-        return min(steps, 2 * math.ceil(math.log2(n)))
+        return min(ring_steps, 2 * math.ceil(math.log2(n)))
     if pat and one_per_host and op in ("all_gather", "reduce_scatter"):
-        return min(steps, math.ceil(math.log2(n)))
-    return steps
+        return min(ring_steps, math.ceil(math.log2(n)))
+    return ring_steps
 
 
 def phases_for(op: str, groups: np.ndarray, gpus_per_host: int, algo: str = "ring",
@@ -322,8 +322,8 @@ def phases_for(op: str, groups: np.ndarray, gpus_per_host: int, algo: str = "rin
             _ring(b, row, gph, factor, gi, dup=dup)
         steps = ring_steps
         if algo == "auto":  # NCCL's tuner takes trees (PAT) when latency-bound
-            one_per_host = bool((np.sort(groups // gph, axis=1)[:, 1:] != np.sort(groups // gph, axis=1)[:, :-1]).all())
-            steps = auto_steps(op, n, one_per_host, pat)
+            hosts = np.sort(groups // gph, axis=1)
+            steps = auto_steps(op, n, ring_steps, bool((hosts[:, 1:] != hosts[:, :-1]).all()), pat)
         return [b.phase(steps)]
     if algo == "tree":
         if op != "all_reduce":

@@ -28,8 +28,6 @@ def embedding_sum_s(cost, placement, model, job, work) -> float:
     lay = job.layout
     if not (model.tied_embeddings or model.mtp_depth) or not embedding_copy(job, work.split.p * work.split.v):
         return 0.0
-    if work.split.p < 2:
-        return 0.0
     pipes = placement.groups("pp")
     group = np.stack([pipes[:, 0], pipes[:, -1]], axis=1)
     grad_bytes = lay.local_vocab(model.vocab) * model.hidden * work.grad_reduce_bytes_per_param

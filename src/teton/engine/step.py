@@ -271,8 +271,9 @@ def a2a_overlap(job, placement: Placement, cluster, fwd_parts: dict, bwd_parts: 
 def optimizer_s(job, lay: Layout, work, gpu, mem_efficiency: float) -> float:
     """Seconds of the memory-bound Adam step (with gradient clipping) over the most loaded pipeline
     rank's shard: ``t = N_shard * OPTIMIZER_BYTES_PER_PARAM / (HBM bandwidth * e_mem)``, 46 bytes per
-    parameter (module constants; 38 with Adam's moments in bf16, ``job.adam_moments``). ZeRO >= 1 shards it over DP, the routed experts' state over their
-    expert-data-parallel group (``lay.edp``)."""
+    parameter (module constants; 38 with Adam's moments in bf16, ``job.adam_moments``). ZeRO >= 1
+    shards it over DP, the routed experts' state over their expert-data-parallel group
+    (``lay.edp``)."""
     rank_params = work.split.held(work.chunk_params)
     if job.zero >= 1:
         rank_params = dp_shard(rank_params, work.split.held(work.expert_params), lay)

@@ -153,6 +153,5 @@ class AnalyticalCostModel:
         link, factor, alpha, one_per_host = hit
         bw = self._bus_bw(link, factor)
         # NCCL switches to (double binary) trees, or PAT, when latency dominates
-        steps = auto_steps(op, n, one_per_host, self.pat) if op in ("all_reduce", "all_gather", "reduce_scatter") \
-            else ring_steps(op, n)
+        steps = auto_steps(op, n, ring_steps(op, n), one_per_host, self.pat)
         return bus_factor(op, n) * size_bytes / bw + steps * alpha

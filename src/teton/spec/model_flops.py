@@ -63,7 +63,7 @@ def model_flops_per_token(model: ModelSpec, seq_len: int) -> float:
 def layer_flops_per_token(model: ModelSpec, kind: LayerType, seq_len: int) -> float:
     """Training FLOPs per token of one layer of ``kind``: its share of :func:`model_flops_per_token`
     (6 x its active matmul parameters, plus its attention or scan)."""
-    return 6.0 * model._kind_params(kind, True) + _mixer_flops(model, kind, 1, seq_len)
+    return 6.0 * model.as_layer(kind).layer_active_params() + _mixer_flops(model, kind, 1, seq_len)
 
 
 def last_stage_extra_flops_per_token(model: ModelSpec, seq_len: int) -> float:

@@ -194,19 +194,18 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
         seqs = tokens // lay.seq_len
         if seqs % (dp * mb):
             continue
+        own_pipeline = (pp, v) == (lay.pp, lay.virtual_stages)
+        layout = dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=mb, pp_schedule=schedule_of(job, pp, v),
+                      virtual_stages=v, global_batch=seqs, global_batch_tokens=None,
+                      # Llama 3's round size N is the job's only for its own pipeline; others use pp
+                      pp_round=lay.pp_round if own_pipeline else None,
+                      pp_embedding_slots=job.pp_embedding_slots and pp > 1,
+                      # the job's uneven stage sizes belong to its own pipeline only
+                      **({} if own_pipeline else {"pp_first_stage_layers": None, "pp_last_stage_layers": None}))
         fitting: dict[tuple, list] = {}  # expert choice -> the savers that fit with it
         for rc, (z, gr) in savers:
             interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
-            update = dict(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=mb, recompute=rc, recompute_interval=interval,
-                          zero=z, grad_reduce=gr,
-                          pp_schedule=schedule_of(job, pp, v), virtual_stages=v,
-                          global_batch=seqs, global_batch_tokens=None,
-                          # Llama 3's round size N is the job's only for its own pipeline; others use pp
-                          pp_round=lay.pp_round if (pp, v) == (lay.pp, lay.virtual_stages) else None,
-                          pp_embedding_slots=job.pp_embedding_slots and pp > 1,
-                          # the job's uneven stage sizes belong to its own pipeline only
-                          **({} if (pp, v) == (lay.pp, lay.virtual_stages)
-                             else {"pp_first_stage_layers": None, "pp_last_stage_layers": None}))
+            update = {**layout, "recompute": rc, "recompute_interval": interval, "zero": z, "grad_reduce": gr}
             if prune and first_expert_choice and _dominated((rc, (z, gr)), fitting.get((), [])):
                 # a staged first pass: a fitting layout of the same degrees with any expert choice
                 # (the first that fits: this one fits with it too, at no less work)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import eager_saved_bytes
-from teton.workload.items import ACT_BYTES, FP8_1X128_BYTES, FP32
+from teton.workload.fp8 import saved_input_bytes
+from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.mamba import mamba_saved_bytes
 from teton.workload.mixers import mla_saved_bytes
 from teton.workload.moe import moe_ffn_elements, moe_saved_bytes
@@ -48,7 +49,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     tok = lay.tokens
     tok_e = lay.elementwise_tokens  # exact: the Layout's rules make b s / cp divide by tp under SP
     drop = 1 if model.dropout else 0
-    g = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # a kept GEMM input
+    g = saved_input_bytes(job)  # a kept GEMM input
     ff_in = a if model.experts > 1 else g  # the MLP norm's output: the router's bf16 input in an MoE layer
     hidden_saved = (
         gqa * a * tok_e * h  # attention-norm input

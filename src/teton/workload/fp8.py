@@ -54,7 +54,7 @@ from teton.hardware.kernels import FP8_RECIPES, NVFP4_NOT_MODELLED, Fp8Recipe
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.workload.items import ACT_BYTES, Block, Collective, ComputeOp, Item, memory_op
+from teton.workload.items import ACT_BYTES, FP8_1X128_BYTES, Block, Collective, ComputeOp, Item, memory_op
 
 FP8_CAST_TRANSPOSE_BYTES = FP8_RECIPES["delayed"].cast_bytes  # read bf16 (2), write fp8 (1) and its transpose (1)
 AMAX_BYTES = 4  # one fp32 amax per tensor, all-reduced over TP under current scaling
@@ -149,3 +149,10 @@ def bf16_block(block: Block) -> Block:
         return tuple(replace(i, fp8=False) if isinstance(i, ComputeOp) and i.fp8 else i for i in items)
 
     return replace(block, fwd=strip(block.fwd), bwd=strip(block.bwd))
+
+
+def saved_input_bytes(job: JobSpec) -> float:
+    """Bytes per element of a GEMM input a layer keeps for its backward: two (bf16), or an fp8 value
+    with a 1x128 scale under ``software.fp8_activation_cache`` (DeepSeek-V3, arXiv 2412.19437,
+    Sec. 3.3.2, "Low-Precision Storage")."""
+    return FP8_1X128_BYTES if job.software.fp8_activation_cache else ACT_BYTES

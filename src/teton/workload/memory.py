@@ -2,9 +2,9 @@
 
 Model state (mixed-precision Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3): bf16 weights (2 B),
 gradients (fp32 accumulation 4 B, or bf16 2 B), fp32 master weights + Adam m + v (12 B; 8 B with
-the moments in bf16, ``job.adam_moments``: DeepSeek-V3 Sec. 3.3.2) per parameter. ZeRO-1 shards the optimizer state over DP, ZeRO-2 also the gradients (but a job that
-reduces them once per step over several micro-batches keeps the unsharded accumulation buffer),
-ZeRO-3 also the weights (plus the gathered parameters of the layers being computed). A MoE layer's routed
+the moments in bf16, ``job.adam_moments``: DeepSeek-V3 Sec. 3.3.2) per parameter. ZeRO-1 shards
+the optimizer state over DP, ZeRO-2 also the gradients (but a job that reduces them once per step
+over several micro-batches keeps the unsharded accumulation buffer), ZeRO-3 also the weights (plus the gathered parameters of the layers being computed). A MoE layer's routed
 experts are sharded over their expert-data-parallel group (the ``tp cp dp / (etp ep)`` ranks holding
 the same experts; Megatron-Core, DeepSpeed-MoE), the rest over all of DP. What an MoE layer keeps
 for backward, and its parameters per GPU: ``workload.moe``.

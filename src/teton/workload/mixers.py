@@ -29,17 +29,8 @@ from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
-from teton.workload.fp8 import FP8_CAST_TRANSPOSE_BYTES, fp8_attention, fp8_casts
-from teton.workload.items import (
-    ACT_BYTES,
-    FP8_1X128_BYTES,
-    FP32,
-    Collective,
-    ComputeOp,
-    Item,
-    gemm_ops,
-    memory_op,
-)
+from teton.workload.fp8 import FP8_CAST_TRANSPOSE_BYTES, fp8_attention, fp8_casts, saved_input_bytes
+from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
 from teton.workload.mlp import tp_gather, tp_scatter
 
 
@@ -284,7 +275,7 @@ def mla_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] | No
     lay = job.layout
     t, a, tok, tok_e, h = lay.tp, ACT_BYTES, lay.tokens, lay.elementwise_tokens, model.hidden
     mods = job.recomputed_modules if modules is None else modules
-    g = FP8_1X128_BYTES if job.software.fp8_activation_cache else a
+    g = saved_input_bytes(job)
     norm_out = 0 if "layernorm" in mods else 1
     up_kept = 0 if "mla_up_proj" in mods else 1
     qw, kw, vw, ow = attention_widths(model)

@@ -68,7 +68,7 @@ from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
-from teton.workload.fp8 import fp8_casts
+from teton.workload.fp8 import fp8_casts, saved_input_bytes
 from teton.workload.items import (
     ACT_BYTES,
     FP8_1X128_BYTES,
@@ -174,7 +174,7 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     lay = job.layout
     rows = moe_rows(model, job)
     a, h = ACT_BYTES, model.hidden
-    g = FP8_1X128_BYTES if job.software.fp8_activation_cache else a
+    g = saved_input_bytes(job)
     routed = (FP32 * rows.tokens * model.experts + a * rows.sent * h + g * rows.expert * h
               + 2 * g * rows.expert * model.expert_ffn / lay.etp)
     return routed + 2 * g * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
