@@ -81,10 +81,12 @@ def test_zero2_is_searched_both_ways():
     fitting = [(r["zero"], r["grad_reduce"]) for r in d["rows"] if r["fits_in_memory"]]
     assert fitting[0] == (2, "per_microbatch") and (3, "per_microbatch") in fitting
     assert (1, "per_step") not in fitting
-    # ZeRO-3 only adds traffic to the ZeRO-2 layout that fits: the default search leaves it out
+    # ZeRO-3 only adds traffic to the ZeRO-2 layout that fits, and ZeRO-2 reduced once a step needs
+    # ZeRO-1's memory (which does not fit) at no less work: the default search leaves both out
     pruned = search_layouts(spec, replace(space, prune=True))
     assert [(r["zero"], r["grad_reduce"]) for r in pruned["rows"] if r["fits_in_memory"]] == [(2, "per_microbatch")]
-    assert pruned["dominated"] == 1 and pruned["evaluated"] == d["evaluated"]
+    assert [(r["zero"], r["fits_in_memory"]) for r in pruned["rows"]] == [(2, True), (1, False)]
+    assert pruned["dominated"] == 2 and pruned["evaluated"] == d["evaluated"]
 
 
 def test_search_with_impossible_constraints_says_so(cli, example_spec):
@@ -226,3 +228,11 @@ def test_dominated_layouts_are_left_out_without_changing_the_ranking():
     for k in kept:
         best_of.setdefault(k[:6], k[-1])
     assert all(k[-1] >= best_of[k[:6]] for k in ranked if k not in set(kept) and k[:6] in best_of)
+    # of the layouts that do not fit, one is left out only for another of the same degrees that is
+    # no slower and needs no more memory (and every one kept is the exhaustive search's)
+    short = {key(r): r["memory_per_gpu_bytes"] for r in every["rows"] if not r["fits_in_memory"]}
+    short_kept = [key(r) for r in pruned["rows"] if not r["fits_in_memory"]]
+    assert all(k in short for k in short_kept)
+    for k, mem in short.items():
+        if k not in set(short_kept) and k[:6] not in best_of:
+            assert any(j[:6] == k[:6] and j[-1] <= k[-1] and short[j] <= mem for j in short_kept), k

@@ -91,8 +91,8 @@ FLAGS: dict[str, Flag] = {
     "--pp": F("LIST", "PP degrees to try"),
     "--ep": F("LIST", "EP degrees to try (MoE models)"),
     "--etp": F("LIST", "expert-TP degrees to try (MoE models)"),
-    "--exhaustive": F(SWITCH, "every layout simulated: dominated ones (more recompute or ZeRO than a fitting layout "
-                      "of the same degrees) and, on MoE models, every expert-TP degree and rank order, not a staged "
+    "--exhaustive": F(SWITCH, "every layout simulated: dominated ones (more recompute or ZeRO than a layout of the "
+                      "same degrees that fits, or misses the HBM by no more) and, on MoE models, every expert-TP degree and rank order, not a staged "
                       "search", False),
     "--virtual-stages": F("LIST", "virtual pipeline stages to try"),
     # compare

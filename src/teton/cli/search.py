@@ -27,8 +27,8 @@ def register(app: typer.Typer) -> None:
         etp: Annotated[str | None, typer.Option("--etp", help="expert-TP degrees to try (MoE models; default: 1 "
                                                 "and tp)")] = None,
         exhaustive: Annotated[bool, typer.Option(
-            "--exhaustive", help="simulate every layout: dominated ones too (more recompute or ZeRO than a fitting "
-            "layout of the same degrees) and, on MoE models, every expert-TP degree and rank order "
+            "--exhaustive", help="simulate every layout: dominated ones too (more recompute or ZeRO than a layout of the "
+            "same degrees that fits, or misses the HBM by no more) and, on MoE models, every expert-TP degree and rank order "
             "(default: refined on the best of a first pass)")] = False,
         json_: JsonFlag = False,
     ) -> None:

@@ -112,12 +112,11 @@ def _dp_collective_s(cost, placement: Placement, lay: Layout, work, op: str, byt
         return np.array([times[n] for n in flat]).reshape(params.shape)
     expert = work.expert_params
     edp_groups = placement.groups("edp_cp") if lay.edp > 1 else None  # None: nothing to reduce
-    values, inverse = np.unique(np.stack([(params - expert).ravel(), expert.ravel()], axis=1), axis=0,
-                                return_inverse=True)
-    out = np.array([cost.collective_time(op, dp_groups, d * bytes_per_param)
-                    + (cost.collective_time(op, edp_groups, e * bytes_per_param) if edp_groups is not None else 0.0)
-                    for d, e in values])
-    return out[np.asarray(inverse).ravel()].reshape(params.shape)
+    pairs = list(zip((params - expert).ravel().tolist(), expert.ravel().tolist(), strict=True))
+    times = {(d, e): cost.collective_time(op, dp_groups, d * bytes_per_param)
+             + (cost.collective_time(op, edp_groups, e * bytes_per_param) if edp_groups is not None else 0.0)
+             for d, e in dict.fromkeys(pairs)}
+    return np.array([times[de] for de in pairs]).reshape(params.shape)
 
 
 def pipeline_warnings(job, micro_batches: int, bubble_fraction: float) -> tuple[str, ...]:

@@ -317,7 +317,7 @@ def search_section(ctx: Context) -> Section:
                          fmt_pct(r["mfu_bf16"]), f"{r['memory_per_gpu_bytes'] / GIB:.1f} GiB") for r in top),
                   f"top {len(top)} layouts that fit")
     lead = (f"{d['evaluated']:,} layouts, {len(d['rows']):,} simulated ({d['dominated']:,} left out: the same degrees "
-            f"fit with less recompute or a lower ZeRO stage), {d['fitting']:,} distinct ones fit in memory.")
+            f"fit, or miss the HBM by no more, with less recompute or a lower ZeRO stage), {d['fitting']:,} distinct ones fit in memory.")
     figs = (("top-layouts", plots.search_bars(top)),) if top else ()
     return Section("search", "Layout search", lead, (table,), figs, data={"evaluated": d["evaluated"]})
 

@@ -24,7 +24,11 @@ once a step as much, after every micro-batch more, ZeRO-3 the most. So of the la
 degrees, micro-batch and expert choice, one whose recompute and ZeRO stage both do at least the
 work of a layout that fits can never be faster: the search takes memory verdicts in that order and
 leaves such a layout out (``dominated``; the best layout and the order of the others are the
-exhaustive search's, ``tests/sweep``). ``--exhaustive`` simulates them too.
+exhaustive search's, ``tests/sweep``). Of those that do not fit, one is left out when another of
+the same degrees doing no more work misses the HBM by no more bytes (no faster, no nearer to
+fitting: selective recompute under flash attention saves nothing over none). A rule of the
+degrees that refuses an expert choice is not asked again for each memory saver.
+``--exhaustive`` simulates them too.
 Rows carry ``mfu`` (against the job's precision peak)
 and ``mfu_bf16`` (against the bf16 peak, what tables show as "MFU"); the ranking is by step time.
 
@@ -147,19 +151,30 @@ _RECOMPUTE_WORK = {"none": 0, "selective": 1, "selective_op": 1, "selective_laye
 _ZERO_WORK = {(1, None): 0, (2, None): 1, (2, "per_microbatch"): 2, (3, None): 3}
 
 
+def _less_work(a: tuple[str, tuple], b: tuple[str, tuple]) -> bool:
+    """Whether saver ``a`` ((recompute, (zero, grad_reduce))) does no more recompute and no more ZeRO
+    traffic than ``b``, and is not ``b``."""
+    (arc, az), (brc, bz) = a, b
+
+    def zero_le(x: tuple, y: tuple) -> bool:  # ZeRO-0 (an all-reduce, nothing sharded) compares with none
+        return x == y or (x in _ZERO_WORK and y in _ZERO_WORK and _ZERO_WORK[x] < _ZERO_WORK[y])
+
+    return (arc == brc or _RECOMPUTE_WORK[arc] < _RECOMPUTE_WORK[brc]) and zero_le(az, bz) and a != b
+
+
 def _dominated(saver: tuple[str, tuple], fitting: list[tuple[str, tuple]]) -> bool:
     """Whether a fitting candidate of the same degrees, micro-batch and expert choice does no more
     recompute and no more ZeRO traffic than ``saver`` ((recompute, (zero, grad_reduce))): that one
     is never slower, so ``saver`` cannot rank above it and is not simulated."""
-    rc, z = saver
+    return any(_less_work(f, saver) for f in fitting)
 
-    def le(a: str, b: str) -> bool:
-        return a == b or _RECOMPUTE_WORK[a] < _RECOMPUTE_WORK[b]
 
-    def zero_le(a: tuple, b: tuple) -> bool:  # ZeRO-0 (an all-reduce, nothing sharded) compares with none
-        return a == b or (a in _ZERO_WORK and b in _ZERO_WORK and _ZERO_WORK[a] < _ZERO_WORK[b])
-
-    return any(le(frc, rc) and zero_le(fz, z) and (frc, fz) != (rc, z) for frc, fz in fitting)
+def _outneeded(saver: tuple[str, tuple], over_bytes: float, short: list[tuple[tuple, float]]) -> bool:
+    """Whether a candidate that does not fit either, of the same degrees, micro-batch and expert
+    choice, does no more work than ``saver`` and misses the HBM by no more bytes (``over_bytes``:
+    this one's): ``saver`` is no faster and no nearer to fitting (selective recompute under flash
+    attention saves nothing over none), so it is not simulated."""
+    return any(o <= over_bytes and _less_work(s, saver) for s, o in short)
 
 
 def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
@@ -203,25 +218,36 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
                       # the job's uneven stage sizes belong to its own pipeline only
                       **({} if own_pipeline else {"pp_first_stage_layers": None, "pp_last_stage_layers": None}))
         fitting: dict[tuple, list] = {}  # expert choice -> the savers that fit with it
+        short: dict[tuple, list] = {}  # expert choice -> (saver, bytes over the HBM) of those that don't
+        refused: set[tuple] = set()  # expert choices a rule of the degrees refuses, whatever the savers
         for rc, (z, gr) in savers:
+            saver = (rc, (z, gr))
             interval = job.recompute_interval if rc == "selective_layer" else RECOMPUTE_INTERVAL_DEFAULT
             update = {**layout, "recompute": rc, "recompute_interval": interval, "zero": z, "grad_reduce": gr}
-            if prune and first_expert_choice and _dominated((rc, (z, gr)), fitting.get((), [])):
+            if prune and first_expert_choice and _dominated(saver, fitting.get((), [])):
                 # a staged first pass: a fitting layout of the same degrees with any expert choice
                 # (the first that fits: this one fits with it too, at no less work)
-                for cand, fits, _ in _expert_candidates(spec, space, update, (tp, pp, dp), False):
+                for cand, fits, _, _ in _expert_candidates(spec, space, update, (tp, pp, dp), False, refused):
                     yield cand, fits, True
                     break
                 continue
-            for cand, fits, expert in _expert_candidates(spec, space, update, (tp, pp, dp), first_expert_choice):
+            for cand, fits, expert, over in _expert_candidates(spec, space, update, (tp, pp, dp),
+                                                               first_expert_choice, refused):
                 expert = () if first_expert_choice else expert
-                if prune and _dominated((rc, (z, gr)), fitting.get(expert, [])):
+                if not prune:
+                    yield cand, fits, False
+                    continue
+                if _dominated(saver, fitting.get(expert, [])):
                     yield cand, fits, True
                     continue
-                if prune and fits is None:
-                    fits = fits_in_memory(cand)
-                if prune and fits:
-                    fitting.setdefault(expert, []).append((rc, (z, gr)))
+                if fits is None:
+                    over = overshoot_bytes(cand)
+                    fits = over <= 0
+                if not fits and _outneeded(saver, over, short.get(expert, [])):
+                    yield cand, fits, True
+                    continue
+                (fitting.setdefault(expert, []).append(saver) if fits
+                 else short.setdefault(expert, []).append((saver, over)))
                 yield cand, fits, False
 
 
@@ -235,32 +261,46 @@ def _recompute_allowed(spec: Spec, recompute: str) -> bool:
     return True
 
 
+# The job fields of the memory savers a search varies per layout: a rule that refuses a candidate
+# under one of these may pass it under another saver; a rule naming any other field is the degrees'.
+SAVER_FIELDS = frozenset({"job.recompute", "job.recompute_interval", "job.recompute_modules", "job.zero",
+                          "job.grad_reduce"})
+
+
 def _expert_candidates(spec: Spec, space: SearchSpace, update: dict, degrees: tuple[int, int, int],
-                       first_expert_choice: bool) -> Iterator[tuple[Spec, bool | None, tuple]]:
-    """(spec, memory verdict or None, expert choice) of one layout's expert TP degrees and rank
+                       first_expert_choice: bool, refused: set[tuple] | None = None,
+                       ) -> Iterator[tuple[Spec, bool | None, tuple, float | None]]:
+    """(spec, memory verdict or None, expert choice, bytes over the usable HBM or None) of one layout's expert TP degrees and rank
     orders that pass the job rules: every one, or with ``first_expert_choice`` the first that fits
-    in memory (else the first that passes)."""
+    in memory (else the first that passes). ``refused`` (shared by the savers of one layout's
+    degrees): the expert choices a rule of the degrees, not of a saver, refused; they are not
+    checked again."""
     job = spec.job
-    first: tuple[Spec, bool, tuple] | None = None
+    first: tuple[Spec, bool, tuple, float] | None = None
     allocated: dict[int, float] = {}  # by expert TP degree: the rank order moves no allocation
     for expert in expert_choices(spec, space, *degrees):
+        key = tuple(sorted(expert.items()))
+        if refused is not None and key in refused:
+            continue
         try:
             candidate = check_job(job.model_copy(update={**update, **expert}), spec.model, spec.cluster)
-        except SpecError:
+        except SpecError as err:
+            if refused is not None and err.field not in SAVER_FIELDS:
+                refused.add(key)
             continue
         cand = spec.model_copy(update={"job": candidate})
-        key = tuple(sorted(expert.items()))
         if not first_expert_choice:
-            yield cand, None, key
+            yield cand, None, key, None
             continue
         etp = candidate.layout.etp
         if etp not in allocated:
             allocated[etp] = memory_per_gpu(cand.model, candidate)[0].total
-        if fits_in_memory(cand, allocated[etp]):
-            first = cand, True, key
+        over = overshoot_bytes(cand, allocated[etp])
+        if over <= 0:
+            first = cand, True, key, over
             break
         if first is None:
-            first = cand, False, key
+            first = cand, False, key, over
     if first is not None:
         yield first
 
@@ -278,9 +318,15 @@ def fits_in_memory(spec: Spec, allocated_bytes: float | None = None) -> bool:
     """The memory verdict :func:`teton.engine.step.simulate_step` gives, without the step: the
     allocations (``allocated_bytes`` when already known) fit in the HBM the headroom leaves
     (``teton.workload.headroom``)."""
+    return overshoot_bytes(spec, allocated_bytes) <= 0
+
+
+def overshoot_bytes(spec: Spec, allocated_bytes: float | None = None) -> float:
+    """Bytes the allocations (``allocated_bytes`` when already known) exceed the HBM the headroom
+    leaves by (<= 0: they fit)."""
     if allocated_bytes is None:
         allocated_bytes = memory_per_gpu(spec.model, spec.job)[0].total
-    return memory_headroom(spec.job, spec.cluster).fits(allocated_bytes)
+    return allocated_bytes - memory_headroom(spec.job, spec.cluster).usable_bytes
 
 
 @dataclass(frozen=True)

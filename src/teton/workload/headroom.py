@@ -34,6 +34,7 @@ from teton.collectives.algorithms import nccl_channels
 from teton.memo import cached
 from teton.spec.cluster import ClusterSpec
 from teton.spec.job import JobSpec
+from teton.spec.layout import Layout
 from teton.units import GIB
 
 MIB = 2**20
@@ -74,9 +75,9 @@ class MemoryHeadroom:
         return allocated_bytes <= self.usable_bytes
 
 
-def _axis_groups(job: JobSpec) -> list[tuple[str, int, int]]:
-    """(name, degree, stride between members) of every communicator a rank joins, world included."""
-    lay = job.layout
+def _axis_groups(lay: Layout, zero_sharded: bool) -> list[tuple[str, int, int]]:
+    """(name, degree, stride between members) of every communicator a rank of ``lay`` joins, world
+    included (``zero_sharded``: ZeRO-1 or more, whose shards span dp x cp)."""
     degrees = {"tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp}
     out, stride = [], 1
     strides = {}
@@ -88,7 +89,7 @@ def _axis_groups(job: JobSpec) -> list[tuple[str, int, int]]:
     for axis, degree in (("ep", lay.ep), ("etp", lay.etp if lay.etp != lay.tp else 1)):
         if degree > 1:  # the expert decomposition's groups (teton.spec.layout)
             out.append((axis, degree, lay.rank_stride(axis)))
-    if lay.cp > 1 and lay.dp > 1 and job.zero >= 1:  # ZeRO shards and reduces over dp x cp
+    if lay.cp > 1 and lay.dp > 1 and zero_sharded:  # ZeRO shards and reduces over dp x cp
         out.append(("dp_cp", lay.dp * lay.cp, min(strides["dp"], strides["cp"])))
     if lay.gpus > 1:
         out.append(("world", lay.gpus, 1))
@@ -97,10 +98,15 @@ def _axis_groups(job: JobSpec) -> list[tuple[str, int, int]]:
 
 def nccl_buffer_bytes(job: JobSpec, gpus_per_host: int, nics_per_host: int) -> float:
     """Bytes of NCCL buffers one rank holds for all its communicators (module docstring)."""
-    simple = job.headroom.nccl_buffsize_mib * MIB
+    return _nccl_buffer_bytes(job.layout, job.zero >= 1, job.headroom.nccl_buffsize_mib, gpus_per_host, nics_per_host)
+
+
+def _nccl_buffer_bytes(lay: Layout, zero_sharded: bool, buffsize_mib: float, gpus_per_host: int,
+                       nics_per_host: int) -> float:
+    simple = buffsize_mib * MIB
     per_connection = simple + NCCL_LL128_BUFF_BYTES + NCCL_LL_BUFF_BYTES
     total = 0.0
-    for axis, degree, stride in _axis_groups(job):
+    for axis, degree, stride in _axis_groups(lay, zero_sharded):
         if axis == "pp":
             total += P2P_CHANNELS * RING_CONNECTIONS * simple
             continue
@@ -121,14 +127,16 @@ def _group_channels(degree: int, stride: int, gpus_per_host: int, nics_per_host:
 
 def memory_headroom(job: JobSpec, cluster: ClusterSpec) -> MemoryHeadroom:
     """The HBM of one of the job's GPUs and what is kept free of it."""
-    return _headroom(job, cluster.gpu_spec.hbm_bytes, cluster.domain_gpus, cluster.nics_per_domain)
+    return _headroom(job.layout, job.zero >= 1, job.headroom, cluster.gpu_spec.hbm_bytes, cluster.domain_gpus,
+                     cluster.nics_per_domain)
 
 
 @cached(4096)
-def _headroom(job: JobSpec, capacity_bytes: float, gpus_per_host: int, nics_per_host: int) -> MemoryHeadroom:
-    h = job.headroom
+def _headroom(lay: Layout, zero_sharded: bool, h, capacity_bytes: float, gpus_per_host: int,
+              nics_per_host: int) -> MemoryHeadroom:
+    """Keyed by what it reads (layouts a search tries share it across memory savers), not the job."""
     context = h.cuda_context_gib * GIB
-    nccl = nccl_buffer_bytes(job, gpus_per_host, nics_per_host)
+    nccl = _nccl_buffer_bytes(lay, zero_sharded, h.nccl_buffsize_mib, gpus_per_host, nics_per_host)
     pool = max(0.0, capacity_bytes - context - nccl)
     return MemoryHeadroom(capacity_bytes, context, nccl, h.fragmentation * pool, h.reserve_gib * GIB)
 
