@@ -9,6 +9,9 @@
   ``memo.put(key, value)`` on a miss.
 - :func:`cached`: a decorator for a pure function of hashable arguments (``functools.lru_cache``,
   bounded), where the arguments themselves are the key.
+- :func:`fewer_collections`: the memos keep hundreds of thousands of objects alive, and every
+  collection of CPython's younger generations walks what survived since the last one; a loop that
+  makes and drops many specs (a layout search) runs with collections spaced further apart.
 
 Every cache of a module-level function goes through one of the three; both are bounded, and both
 only ever return what the function would compute (the functions are pure).
@@ -16,8 +19,10 @@ only ever return what the function would compute (the functions are pure).
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -73,3 +78,21 @@ class ValueMemo(dict):
 def cached(maxsize: int | None = 4096) -> Callable[[Callable], Callable]:
     """Memoise a pure function of hashable arguments, keeping at most ``maxsize`` results."""
     return functools.lru_cache(maxsize=maxsize)
+
+
+# Allocations between two collections of the youngest generation inside ``fewer_collections``
+# (CPython's default is 700): a 16K-GPU DeepSeek-V3 layout search spent over half its time in
+# the collector at the default (benchmarks/bench_search.py).
+SEARCH_GEN0_THRESHOLD = 100_000
+
+
+@contextlib.contextmanager
+def fewer_collections(gen0: int = SEARCH_GEN0_THRESHOLD) -> Iterator[None]:
+    """Run the block with the youngest generation collected every ``gen0`` allocations (never more
+    often than before), then restore the thresholds. Reference cycles are still collected, later."""
+    old = gc.get_threshold()
+    gc.set_threshold(max(gen0, old[0]), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)

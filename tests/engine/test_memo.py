@@ -21,3 +21,18 @@ def test_identity_memo_hits_by_identity_and_plain_values_only():
     assert memo.get((a,), ("y",), make(4)) == 4  # plain values are part of the key; the memo was full
     assert memo.get((a,), ("x",), make(5)) == 5  # ... and cleared whole
     assert calls == [1, 3, 4, 5]
+
+
+def test_fewer_collections_spaces_collections_and_restores_the_thresholds():
+    import gc
+
+    from teton.memo import SEARCH_GEN0_THRESHOLD, fewer_collections
+
+    before = gc.get_threshold()
+    try:
+        with fewer_collections():
+            assert gc.get_threshold() == (max(SEARCH_GEN0_THRESHOLD, before[0]), *before[1:])
+            raise KeyError("a search that fails")
+    except KeyError:
+        pass
+    assert gc.get_threshold() == before

@@ -48,6 +48,7 @@ from typing import NamedTuple
 from teton.engine.result import StepResult
 from teton.engine.step import simulate_step
 from teton.errors import SpecError
+from teton.memo import fewer_collections
 from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
 from teton.spec.layout import BASE_AXES, MOE_ORDER, dp_of, with_ep
 from teton.spec.schema import Spec
@@ -375,27 +376,31 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     fitting layout of the same degrees is not simulated (module docstring). Layouts that tie (same
     degrees, micro-batch, step time and memory: e.g. selective == none under flash attention) are
     kept once, the simpler choice (the one the candidates list first: of an MoE layout's rank
-    orders, the job's)."""
-    staged = spec.model.experts > 1 and space.refine_top is not None
-    first = list(_candidates(spec, space, staged, prune=space.prune))
-    dominated = sum(d for _, _, d in first)
-    evaluated, ranked = _simulate([(c, fits) for c, fits, d in first if not d], progress, fitting_only)
-    evaluated += dominated
-    if staged:
-        seen = {_identity(c.spec) for c in ranked}
-        refine = [(c, None) for c in _refinements(spec, space, _sorted(ranked)[:space.refine_top])
-                  if _identity(c) not in seen]
-        more, extra = _simulate(refine, progress, fitting_only)
-        evaluated, ranked = evaluated + more, ranked + extra
-    unique, seen_keys = [], set()
-    for c in _sorted(ranked):
-        lay = c.spec.job.layout
-        key = (lay.tp, lay.cp, lay.pp, lay.ep, lay.etp, lay.virtual_stages, lay.micro_batch,
-               round(c.result.step_time_s, 12), round(c.result.memory_per_gpu_bytes))
-        if key not in seen_keys:
-            seen_keys.add(key)
-            unique.append(c)
-    return Ranking(evaluated, unique, dominated)
+    orders, the job's). Layouts that do not fit either are left out likewise (module docstring)."""
+    with fewer_collections():  # a search makes and drops ~100K objects on a heap the memos keep large
+        staged = spec.model.experts > 1 and space.refine_top is not None
+        first, dominated = [], 0
+        for c, fits, d in _candidates(spec, space, staged, prune=space.prune):
+            dominated += d  # counted, not kept: a search's heap is what the garbage collector walks
+            if not d:
+                first.append((c, fits))
+        evaluated, ranked = _simulate(first, progress, fitting_only)
+        evaluated += dominated
+        if staged:
+            seen = {_identity(c.spec) for c in ranked}
+            refine = [(c, None) for c in _refinements(spec, space, _sorted(ranked)[:space.refine_top])
+                      if _identity(c) not in seen]
+            more, extra = _simulate(refine, progress, fitting_only)
+            evaluated, ranked = evaluated + more, ranked + extra
+        unique, seen_keys = [], set()
+        for c in _sorted(ranked):
+            lay = c.spec.job.layout
+            key = (lay.tp, lay.cp, lay.pp, lay.ep, lay.etp, lay.virtual_stages, lay.micro_batch,
+                   round(c.result.step_time_s, 12), round(c.result.memory_per_gpu_bytes))
+            if key not in seen_keys:
+                seen_keys.add(key)
+                unique.append(c)
+        return Ranking(evaluated, unique, dominated)
 
 
 def _simulate(pairs: list[tuple[Spec, bool | None]], progress, fitting_only: bool) -> tuple[int, list[RankedLayout]]:
