@@ -236,3 +236,21 @@ def test_dominated_layouts_are_left_out_without_changing_the_ranking():
     for k, mem in short.items():
         if k not in set(short_kept) and k[:6] not in best_of:
             assert any(j[:6] == k[:6] and j[-1] <= k[-1] and short[j] <= mem for j in short_kept), k
+
+
+def test_a_saver_rules_refusal_is_not_remembered_for_the_other_savers():
+    """A degree rule's refusal of an expert choice is remembered across a layout's memory savers;
+    a saver's own rule (DualPipe refuses ZeRO-3) is not: the same layout still passes with ZeRO-1."""
+    from teton.sweep.search import _expert_candidates
+
+    spec = load_spec("examples/deepseek-v3-h800-2k.yaml")
+    lay = spec.job.layout
+    layout = dict(tp=lay.tp, cp=lay.cp, pp=lay.pp, dp=lay.dp, ep=lay.ep, recompute=spec.job.recompute,
+                  grad_reduce=None)
+    degrees, refused = (lay.tp, lay.pp, lay.dp), set()
+    assert not list(_expert_candidates(spec, SearchSpace(), {**layout, "zero": 3}, degrees, False, refused))
+    assert not refused
+    assert list(_expert_candidates(spec, SearchSpace(), {**layout, "zero": 1}, degrees, False, refused))
+    # a degree rule (etp must divide the expert FFN width) is remembered
+    bad = list(_expert_candidates(spec, SearchSpace(etp=(7,)), {**layout, "zero": 1}, degrees, False, refused))
+    assert not bad and refused

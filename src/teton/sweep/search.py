@@ -24,11 +24,9 @@ once a step as much, after every micro-batch more, ZeRO-3 the most. So of the la
 degrees, micro-batch and expert choice, one whose recompute and ZeRO stage both do at least the
 work of a layout that fits can never be faster: the search takes memory verdicts in that order and
 leaves such a layout out (``dominated``; the best layout and the order of the others are the
-exhaustive search's, ``tests/sweep``). Of those that do not fit, one is left out when another of
-the same degrees doing no more work misses the HBM by no more bytes (no faster, no nearer to
-fitting: selective recompute under flash attention saves nothing over none). A rule of the
-degrees that refuses an expert choice is not asked again for each memory saver.
-``--exhaustive`` simulates them too.
+exhaustive search's, ``tests/sweep``); of two that do not fit, likewise the one that also misses
+the HBM by no fewer bytes (selective recompute under flash attention saves nothing over none).
+``--exhaustive`` simulates them too. A degree rule refusing an expert choice runs once per layout.
 Rows carry ``mfu`` (against the job's precision peak)
 and ``mfu_bf16`` (against the bf16 peak, what tables show as "MFU"); the ranking is by step time.
 
@@ -82,7 +80,7 @@ class SearchSpace:
     ep: tuple[int, ...] | None = EP_CHOICES
     etp: tuple[int, ...] | None = ETP_CHOICES
     refine_top: int | None = REFINE_TOP  # MoE: staged search (module docstring); None: exhaustive
-    prune: bool = True  # leave out layouts dominated by a fitting one (module docstring); False: exhaustive
+    prune: bool = True  # leave out dominated layouts (module docstring); False: exhaustive
 
 
 def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -183,9 +181,10 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
     """:func:`candidate_jobs` as (spec, its memory verdict where it was taken else None, dominated).
 
     ``prune``: every candidate's memory verdict is taken, in the order of its memory savers' work,
-    and a candidate whose savers (recompute, ZeRO) a fitting candidate of the same degrees,
-    micro-batch and expert choice undercuts is marked dominated (:func:`_dominated`): not worth
-    simulating."""
+    and a candidate is marked dominated, not worth simulating, when a candidate of the same
+    degrees, micro-batch and expert choice with savers (recompute, ZeRO) of no more work fits
+    (:func:`_dominated`) or, where neither fits, misses the HBM by no more bytes
+    (:func:`_outneeded`)."""
     job = spec.job
     lay = job.layout
     tokens = lay.tokens_per_step
@@ -271,9 +270,9 @@ SAVER_FIELDS = frozenset({"job.recompute", "job.recompute_interval", "job.recomp
 def _expert_candidates(spec: Spec, space: SearchSpace, update: dict, degrees: tuple[int, int, int],
                        first_expert_choice: bool, refused: set[tuple] | None = None,
                        ) -> Iterator[tuple[Spec, bool | None, tuple, float | None]]:
-    """(spec, memory verdict or None, expert choice, bytes over the usable HBM or None) of one layout's expert TP degrees and rank
-    orders that pass the job rules: every one, or with ``first_expert_choice`` the first that fits
-    in memory (else the first that passes). ``refused`` (shared by the savers of one layout's
+    """(spec, memory verdict or None, expert choice, bytes over the usable HBM or None) of one
+    layout's expert TP degrees and rank orders that pass the job rules: every one, or with
+    ``first_expert_choice`` the first that fits in memory (else the first that passes). ``refused`` (shared by the savers of one layout's
     degrees): the expert choices a rule of the degrees, not of a saver, refused; they are not
     checked again."""
     job = spec.job
@@ -357,8 +356,8 @@ class RankedLayout:
 
 class Ranking(NamedTuple):
     """What :func:`rank_layouts` found: valid layouts, the simulated ones ranked, and how many of the
-    valid ones were dominated (a fitting layout of the same degrees undercut their memory savers:
-    not simulated)."""
+    valid ones were dominated (a layout of the same degrees with savers of no more work fits, or
+    misses the HBM by no more: not simulated)."""
 
     evaluated: int
     layouts: list[RankedLayout]
@@ -373,15 +372,15 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     ``fitting_only``: simulate only the layouts that fit in memory (``teton plan``, which keeps no
     other); the count still counts every valid layout. An MoE model's search is staged (module
     docstring); with ``space.prune`` a layout whose recompute and ZeRO stage only add work to a
-    fitting layout of the same degrees is not simulated (module docstring). Layouts that tie (same
-    degrees, micro-batch, step time and memory: e.g. selective == none under flash attention) are
+    layout of the same degrees that fits, or that misses the HBM by no more, is not simulated
+    (module docstring). Layouts that tie (same degrees, micro-batch, step time and memory) are
     kept once, the simpler choice (the one the candidates list first: of an MoE layout's rank
-    orders, the job's). Layouts that do not fit either are left out likewise (module docstring)."""
-    with fewer_collections():  # a search makes and drops ~100K objects on a heap the memos keep large
+    orders, the job's)."""
+    with fewer_collections():  # tens of thousands of candidate specs made and dropped (teton.memo)
         staged = spec.model.experts > 1 and space.refine_top is not None
         first, dominated = [], 0
         for c, fits, d in _candidates(spec, space, staged, prune=space.prune):
-            dominated += d  # counted, not kept: a search's heap is what the garbage collector walks
+            dominated += d  # counted, not kept (34K of the DeepSeek-V3 16K-GPU search's 41K)
             if not d:
                 first.append((c, fits))
         evaluated, ranked = _simulate(first, progress, fitting_only)
@@ -441,8 +440,9 @@ def _refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> It
 def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
                    progress: Callable[[int, int], None] | None = None, fitting_only: bool = False) -> dict:
     """Simulate every candidate (:func:`rank_layouts`): ``evaluated`` (valid layouts), ``fitting``
-    (rows that fit), ``dominated`` (valid layouts not simulated), ``refined_top`` (an MoE search's staged refinement, else None) and the JSON ``rows``, sorted by
-    step time, fitting layouts first."""
+    (rows that fit), ``dominated`` (valid layouts not simulated), ``refined_top`` (an MoE search's
+    staged refinement, else None) and the JSON ``rows``, sorted by step time, fitting layouts
+    first."""
     evaluated, ranked, dominated = rank_layouts(spec, space, progress, fitting_only)
     rows = [c.row() for c in ranked]
     return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in rows),

@@ -33,6 +33,7 @@ import numpy as np
 from teton.collectives.algorithms import nccl_channels
 from teton.memo import cached
 from teton.spec.cluster import ClusterSpec
+from teton.spec.headroom import HeadroomSpec
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.units import GIB
@@ -103,6 +104,7 @@ def nccl_buffer_bytes(job: JobSpec, gpus_per_host: int, nics_per_host: int) -> f
 
 def _nccl_buffer_bytes(lay: Layout, zero_sharded: bool, buffsize_mib: float, gpus_per_host: int,
                        nics_per_host: int) -> float:
+    """:func:`nccl_buffer_bytes` of a layout (``zero_sharded``: ZeRO-1 or more)."""
     simple = buffsize_mib * MIB
     per_connection = simple + NCCL_LL128_BUFF_BYTES + NCCL_LL_BUFF_BYTES
     total = 0.0
@@ -132,9 +134,10 @@ def memory_headroom(job: JobSpec, cluster: ClusterSpec) -> MemoryHeadroom:
 
 
 @cached(4096)
-def _headroom(lay: Layout, zero_sharded: bool, h, capacity_bytes: float, gpus_per_host: int,
+def _headroom(lay: Layout, zero_sharded: bool, h: HeadroomSpec, capacity_bytes: float, gpus_per_host: int,
               nics_per_host: int) -> MemoryHeadroom:
-    """Keyed by what it reads (layouts a search tries share it across memory savers), not the job."""
+    """:func:`memory_headroom`, keyed by what it reads rather than the job: the layouts a search
+    tries at one set of degrees share it across their memory savers."""
     context = h.cuda_context_gib * GIB
     nccl = _nccl_buffer_bytes(lay, zero_sharded, h.nccl_buffsize_mib, gpus_per_host, nics_per_host)
     pool = max(0.0, capacity_bytes - context - nccl)
