@@ -41,7 +41,7 @@ def test_every_row_of_the_file_is_loaded_and_none_is_dropped():
 
 def test_blackwell_rows_run_on_their_hardware_and_the_rest_say_why_not():
     """GB200, GB300 and B300 rows run on #21's clusters (GB200 / GB300 in 72-GPU NVLink domains,
-    GB300 and B300 as Blackwell Ultra, a GPU family of their own); NVFP4 rows wait for the recipe."""
+    GB300 and B300 as Blackwell Ultra, a GPU family of their own); NVFP4 rows are judged."""
     runs = {r.name: r for r in training_runs_2()}
     systems = Counter()
     for r in published_rows():
@@ -50,8 +50,8 @@ def test_blackwell_rows_run_on_their_hardware_and_the_rest_say_why_not():
             assert reason, r.id
         if r.flag:
             continue
-        if r.precision == "NVFP4" and status != "needs_model":
-            assert status == "needs_mechanism" and "NVFP4" in reason and "not modelled" in reason, r.id
+        if r.precision == "NVFP4" and status != "needs_model":  # the recipe is modelled: judged
+            assert status == JUDGED and runs[r.id].spec.job.software.fp8_recipe == "nvfp4", r.id
         if status == JUDGED:
             systems[r.system] += 1
             cluster = runs[r.id].spec.cluster
@@ -131,7 +131,7 @@ def test_validate_lists_the_rows_it_does_not_judge(cli):
     listed = {r["id"]: r for r in d["not_judged"]}
     assert len(listed) + d["training_set"]["rows"] == len(published_rows())
     assert all(r["reason"] for r in listed.values())
-    assert {r["status"] for r in listed.values()} >= {"needs_mechanism", "inconsistent", "needs_model", "no_layout"}
+    assert {r["status"] for r in listed.values()} >= {"inconsistent", "needs_model", "no_layout"}
 
 
 def test_flop_conventions_count_moe_per_layer_type_and_refuse_what_they_cannot_count():

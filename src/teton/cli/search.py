@@ -62,11 +62,13 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from teton.cli._common import console as output_console
+        from teton.engine.compute import gemm_precision
 
         t = Table(title=f"{d['evaluated']:,} layouts, {len(d['rows']):,} simulated, {d['fitting']:,} fit in memory "
                         f"(top {top})")
         # MFU against the bf16 peak (as every table shows it); an fp8 job's against its own peak too
-        own_peak = [f"MFU ({s.job.precision} peak)"] if s.job.precision != "bf16" else []
+        peak = gemm_precision(s.job.precision, s.job.software.fp8_recipe)  # fp4 under NVFP4
+        own_peak = [f"MFU ({peak} peak)"] if peak != "bf16" else []
         moe = s.model.experts > 1  # an MoE layout's expert TP and rank order (Megatron's tp-cp-ep-dp-pp spelling)
         for col in ("tp", "cp", "pp", "ep", *(("etp", "order") if moe else ()), "dp", "v", "mb", "recompute", "zero",
                     "step s", "MFU", *own_peak, "mem GiB", "headroom GiB", "fits"):

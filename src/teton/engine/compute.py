@@ -6,17 +6,25 @@ from dataclasses import dataclass
 
 from teton.hardware import GPU, Efficiency, cluster_efficiency
 from teton.hardware.efficiency import ATTN_REF_SEQ, ATTN_S_HALF
+from teton.hardware.kernels import FP8_RECIPES
 from teton.workload.items import ACT_BYTES, ComputeOp
 
-MXFP8 = "mxfp8"  # the fp8 recipe whose GEMMs ``mxfp8_gemm_in_situ`` scales
+# the in-situ factors of block-scaled recipes' GEMMs (``Fp8Recipe.gemm_in_situ``: MXFP8, NVFP4)
+RECIPE_FACTORS = frozenset(r.gemm_in_situ for r in FP8_RECIPES.values() if r.gemm_in_situ)
 
 
 def in_situ_acts_on(key: str, job) -> bool:
-    """Whether the in-situ parameter ``key`` can change ``job``'s step time: the MXFP8 GEMM factor
-    only that of an fp8 job under MX block scaling (:meth:`ComputeModel.gemm_roofline_s`); every
-    other parameter any job's. A fit's surrogate grid and a calibrated band skip the simulations
-    of a parameter that cannot act."""
-    return key != "mxfp8_gemm_in_situ" or (job.precision == "fp8" and job.software.fp8_recipe == MXFP8)
+    """Whether the in-situ parameter ``key`` can change ``job``'s step time: a block-scaled recipe's
+    GEMM factor only that of an fp8 job under that recipe (:meth:`ComputeModel.gemm_roofline_s`);
+    every other parameter any job's. A fit's surrogate grid and a calibrated band skip the
+    simulations of a parameter that cannot act."""
+    return key not in RECIPE_FACTORS or (job.precision == "fp8" and FP8_RECIPES[job.software.fp8_recipe].gemm_in_situ == key)
+
+
+def gemm_precision(precision: str, fp8_recipe: str) -> str:
+    """The tensor-core precision a job's fp8-eligible GEMMs run at: the recipe's (fp4 under NVFP4)
+    in an fp8 job, else the job's precision."""
+    return FP8_RECIPES[fp8_recipe].gemm_precision if precision == "fp8" else precision
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,8 @@ class ComputeModel:
     attention: t = max(F / (P_bf16 * e_attn(pass) * f(s_kv) * r * a), B / (BW * e_mem)),
                f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF)), s_kv the job's sequence or the op's window
     r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``), times the
-        in-situ ``mxfp8_gemm_in_situ`` for an fp8 GEMM under MX block scaling;
+        in-situ ``mxfp8_gemm_in_situ`` / ``nvfp4_gemm_in_situ`` for a GEMM under that block-scaled
+        recipe (``Fp8Recipe.gemm_in_situ``);
     a = the in-situ attention factor (``Efficiency.attention_in_situ``, unfused attention too).
     A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the
     main loop (``epilogue_s``). Every kernel is followed by the in-situ idle gap ``kernel_gap_s``
@@ -35,7 +44,8 @@ class ComputeModel:
     memory:    t = B / (BW * e_mem), B without a cast's transposed fp8 copy on a GPU whose fp8
                GEMMs take any layout (Blackwell: ``moved_bytes``)
     P_prec is the dense peak of the job's precision for fp8-eligible GEMMs (Transformer Engine
-    runs the linear layers in fp8; attention and the rest stay in bf16). fp8 flash attention
+    runs the linear layers in fp8, or in fp4 under NVFP4: :func:`gemm_precision`; attention and
+    the rest stay in bf16). fp8 flash attention
     (``software.fp8_attention``: cuDNN's fp8 fused attention, an attention op with ``fp8`` set)
     runs at the fp8 dense peak times the same efficiency fractions as bf16 (ASSUMPTION: no
     public fp8 attention-kernel benchmark is in the repository; measure it before trusting it).
@@ -55,8 +65,13 @@ class ComputeModel:
         """The compute model of a job of software ``stack`` on ``gpu`` (its in-situ values)."""
         return cls(gpu, cluster_efficiency(gpu, overrides, stack), precision, seq_len, attention_kernel, fp8_recipe)
 
+    def op_precision(self, op: ComputeOp) -> str:
+        """The precision a GEMM op runs at: the recipe's for an fp8-eligible GEMM of an fp8 job
+        (:func:`gemm_precision`), else bf16."""
+        return gemm_precision(self.precision, self.fp8_recipe) if (op.fp8 and self.precision == "fp8") else "bf16"
+
     def gemm_s(self, op: ComputeOp) -> float:
-        prec = self.precision if (op.fp8 and self.precision == "fp8") else "bf16"
+        prec = self.op_precision(op)
         return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, op.bytes, op.groups) + self.epilogue_s(op)
 
     def gemm_roofline_s(self, prec: str, m: int, n: int, k: int, flops: float, nbytes: float,
@@ -66,8 +81,9 @@ class ComputeModel:
         (the class docstring)."""
         peak = self.gpu.peak_flops(prec)
         e = self.eff.gemm(prec, self.gpu, m, n, k, groups) * self.eff.tensor_core
-        if prec == "fp8" and self.fp8_recipe == MXFP8:
-            e *= self.eff.mxfp8_gemm_in_situ
+        factor = FP8_RECIPES[self.fp8_recipe].gemm_in_situ
+        if factor and prec != "bf16" and self.precision == "fp8":
+            e *= getattr(self.eff, factor)
         bw = self.gpu.hbm_bw_bytes_s * self.eff.mem
         return max(flops / (peak * e), nbytes / bw)
 

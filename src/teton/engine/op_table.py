@@ -64,7 +64,7 @@ def _compute_row(op: ComputeOp, seconds: float, compute: ComputeModel, gpu) -> d
     if op.kind == "attention":
         prec = compute.attention_precision(op)
     else:
-        prec = compute.precision if (op.fp8 and compute.precision == "fp8" and op.kind == "gemm") else "bf16"
+        prec = compute.op_precision(op) if op.kind == "gemm" else "bf16"
     peak = gpu.peak_flops(prec) if op.flops else 0.0
     moved = compute.moved_bytes(op)
     memory_s = moved / (gpu.hbm_bw_bytes_s * compute.eff.mem)

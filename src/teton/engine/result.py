@@ -20,7 +20,8 @@ class StepResult:
     wait for the slowest rank (``stragglers``).
 
     Two peaks: ``mfu`` and ``hfu`` are against the dense peak of the job's ``precision`` (the
-    fp8 peak for an fp8 job; JSON keeps these keys); ``mfu_bf16`` and
+    fp8 peak for an fp8 job, the fp4 peak under the NVFP4 recipe, whose GEMMs run there; JSON
+    keeps these keys); ``mfu_bf16`` and
     ``hfu_bf16`` against the bf16 dense peak whatever the precision, the one peak every table's
     "MFU" / "HFU" shows, so runs of different precisions compare (an fp8 run that is faster has
     the higher MFU). Tables label the precision-peak figures "MFU (fp8 peak)".
@@ -52,7 +53,7 @@ class StepResult:
     # the fp8 peak (twice bf16's on Hopper), so this is the figure to compare fp8 and bf16 runs by
     mfu_bf16: float = 0.0
     hfu_bf16: float = 0.0
-    precision: str = "bf16"  # whose dense peak ``mfu`` and ``hfu`` are against
+    precision: str = "bf16"  # whose dense peak ``mfu`` and ``hfu`` are against (fp4 for an NVFP4 job)
     notes: tuple[str, ...] = ()
     # what the user must hear (a pipeline mostly idle for want of micro-batches): `teton run` prints
     # these before its tables, --json lists them

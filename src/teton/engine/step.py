@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from teton.engine.block_timer import BlockTimer, hardware_flops_per_step, sm_fraction
-from teton.engine.compute import ComputeModel
+from teton.engine.compute import ComputeModel, gemm_precision
 from teton.engine.dualpipe import DualPipeSchedule, dualpipe_inputs
 from teton.engine.pipeline_schedule import (
     DP_FULL_SHARD,
@@ -404,9 +404,10 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
     tokens = job.layout.tokens_per_step
     flops = model_flops_per_token(spec) * tokens
     hw_flops = hardware_flops_per_step(work, lay, flops)
+    prec = gemm_precision(job.precision, job.software.fp8_recipe)  # fp4 under NVFP4
     return StepResult(
         step_time_s=step,
-        mfu=flops / (step * job.gpus * gpu.peak_flops(job.precision)),
+        mfu=flops / (step * job.gpus * gpu.peak_flops(prec)),
         tflops_per_gpu=flops / (step * job.gpus) / 1e12,
         tokens_per_s=tokens / step,
         memory_per_gpu_bytes=mem.total,
@@ -426,10 +427,10 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
         placement=placement_policy,
         comm_times_s=comm_times,
         notes=(*spec.notes, mode_note) if mode_note else spec.notes,
-        hfu=hw_flops / (step * job.gpus * gpu.peak_flops(job.precision)),
+        hfu=hw_flops / (step * job.gpus * gpu.peak_flops(prec)),
         mfu_bf16=flops / (step * job.gpus * gpu.peak_flops("bf16")),
         hfu_bf16=hw_flops / (step * job.gpus * gpu.peak_flops("bf16")),
-        precision=job.precision,
+        precision=prec,
         warnings=pipeline_warnings(job, work.micro_batches, breakdown["pipeline_bubble"] / step),
         hardware_flops_per_step=hw_flops,
         step_time_s_low=step / (1 + band[1]) if band else None,

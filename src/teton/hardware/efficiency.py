@@ -8,7 +8,7 @@ microbenchmarks and override them in a cluster spec (``efficiency:`` mapping).
 Models
 ------
 GEMM (m x k) @ (k x n):  t = max(2mnk / (peak * e_gemm(m, n, k)), bytes / (hbm_bw * e_mem))
-    e_gemm = min(e_mamf, e_max * q_wave(m, n) * k / (k + K_HALF))
+    e_gemm = min(e_mamf, e_max * q_wave(m, n) * k / (k + k_half(prec)))
     q_wave = tiles / (ceil(tiles / SMs) * SMs),  tiles = ceil(m/TILE_M) * ceil(n/TILE_N)
     grouped (g GEMMs in one kernel): q_wave = g m n / (ceil(tiles / SMs) * SMs * TILE_M * TILE_N),
              tiles = g ceil(m/TILE_M) ceil(n/TILE_N): the groups fill the waves together, and the
@@ -38,6 +38,15 @@ from teton.memo import ValueMemo, cached
 TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 GEMMs (128x256x64)
 TILE_N = 256
 K_HALF = 128.0  # main-loop prologue + epilogue ~ two 64-deep k-blocks per output tile (CUTLASS docs)
+# A k-block is a fixed number of bytes (CUTLASS's Hopper / Blackwell tile shapes: 64 bf16, 128 fp8,
+# 256 fp4 elements deep per 128-byte row), and the epilogue writes the same bf16 C tile whatever the
+# operands: the same overhead spans 2 / bytes-per-element times as many k elements
+OPERAND_BYTES = {"tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+def k_half(precision: str) -> float:
+    """The k at which a GEMM of ``precision`` operands reaches half its asymptotic efficiency."""
+    return K_HALF * 2.0 / OPERAND_BYTES.get(precision, 2.0)
 ATTN_S_HALF = 256.0  # flash-attention per-tile start-up: efficiency halves at ~2 k-blocks of 128 keys
 # the key length the attention figures below were read at (the FlashAttention papers' 8-16K points)
 ATTN_REF_SEQ = 16384.0
@@ -76,6 +85,7 @@ class Efficiency:
     # the burst figures above; 1 / 0 is the burst (pure microbenchmark) profile.
     tensor_core_in_situ: float = 1.0
     mxfp8_gemm_in_situ: float = 1.0  # MX block-scaled fp8 GEMMs / per-tensor-scaled ones
+    nvfp4_gemm_in_situ: float = 1.0  # NVFP4 GEMMs / the fp4 GEMM sweep's figure
     attention_in_situ: float = 1.0
     collective_in_situ: float = 1.0
     kernel_gap_s: float = 0.0
@@ -103,13 +113,13 @@ class Efficiency:
         such GEMMs in one grouped kernel)."""
         e = self.gemm_mamf.get(precision, self.gemm_mamf["bf16"])
         q = _wave_quantization(m, n, gpu.sm_count, groups)
-        return min(e, self.gemm_max(precision, gpu) * q * k / (k + K_HALF))
+        return min(e, self.gemm_max(precision, gpu) * q * k / (k + k_half(precision)))
 
     def gemm_max(self, precision: str, gpu: GPU) -> float:
         """Asymptotic e_max: the MAMF value divided by the curve's shape factors at its shape."""
         e = self.gemm_mamf.get(precision, self.gemm_mamf["bf16"])
         m, n, k = self.gemm_mamf_shape
-        return e / (_wave_quantization(m, n, gpu.sm_count) * k / (k + K_HALF))
+        return e / (_wave_quantization(m, n, gpu.sm_count) * k / (k + k_half(precision)))
 
 
 @cached(4096)
@@ -159,9 +169,11 @@ EFFICIENCY: dict[str, Efficiency] = {
                          0.35, 0.30, 0.90, 0.80, 1.07, 0.92, attn_fa3_fwd=0.63, attn_fa3_bwd=0.47),
     # B200: no public MAMF sweep read here; NVIDIA's B200 cuBLAS figures (~ 1.5-1.7 PF bf16
     # of 2.25) give ~ 0.72. Attention: FlashAttention for Blackwell (cuDNN) ~ 1.2 PF fwd bf16.
-    # ASSUMPTION (no benchmark read here): fp8 0.70, tf32 0.70, attention backward 0.42, and HBM /
-    # NCCL fractions taken over from Hopper; measure them (benchmarks/device) before trusting B200.
-    "blackwell": Efficiency({"bf16": 0.72, "fp8": 0.70, "tf32": 0.70}, (4096, 4096, 8192), 0.53,
+    # ASSUMPTION (no benchmark read here): fp8 0.70, fp4 0.70 (the fp8 fraction: no public NVFP4
+    # GEMM sweep either; what a job's NVFP4 GEMMs get is the fitted nvfp4_gemm_in_situ), tf32
+    # 0.70, attention backward 0.42, and HBM / NCCL fractions taken over from Hopper; measure them
+    # (benchmarks/device) before trusting B200.
+    "blackwell": Efficiency({"bf16": 0.72, "fp8": 0.70, "fp4": 0.70, "tf32": 0.70}, (4096, 4096, 8192), 0.53,
                             0.42, 0.90, 0.80, 1.07, 0.92),
 }
 # Blackwell Ultra (B300, GB300): B200's table, ASSUMPTION (no microbenchmark read here); its level
@@ -185,7 +197,7 @@ def efficiency_for(gpu: GPU) -> Efficiency:
 
 
 # (gpu_speed_cv is an in-situ candidate too, but a cluster field: ``cluster.gpu_speed_cv``)
-OVERRIDE_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_tf32", "attn_fwd", "attn_bwd", "attn_fa3_fwd", "attn_fa3_bwd",
+OVERRIDE_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "gemm_tf32", "attn_fwd", "attn_bwd", "attn_fa3_fwd", "attn_fa3_bwd",
                  "mem", "nccl_nvlink", "nccl_nvls", "nccl_net", "sustained_ratio",
                  *(k for k in IN_SITU_PARAMETERS if k != "gpu_speed_cv"))
 # profile: in_situ (the default: the fitted in-situ parameters apply) | burst (microbenchmarks only)
@@ -319,7 +331,7 @@ def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK
 
 
 # the microbenchmark figures a GPU takes from its family's table unless the cluster overrides them
-MICROBENCHMARK_KEYS = ("gemm_bf16", "gemm_fp8", "attn_fwd", "attn_bwd", "mem", "nccl_nvlink", "nccl_nvls", "nccl_net")
+MICROBENCHMARK_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attn_fwd", "attn_bwd", "mem", "nccl_nvlink", "nccl_nvls", "nccl_net")
 
 
 def assumed_note(gpu: GPU, overrides: dict | None, mode: str) -> str | None:
@@ -331,7 +343,7 @@ def assumed_note(gpu: GPU, overrides: dict | None, mode: str) -> str | None:
     family, nearest = gpu_family(gpu)
     o = overrides or {}
     keys = [k for k in MICROBENCHMARK_KEYS if k not in o and (gpu.nvls or k != "nccl_nvls")
-            and (k != "gemm_fp8" or "fp8" in gpu.peak_tflops)]
+            and (not k.startswith("gemm_") or k.removeprefix("gemm_") in gpu.peak_tflops)]
     taken = ([f"microbenchmark efficiencies ({', '.join(keys)})"] if keys else []) + \
         (["in-situ prior"] if mode == "in_situ" else [])
     if not taken:

@@ -59,6 +59,13 @@ PARAMETERS: dict[str, InSituParameter] = {p.key: p for p in (
         "main loop loads into tensor memory beside its operands, the scale-swizzle kernels before each "
         "GEMM; no public block-scaled GEMM sweep is in the catalog to set it as a microbenchmark"),
     InSituParameter(
+        "nvfp4_gemm_in_situ", "family", (0.4, 1.0), 1.0, "fraction of the fp4 GEMM figure",
+        "throughput of NVFP4 GEMMs (``software.fp8_recipe: nvfp4``) inside a job, as a fraction of the "
+        "catalog's fp4 GEMM figure (itself an ASSUMPTION: no public NVFP4 GEMM sweep is in the "
+        "catalog): the 16-element E4M3 scale factors each main loop loads beside its half-byte "
+        "operands, the scale-swizzle kernels, a main loop three or four times as fast as bf16's "
+        "against the same epilogue"),
+    InSituParameter(
         "attention_in_situ", "family", (0.3, 1.0), 1.0, "fraction of burst",
         "attention kernels' throughput inside a job relative to the tensor-core factor above (flash "
         "attention's benchmark, or the unfused batched GEMMs of Megatron's core attention)"),

@@ -75,7 +75,7 @@ class Fp8Recipe:
     """
 
     amax_bytes: float  # a separate read pass for the tensor's amax before it is cast (0: none)
-    read_bytes: float  # the quantise kernel reads the bf16 tensor
+    read_bytes: float  # the quantise kernel(s) read the bf16 tensor
     write_bytes: float  # and writes the fp8 tensor, its transposed (columnwise) copy and scales
     # the norm before a GEMM can write that GEMM's fp8 operand itself (TE LayerNormLinear /
     # LayerNormMLP with the recipe): the scale must be known before the norm runs
@@ -90,6 +90,12 @@ class Fp8Recipe:
     # ``is_non_tn_fp8_gemm_supported``, compute capability 10.x); a block-scaled recipe's scales run
     # along one axis, so its columnwise copy is a separate quantisation everywhere (0 here).
     transpose_bytes: float = 0.0
+    # the tensor-core precision the recipe's GEMMs run at (``GPU.peak_tflops`` key): fp8, or fp4
+    # for NVFP4
+    gemm_precision: str = "fp8"
+    # the in-situ factor (``hardware.in_situ``) of the recipe's GEMMs, whose operands carry per-block
+    # scale factors the main loop loads beside them (MXFP8, NVFP4); None: the per-tensor rate
+    gemm_in_situ: str | None = None
 
     @property
     def cast_bytes(self) -> float:
@@ -113,19 +119,29 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
     "blockwise": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 4 / 128, True, False),
     # MXFP8BlockScaling (Blackwell): 32-element blocks with 1-byte E8M0 scales, rowwise and
     # columnwise: read 2, write 1 + 1 plus 1/32 x 2.
-    "mxfp8": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 1 / 32, True, False),
+    "mxfp8": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 1 / 32, True, False, gemm_in_situ="mxfp8_gemm_in_situ"),
+    # NVFP4BlockScaling (Blackwell; NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv
+    # 2509.25149, Sec. 4; Transformer Engine 2.9's recipe and ``NVFP4Quantizer::quantize_impl``,
+    # transformer_engine/pytorch/csrc/quantizer.cpp): E2M1 values (half a byte) in 16-element
+    # blocks, each with an E4M3 scale (1 byte), under a per-tensor fp32 scale from the tensor's
+    # amax. fprop, dgrad and wgrad all run on the fp4 tensor cores. An input or output gradient is
+    # cast by three kernels: ``nvte_hadamard_transform_amax`` (read 2: the amax of the tensor and of
+    # its 16-point random-Hadamard-transformed transpose), the rowwise quantise (read 2, write
+    # 1/2 + 1/16) and the RHT-cast fusion for the columnwise copy the wgrad GEMM reads (read 2,
+    # write 1/2 + 1/16); gradients are stochastically rounded (arithmetic, no bytes). The amaxes
+    # of a sequence-sharded tensor are all-reduced over TP (``with_amax_reduction``), and no norm
+    # writes the operand (TE's norm+quantise under RHT is UNFUSED: the norm runs in bf16 first).
+    # Weights take 16x16 2D blocks and are cast once per step (not charged, as for every recipe).
+    "nvfp4": Fp8Recipe(2.0, 4.0, 2 * (0.5 + 1 / 16), False, True, gemm_precision="fp4",
+                       gemm_in_situ="nvfp4_gemm_in_situ"),
 }
-
-
-NVFP4_NOT_MODELLED = "the NVFP4 recipe (fp4 GEMMs with 16-element block scales) is not modelled yet"
 
 
 def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
     """Why ``gpu`` cannot run the fp8 ``recipe`` (a one-line reason), or None when it can.
 
     NVFP4 (TE's ``NVFP4BlockScaling``) runs its GEMMs on fp4 tensor cores (a GPU whose
-    ``GPU.peak_tflops`` lists ``fp4``: the Blackwell parts) and is refused on every GPU until its
-    GEMMs and block scales are modelled; MXFP8 needs Blackwell's block-scaled tensor cores (TE
+    ``GPU.peak_tflops`` lists ``fp4``: the Blackwell parts); MXFP8 needs Blackwell's block-scaled tensor cores (TE
     docs: MXFP8 is supported on Blackwell and later; TE's ``check_mxfp8_support`` asks for
     compute capability 10.0), here a GPU whose catalog family is ``blackwell`` or
     ``blackwell-ultra``. The GPU's fp8 tensor cores themselves are checked with
@@ -135,8 +151,6 @@ def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
 
     if recipe == "nvfp4" and "fp4" not in gpu.peak_tflops:
         return f"needs fp4 tensor cores, which {gpu.name} does not list; use delayed, current, blockwise or mxfp8"
-    if recipe == "nvfp4":
-        return f"{NVFP4_NOT_MODELLED}; use delayed, current, blockwise or mxfp8"
     if recipe == "mxfp8" and family_of(gpu) not in ("blackwell", "blackwell-ultra"):
         return f"MXFP8 block scaling needs Blackwell tensor cores ({gpu.name} is not); use delayed, current or blockwise"
     return None

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from teton.engine.compute import gemm_precision
 from teton.errors import SpecError
 from teton.report import plots
 from teton.units import GB, GIB  # checkpoint sizes in GB (as storage vendors count), memory in GiB
@@ -65,6 +66,7 @@ def _kv(rows: list[tuple[str, str]], title: str = "") -> Table:
 def spec_section(ctx: Context) -> Section:
     spec = ctx.spec
     c, m, j = spec.cluster, spec.model, spec.job
+    prec = gemm_precision(j.precision, j.software.fp8_recipe)  # the peak the GEMMs run at (fp4 under NVFP4)
     lay = j.layout
     gpu = c.gpu_spec
     fabric = ", ".join(f"{layer.name} {layer.span_gpus:,} GPUs" + (f" (1:{layer.oversubscription:g} up)"
@@ -73,8 +75,8 @@ def spec_section(ctx: Context) -> Section:
     cluster = _kv([("cluster", c.name), ("hosts x GPUs", f"{c.hosts:,} x {c.gpus_per_host} ({c.gpus:,} GPUs"
                                                          + (f", NVLink domains of {c.domain_gpus})"
                                                             if c.domain_gpus != c.gpus_per_host else ")")),
-                   ("GPU", f"{gpu.name}, {gpu.hbm_bytes / GIB:.1f} GiB HBM, {gpu.peak_flops(j.precision) / 1e12:.0f} "
-                           f"dense TFLOP/s {j.precision}"),
+                   ("GPU", f"{gpu.name}, {gpu.hbm_bytes / GIB:.1f} GiB HBM, {gpu.peak_flops(prec) / 1e12:.0f} "
+                           f"dense TFLOP/s {prec}"),
                    ("fabric", f"{c.topology}: {fabric}"), ("storage", c.storage or "-"),
                    ("network model", f"{spec.network.fidelity}, routing {spec.network.routing}")], "cluster")
     model = _kv([("model", m.name), ("parameters", f"{m.total_params() / 1e9:,.2f} B"),

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from teton.hardware.in_situ import PARAMETERS
-from teton.validation.surrogate import Surrogates, from_z, z_bounds
+from teton.validation.surrogate import Surrogates, from_z, to_z, z_bounds
 
 SIGMA_RANGE, TAU_RANGE = (0.003, 0.3), (0.01, 0.5)
 SHARED_TAU = 1e-3  # the spread of a key every stack shares (``Hyper.initial(shared=...)``): no deviation
@@ -106,6 +106,7 @@ def fit(cells_of_runs: list[tuple[str, str]], log_measured: np.ndarray, sur: Sur
     cells = list(dict.fromkeys(cells_of_runs))
     cell_index = {c: i for i, c in enumerate(cells)}
     groups = sorted({(group_of(c[1], k), k) for c in cells for k in keys})
+    fixed_centres = {**_uninformed(cells_of_runs, sur, groups), **(fixed_centres or {})}
     free = [g for g in groups if not fixed_centres or g not in fixed_centres]
     K, C = len(keys), len(cells)
     n_cell_vars = C * K
@@ -162,6 +163,22 @@ def fit(cells_of_runs: list[tuple[str, str]], log_measured: np.ndarray, sur: Sur
     out = Solution(keys, cells, {(c, k): float(z[i, j]) for i, c in enumerate(cells) for j, k in enumerate(keys)},
                    {**(fixed_centres or {}), **{g: float(v) for g, v in m.items()}})
     _posterior(out, z, run_cell, log_measured, sur, hyper)
+    return out
+
+
+def _uninformed(cells_of_runs: list[tuple[str, str]], sur: Surrogates,
+                groups: list[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """Prior groups (centre group, key) on none of whose runs the key acts (an NVFP4 factor of a
+    GPU family without fp4 tensor cores: the surrogates are flat in it), held at the key's burst
+    value: no run informs them, and a free centre would drift along the flat direction."""
+    mid = np.array([[_mid(k) for k in sur.keys]] * len(cells_of_runs))
+    acts = np.abs(sur.gradient(mid)) > 1e-9  # (runs, keys)
+    out = {}
+    for g in groups:
+        j = sur.keys.index(g[1])
+        if not any(acts[i, j] for i, c in enumerate(cells_of_runs) if group_of(c[1], g[1]) == g[0]):
+            lo, hi = z_bounds(g[1])
+            out[g] = float(np.clip(to_z(g[1], PARAMETERS[g[1]].burst), lo, hi))
     return out
 
 

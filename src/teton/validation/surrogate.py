@@ -22,8 +22,8 @@ import numpy as np
 
 from teton.hardware.in_situ import PARAMETERS
 
-GRID = {1: 9, 2: 7, 3: 5}  # grid points per parameter, by the number of parameters
-DEGREE = {1: 6, 2: 4, 3: 3}
+GRID = {1: 9, 2: 7, 3: 5, 4: 5}  # grid points per parameter, by the number of parameters
+DEGREE = {1: 6, 2: 4, 3: 3, 4: 3}
 
 
 def transformed(key: str) -> bool:

@@ -18,8 +18,6 @@ Every row is loaded; :func:`row_status` says whether teton judges it, and why no
   of one pipeline stage;
 * ``no_layout`` / ``no_measurement``: a throughput without its parallel layout, or a truncated cell;
 * ``needs_hardware``: a system whose GPU or host the catalog lacks (none today);
-* ``needs_mechanism``: NVFP4 rows (the recipe's fp4 GEMMs and 16-element block scales are not
-  modelled yet);
 * ``needs_model``: models whose configuration the sources do not give (Nemotron 3's hybrid Mamba-2 /
   MoE patterns, DeepSeek-V4): the model spec can describe their layers, not guess their sizes;
 * ``incomplete_layout``: a pipelined row whose virtual stages and micro-batch are not published.
@@ -43,10 +41,10 @@ convention (``teton.validation.flop_conventions``), rows with an iteration time 
 from __future__ import annotations
 
 import csv
+import itertools
 from dataclasses import dataclass
 from importlib import resources
 
-from teton.hardware.kernels import NVFP4_NOT_MODELLED
 from teton.memo import cached
 
 DATA_FILE = "training-set-2.csv"
@@ -74,7 +72,6 @@ SYSTEMS = {"DGX-H100": "dgx-h100-superpod", "DGX-B200": "dgx-b200-superpod", "DG
 # it). GB300 rows run 1.05-1.27x GB200's throughput at the same layout, release and dense peaks: the
 # catalog gives Blackwell Ultra (B300, GB300) a GPU family of its own, so its in-situ values are its own.
 NEEDS_HARDWARE: dict[str, str] = {}
-NVFP4_REASON = f"{NVFP4_NOT_MODELLED}; the catalog's Blackwell GPUs list their fp4 peaks"
 # the source's model name (its leading word) -> teton model (a preset, or a mapping)
 MODELS: dict[str, str | dict] = {
     "GPT3-5B": {"base": "gpt3-5b", "vocab": 51200}, "GPT3-20B": {"base": "gpt3-20b", "vocab": 51200},
@@ -198,8 +195,6 @@ def row_status(row: PublishedRow) -> tuple[str, str]:
     if (row.ep or 1) > 1 and stage % row.ep:
         return "inconsistent", (f"EP {row.ep} does not divide the {stage} ranks of one pipeline stage "
                                 f"({row.gpus} GPUs / PP {row.pp or 1}): the published degrees cannot all hold")
-    if row.precision == "NVFP4":
-        return "needs_mechanism", NVFP4_REASON
     if _is_moe(MODELS.get(row.base_model, "")):
         return PREDICTED, MOE_NOT_FITTED
     if row.source == "E" and (row.pp or 1) > 1:
@@ -417,8 +412,10 @@ def precision_pairs() -> list[tuple[str, str, str, float]]:
     for key, members in by_layout.items():
         if len({m.precision for m in members}) < 2:
             continue
-        # the numerator: the table's parenthesised (alternative) measurement
-        a, b = sorted(members, key=lambda m: not m.variant.startswith("parenthesised"))[:2]
-        out.append((f"{key[2]} on {key[3]} {key[1]} ({key[0]}): {a.precision} / {b.precision} step time", a.id,
-                    b.id, RATIO_TOLERANCE))
+        # every pair of precisions; the numerator: the table's parenthesised (alternative) measurement
+        ordered = sorted(members, key=lambda m: not m.variant.startswith("parenthesised"))
+        for a, b in itertools.combinations(ordered, 2):
+            if a.precision != b.precision:
+                out.append((f"{key[2]} on {key[3]} {key[1]} ({key[0]}): {a.precision} / {b.precision} step time",
+                            a.id, b.id, RATIO_TOLERANCE))
     return out

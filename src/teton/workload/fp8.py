@@ -21,9 +21,11 @@ The transposed copy of the two per-tensor recipes exists because Hopper's fp8 GE
 operands; on a GPU whose fp8 GEMMs take any layout (Blackwell, ``GPU.fp8_any_layout``) TE writes
 the rowwise copy alone. Each cast carries that copy's bytes as ``tn_only_bytes``, which the compute
 model drops on such a GPU (the work stays hardware-free; the time is the engine's).
-* ``nvfp4``: not modelled yet (fp4 GEMMs at the fp4 peak with 16-element block scales). Refused
-  on every GPU when the job loads (``hardware.kernels.fp8_recipe_unsupported``, called by the job
-  checks); :func:`recipe_of` refuses it too, for work built from an unchecked job.
+* ``nvfp4`` (arXiv 2509.25149): the GEMMs run on the fp4 tensor cores (the engine's compute
+  model, ``Fp8Recipe.gemm_precision``); each operand's cast is as current scaling's (an amax pass,
+  the TP amax all-reduce of a sequence-sharded tensor, no norm fusion) writing half-byte values
+  with a 1-byte scale per 16 elements, rowwise and (Hadamard-transformed) columnwise. Refused on
+  a GPU without fp4 tensor cores when the job loads (``hardware.kernels.fp8_recipe_unsupported``).
 
 In backward the output gradient (m x n) of each fp8 GEMM is cast the same way. Weights are
 cast once per step and cached across micro-batches (not charged). GEMMs outside TE's fp8
@@ -49,8 +51,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from teton.errors import SpecError
-from teton.hardware.kernels import FP8_RECIPES, NVFP4_NOT_MODELLED, Fp8Recipe
+from teton.hardware.kernels import FP8_RECIPES, Fp8Recipe
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
@@ -61,11 +62,8 @@ AMAX_BYTES = 4  # one fp32 amax per tensor, all-reduced over TP under current sc
 
 
 def recipe_of(job: JobSpec) -> Fp8Recipe:
-    """The job's fp8 recipe; nvfp4 is refused (its fp4 GEMMs and block scales are not modelled)."""
-    name = job.software.fp8_recipe
-    if name not in FP8_RECIPES:
-        raise SpecError("software.fp8_recipe", name, f"{NVFP4_NOT_MODELLED}; use {', '.join(FP8_RECIPES)}")
-    return FP8_RECIPES[name]
+    """The job's fp8 recipe (``hardware.kernels.FP8_RECIPES``)."""
+    return FP8_RECIPES[job.software.fp8_recipe]
 
 
 def norm_writes_fp8(job: JobSpec) -> bool:
