@@ -336,3 +336,14 @@ def test_ctrl_c_during_the_refits_exits_130_and_leaves_no_worker(tmp_path):
     time.sleep(0.5)
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)  # nothing of the group is still alive
+
+
+def test_a_factor_no_run_of_a_family_informs_is_held_at_its_burst_value():
+    """NVFP4's GEMM factor acts on no Hopper or A100 run (no fp4 tensor cores): the fit holds those
+    families' centres at the burst value instead of letting them drift along the flat direction,
+    while the Blackwell families' NVFP4 rows pin theirs below it."""
+    from teton.hardware.in_situ import fitted_catalog
+
+    prior = fitted_catalog()["prior"]
+    assert prior["hopper"]["nvfp4_gemm_in_situ"] == prior["a100"]["nvfp4_gemm_in_situ"] == 1.0
+    assert prior["blackwell"]["nvfp4_gemm_in_situ"] < 0.95 and prior["blackwell-ultra"]["nvfp4_gemm_in_situ"] < 0.95
