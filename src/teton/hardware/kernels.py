@@ -150,7 +150,9 @@ def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
     from teton.hardware.efficiency import family_of
 
     if recipe == "nvfp4" and "fp4" not in gpu.peak_tflops:
-        return f"needs fp4 tensor cores, which {gpu.name} does not list; use delayed, current, blockwise or mxfp8"
+        blackwell = family_of(gpu) in ("blackwell", "blackwell-ultra")
+        usable = "delayed, current, blockwise or mxfp8" if blackwell else "delayed, current or blockwise"
+        return f"needs fp4 tensor cores, which {gpu.name} does not list; use {usable}"
     if recipe == "mxfp8" and family_of(gpu) not in ("blackwell", "blackwell-ultra"):
         return f"MXFP8 block scaling needs Blackwell tensor cores ({gpu.name} is not); use delayed, current or blockwise"
     return None
