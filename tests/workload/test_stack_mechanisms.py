@@ -225,6 +225,7 @@ def test_nvfp4_and_mxfp8_on_hopper_are_refused_naming_the_recipe():
         with pytest.raises(SpecError, match="software.fp8_recipe") as err:
             _spec({"precision": "fp8"}, {"fp8_recipe": recipe})
         assert needle in str(err.value) and "\n" not in str(err.value)
+        assert "or mxfp8" not in str(err.value)  # Hopper is offered only the recipes it can run
     for recipe in ("mxfp8", "nvfp4"):
         assert _spec({"precision": "fp8"}, {"fp8_recipe": recipe}, sets=b200).job.software.fp8_recipe == recipe
     assert _spec({}, {"fp8_recipe": "nvfp4"}).job.precision == "bf16"  # bf16 ignores the recipe

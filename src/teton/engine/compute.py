@@ -18,7 +18,9 @@ def in_situ_acts_on(key: str, job) -> bool:
     GEMM factor only that of an fp8 job under that recipe (:meth:`ComputeModel.gemm_roofline_s`);
     every other parameter any job's. A fit's surrogate grid and a calibrated band skip the
     simulations of a parameter that cannot act."""
-    return key not in RECIPE_FACTORS or (job.precision == "fp8" and FP8_RECIPES[job.software.fp8_recipe].gemm_in_situ == key)
+    if key not in RECIPE_FACTORS:
+        return True
+    return job.precision == "fp8" and FP8_RECIPES[job.software.fp8_recipe].gemm_in_situ == key
 
 
 def gemm_precision(precision: str, fp8_recipe: str) -> str:

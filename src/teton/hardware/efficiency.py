@@ -42,14 +42,15 @@ K_HALF = 128.0  # main-loop prologue + epilogue ~ two 64-deep k-blocks per outpu
 # 256 fp4 elements deep per 128-byte row), and the epilogue writes the same bf16 C tile whatever the
 # operands: the same overhead spans 2 / bytes-per-element times as many k elements
 OPERAND_BYTES = {"tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
-
-
-def k_half(precision: str) -> float:
-    """The k at which a GEMM of ``precision`` operands reaches half its asymptotic efficiency."""
-    return K_HALF * 2.0 / OPERAND_BYTES.get(precision, 2.0)
 ATTN_S_HALF = 256.0  # flash-attention per-tile start-up: efficiency halves at ~2 k-blocks of 128 keys
 # the key length the attention figures below were read at (the FlashAttention papers' 8-16K points)
 ATTN_REF_SEQ = 16384.0
+
+
+def k_half(precision: str) -> float:
+    """The k at which a GEMM of ``precision`` operands reaches half its asymptotic efficiency:
+    ``K_HALF x 2 / OPERAND_BYTES`` (128 bf16, 256 fp8, 512 fp4 elements; the comment above)."""
+    return K_HALF * 2.0 / OPERAND_BYTES.get(precision, 2.0)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class Efficiency:
     # the burst figures above; 1 / 0 is the burst (pure microbenchmark) profile.
     tensor_core_in_situ: float = 1.0
     mxfp8_gemm_in_situ: float = 1.0  # MX block-scaled fp8 GEMMs / per-tensor-scaled ones
-    nvfp4_gemm_in_situ: float = 1.0  # NVFP4 GEMMs / the fp4 GEMM sweep's figure
+    nvfp4_gemm_in_situ: float = 1.0  # NVFP4 GEMMs / the catalog's fp4 GEMM figure (an assumption)
     attention_in_situ: float = 1.0
     collective_in_situ: float = 1.0
     kernel_gap_s: float = 0.0
@@ -197,8 +198,8 @@ def efficiency_for(gpu: GPU) -> Efficiency:
 
 
 # (gpu_speed_cv is an in-situ candidate too, but a cluster field: ``cluster.gpu_speed_cv``)
-OVERRIDE_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "gemm_tf32", "attn_fwd", "attn_bwd", "attn_fa3_fwd", "attn_fa3_bwd",
-                 "mem", "nccl_nvlink", "nccl_nvls", "nccl_net", "sustained_ratio",
+OVERRIDE_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "gemm_tf32", "attn_fwd", "attn_bwd", "attn_fa3_fwd",
+                 "attn_fa3_bwd", "mem", "nccl_nvlink", "nccl_nvls", "nccl_net", "sustained_ratio",
                  *(k for k in IN_SITU_PARAMETERS if k != "gpu_speed_cv"))
 # profile: in_situ (the default: the fitted in-situ parameters apply) | burst (microbenchmarks only)
 PROFILES = ("in_situ", "burst")
@@ -331,7 +332,8 @@ def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK
 
 
 # the microbenchmark figures a GPU takes from its family's table unless the cluster overrides them
-MICROBENCHMARK_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attn_fwd", "attn_bwd", "mem", "nccl_nvlink", "nccl_nvls", "nccl_net")
+MICROBENCHMARK_KEYS = ("gemm_bf16", "gemm_fp8", "gemm_fp4", "attn_fwd", "attn_bwd", "mem", "nccl_nvlink", "nccl_nvls",
+                       "nccl_net")
 
 
 def assumed_note(gpu: GPU, overrides: dict | None, mode: str) -> str | None:

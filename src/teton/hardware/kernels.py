@@ -137,23 +137,26 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
 }
 
 
+MXFP8_FAMILIES = ("blackwell", "blackwell-ultra")  # GPU families with block-scaled (MX) tensor cores
+
+
 def fp8_recipe_unsupported(recipe: str, gpu: GPU) -> str | None:
     """Why ``gpu`` cannot run the fp8 ``recipe`` (a one-line reason), or None when it can.
 
     NVFP4 (TE's ``NVFP4BlockScaling``) runs its GEMMs on fp4 tensor cores (a GPU whose
-    ``GPU.peak_tflops`` lists ``fp4``: the Blackwell parts); MXFP8 needs Blackwell's block-scaled tensor cores (TE
-    docs: MXFP8 is supported on Blackwell and later; TE's ``check_mxfp8_support`` asks for
+    ``GPU.peak_tflops`` lists ``fp4``: the Blackwell parts); MXFP8 needs Blackwell's block-scaled
+    tensor cores (TE docs: MXFP8 is supported on Blackwell and later; TE's ``check_mxfp8_support`` asks for
     compute capability 10.0), here a GPU whose catalog family is ``blackwell`` or
     ``blackwell-ultra``. The GPU's fp8 tensor cores themselves are checked with
     ``job.precision``.
     """
     from teton.hardware.efficiency import family_of
 
+    blackwell = family_of(gpu) in MXFP8_FAMILIES
     if recipe == "nvfp4" and "fp4" not in gpu.peak_tflops:
-        blackwell = family_of(gpu) in ("blackwell", "blackwell-ultra")
         usable = "delayed, current, blockwise or mxfp8" if blackwell else "delayed, current or blockwise"
         return f"needs fp4 tensor cores, which {gpu.name} does not list; use {usable}"
-    if recipe == "mxfp8" and family_of(gpu) not in ("blackwell", "blackwell-ultra"):
+    if recipe == "mxfp8" and not blackwell:
         return f"MXFP8 block scaling needs Blackwell tensor cores ({gpu.name} is not); use delayed, current or blockwise"
     return None
 

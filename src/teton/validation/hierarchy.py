@@ -99,7 +99,8 @@ def _mid(key: str) -> float:
 def fit(cells_of_runs: list[tuple[str, str]], log_measured: np.ndarray, sur: Surrogates, hyper: Hyper,
         fixed_centres: dict[tuple[str, str], float] | None = None, x0: Solution | None = None) -> Solution:
     """The posterior mode for these runs (their cells ``cells_of_runs``); ``fixed_centres``: hold the
-    centres (a user's few-shot fit against the catalog's prior), else fit them too."""
+    centres (a user's few-shot fit against the catalog's prior), else fit them too. A centre none
+    of the runs informs is held at its key's burst value (:func:`_uninformed`)."""
     from scipy.optimize import least_squares
 
     keys = sur.keys
