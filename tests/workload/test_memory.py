@@ -85,3 +85,36 @@ def test_zero_stages_shrink_state(example_spec):
     assert mem[0]["optimizer"] > mem[1]["optimizer"] == mem[2]["optimizer"]
     assert mem[1]["gradients"] > mem[2]["gradients"]
     assert mem[2]["weights"] > mem[3]["weights"]
+
+
+def _clear_memory_memos():
+    from teton.workload import memory, step_work
+
+    memory.memory_per_gpu.cache_clear()
+    for memo in (step_work._PARAMS, memory._ACTIVATIONS, memory._WORKING):
+        memo.clear()
+
+
+@pytest.mark.parametrize("example, sets", [
+    ("llama3-405b-16k.yaml", ["job.precision=fp8", "software.fp8_bf16_layers=2"]),
+    ("deepseek-v3-h800-2k.yaml", ["software.cpu_offload_layers=1"]),
+])
+def test_memory_memos_key_on_every_field_they_read(example, sets):
+    """The memory model's parts are memoised by the job fields they read (a layout search varies
+    recompute, ZeRO and the micro-batch at fixed degrees): a verdict taken after every other
+    variant equals the one taken cold, so no field the memo keys leave out changes a part."""
+    from pathlib import Path
+
+    from teton.workload.memory import memory_per_gpu
+
+    base = load_spec(Path(__file__).resolve().parents[2] / "examples" / example, sets)
+    variants = [base.job.model_copy(update={"recompute": rc, "recompute_interval": iv, "zero": z,
+                                            "grad_reduce": gr, "micro_batch": mb})
+                for rc, iv in (("none", 2), ("full", 2), ("selective_layer", 3), ("selective", 2))
+                for z, gr in ((1, None), (2, "per_microbatch"), (3, None)) for mb in (1, 2)]
+    _clear_memory_memos()
+    warm = [memory_per_gpu(base.model, j) for j in variants]
+    for j, w in zip(variants, warm, strict=True):
+        _clear_memory_memos()
+        assert memory_per_gpu(base.model, j) == w
+    assert len({w[0].total for w in warm}) > len(variants) // 2  # the variants do differ

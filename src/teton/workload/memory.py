@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teton.memo import cached
+from teton.memo import ValueMemo, cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
@@ -201,10 +201,36 @@ def _layer_working(model: ModelSpec, job: JobSpec) -> tuple[float, float]:
             ACT_BYTES * tok * (2 * model.hidden + 3 * model.ffn_hidden / lay.tp))
 
 
+# Job fields the working buffers do not read: the memory savers and the batch (not the micro-batch)
+NOT_IN_WORKING = frozenset({"recompute", "recompute_interval", "recompute_modules", "zero", "grad_reduce",
+                            "global_batch", "global_batch_tokens", "adam_moments", "grad_accum_dtype"})
+_WORKING = ValueMemo(32768)
+
+
+def _working(model: ModelSpec, job: JobSpec) -> tuple[float, float, float]:
+    """(parameters ZeRO-3 gathers for the largest layer, the largest layer's gathered activation and
+    FFN intermediate bytes, the loss's peak bytes), over the model's layer types
+    (``workload.layer_kinds``); memoised by the fields they read."""
+    from teton.workload.step_work import job_key
+
+    key = job_key(model, job, NOT_IN_WORKING)
+    hit = _WORKING.get(key)
+    if hit is None:
+        per_type = [_layer_working(kind_model(model, t), job) for t in dict.fromkeys(model_layer_types(model) or (None,))]
+        hit = _WORKING.put(key, (max(p for p, _ in per_type), max(w for _, w in per_type), head_peak_bytes(model, job)))
+    return hit
+
+
+# Job fields the activations do not read (the ZeRO stage and optimizer precisions a layout search
+# varies): jobs that differ only in these share ``activation_bytes_per_rank``'s result.
+NOT_IN_ACTIVATIONS = frozenset({"zero", "grad_reduce", "adam_moments", "grad_accum_dtype"})
+_ACTIVATIONS = ValueMemo(32768)
+
+
 @cached(32768)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
-    from teton.workload.step_work import dp_shard, step_params
+    from teton.workload.step_work import dp_shard, job_key, step_params
 
     lay = job.layout
     split, chunk_params, expert_params = step_params(model, job)  # memoised: the step's split and parameters
@@ -218,20 +244,22 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or lay.micro_batches == 1)
     grads = (shard if sharded_grads else params) * grad_bytes
     optim = (shard if job.zero >= 1 else params) * adam_state_bytes(job)
-    acts = activation_bytes_per_rank(model, job, split)
+    key = job_key(model, job, NOT_IN_ACTIVATIONS)
+    acts = _ACTIVATIONS.get(key)
+    if acts is None:
+        acts = _ACTIVATIONS.put(key, activation_bytes_per_rank(model, job, split))
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
     # the largest layer type's (``workload.layer_kinds``)
-    per_type = [_layer_working(kind_model(model, t), job) for t in dict.fromkeys(model_layer_types(model) or (None,))]
-    layer_params, layer_working = max(p for p, _ in per_type), max(w for _, w in per_type)
+    layer_params, layer_working, head_bytes = _working(model, job)
     working = np.full(lay.pp, CUBLAS_WORKSPACE_BYTES + layer_working)
     if sharded_grads:
         working += layer_params * grad_bytes
     if job.zero >= 3:
         working += 2 * layer_params * ACT_BYTES
-    working[-1] += head_peak_bytes(model, job)
+    working[-1] += head_bytes
     if split.mirrored:  # DualPipe: the up direction's head is on the first rank
-        working[0] += head_peak_bytes(model, job)
+        working[0] += head_bytes
     total = weights + grads + optim + acts + working
     r = int(np.argmax(total))
     return MemoryBreakdown(float(weights[r]), float(grads[r]), float(optim[r]), float(acts[r]), float(working[r])), r

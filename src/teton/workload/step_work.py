@@ -130,12 +130,29 @@ def dp_shard(params: np.ndarray, expert_params: np.ndarray, lay) -> np.ndarray:
     return (params - expert_params) / (lay.dp * lay.cp) + expert_params / lay.edp
 
 
-@cached(32768)
+# Job fields the pipeline split and the parameters per GPU do not read (the memory savers and the
+# batch a layout search varies): jobs that differ only in these share ``step_params``.
+NOT_IN_PARAMS = frozenset({"recompute", "recompute_interval", "recompute_modules", "zero", "grad_reduce",
+                           "micro_batch", "global_batch", "global_batch_tokens", "adam_moments", "grad_accum_dtype"})
+_PARAMS = ValueMemo(32768)
+
+
+def job_key(model: ModelSpec, job: JobSpec, ignored: frozenset[str]) -> tuple:
+    """A memo key of ``model`` and every field of ``job`` but the ``ignored`` ones (in order: a new
+    field is part of the key unless listed)."""
+    return model, tuple(v for k, v in job.__dict__.items() if k not in ignored)
+
+
 def step_params(model: ModelSpec, job: JobSpec) -> tuple[PipelineSplit, np.ndarray, np.ndarray]:
     """(the pipeline split, (p, v) parameters per GPU of each chunk, of them the routed experts'):
-    what the memory model needs of the step's work, without its blocks (memoised)."""
-    split = split_layers(model, job)
-    return split, chunk_params(model, job, split), chunk_expert_params(model, job, split)
+    what the memory model needs of the step's work, without its blocks (memoised by the fields
+    they read: :data:`NOT_IN_PARAMS` are not)."""
+    key = job_key(model, job, NOT_IN_PARAMS)
+    hit = _PARAMS.get(key)
+    if hit is None:
+        split = split_layers(model, job)
+        hit = _PARAMS.put(key, (split, chunk_params(model, job, split), chunk_expert_params(model, job, split)))
+    return hit
 
 
 @cached(32768)
@@ -157,7 +174,7 @@ _KIND_BLOCKS = ValueMemo(8192)  # by the block fields and the layer kind
 
 
 def _block_key(model: ModelSpec, job: JobSpec) -> tuple:
-    return model, tuple(v for k, v in job.__dict__.items() if k not in _NOT_IN_BLOCKS)  # fields in order
+    return job_key(model, job, _NOT_IN_BLOCKS)
 
 
 def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
