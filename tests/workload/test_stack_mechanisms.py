@@ -367,3 +367,50 @@ def test_op_rows_carry_the_launch_and_offload_time_the_step_charges():
         per_mb = sum(counts.get(b.split(".")[0], 1) * cats.get(cat, 0.0) for b, cats in totals.items())
         assert r.breakdown[key] > 0
         assert r.breakdown[key] == pytest.approx(r.micro_batches * per_mb, rel=1e-9)
+
+
+# --- an MoE layer's launches and host sync ------------------------------------------------------
+
+def _qwen3_moe(recipe, seq_len=4096):
+    return _spec({"gpus": 8, "tp": 1, "ep": 8, "seq_len": seq_len,
+                  "global_batch": 64, "precision": "fp8"}, {"fp8_recipe": recipe}, "qwen3-30b-a3b")
+
+
+@pytest.mark.parametrize("recipe, cast_launches", [("current", 16), ("delayed", 1)])
+def test_grouped_expert_gemms_and_their_casts_launch_per_local_expert(recipe, cast_launches):
+    """Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local expert and quantises its
+    input split by split, except under delayed scaling (one fused multi-cast-transpose)."""
+    spec = _qwen3_moe(recipe)
+    blk = layer_block(spec.model, spec.job)
+    local = spec.model.experts // 8
+    up = _named(blk.fwd, "expert_up")
+    assert local == 16 and up.groups == local and up.kernels == local
+    assert _named(blk.bwd, "expert_up.wgrad").kernels == local
+    assert _named(blk.fwd, "expert_up.fp8_cast").kernels == cast_launches
+    attention_out = _named(blk.fwd, "attn_out")
+    assert attention_out.kernels == 1 and _named(blk.fwd, "attn_out.fp8_cast").kernels == 1
+
+
+def test_the_dispatchers_host_sync_times_an_eager_forward_segment_by_segment():
+    """Megatron-Core's all-to-all dispatcher waits on the host for the token counts before the
+    all-to-all: the CPU-bound excess after the sync is not hidden under the GPU work before it."""
+    spec = _qwen3_moe("current", seq_len=2048)
+    c = spec.cluster
+    timer = BlockTimer(ComputeModel.for_gpu(c.gpu_spec, "fp8", 2048, c.efficiency), make_cost_model(spec),
+                       default_placement(spec), c)
+    blk = layer_block(spec.model, spec.job)
+    syncs = [i for i, it in enumerate(blk.fwd) if isinstance(it, ComputeOp) and it.host_sync]
+    assert [blk.fwd[i].name for i in syncs] == ["moe.permute"]
+    assert not any(isinstance(it, ComputeOp) and it.host_sync for it in blk.bwd)
+    fwd = timer.items_s(blk.fwd, graphed=False)
+    gpu = sum(v for k, v in fwd.items() if k != "launch")
+    unsynced = max(0.0, timer.launches(blk.fwd) * EAGER_LAUNCH_S - gpu)
+    head, tail = blk.fwd[:syncs[0] + 1], blk.fwd[syncs[0] + 1:]
+
+    def excess(part):
+        busy = sum(timer.compute.time_s(x) if isinstance(x, ComputeOp) else timer.item_s(x, blk.fwd)[1] for x in part)
+        return max(0.0, timer.launches(part) * EAGER_LAUNCH_S - busy)
+
+    assert fwd["launch"] == pytest.approx(excess(head) + excess(tail))
+    assert fwd["launch"] > unsynced  # the experts' per-expert launches outlast their GPU time
+    assert timer.items_s(blk.fwd, graphed=True)["launch"] == 0

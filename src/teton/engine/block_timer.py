@@ -15,7 +15,10 @@ Two more things a pass can wait for besides its kernels:
   the excess over the GPU time is CPU-bound time (category ``launch``). A launch is one
   :class:`~teton.workload.items.ComputeOp` kernel (``ComputeOp.kernels`` of them), a collective
   or a host copy. A pass replayed from a CUDA graph (``Block.graphed``) costs no CPU issue time.
-  ASSUMPTION: no run-ahead across blocks: a CPU-bound pass after a GPU-bound one gains nothing
+  A host sync (``ComputeOp.host_sync``: the CPU waits for a value the GPU computes) ends the
+  CPU's run-ahead, so such a pass is timed segment by segment, each ``max(GPU time, launches x
+  EAGER_LAUNCH_S)`` between syncs: one segment's CPU-bound excess is not hidden under another's
+  GPU work. ASSUMPTION: no run-ahead across blocks: a CPU-bound pass after a GPU-bound one gains nothing
   from the launches queued during the earlier one (exact when every pass is CPU-bound, an upper
   bound otherwise).
 
@@ -121,8 +124,19 @@ class BlockTimer:
         return sum(it.kernels if isinstance(it, ComputeOp) else 1 for it in items)
 
     def launch_s(self, items, gpu_s: float) -> float:
-        """CPU-bound seconds of an eager pass of ``items`` that keeps the GPU busy ``gpu_s``."""
-        return max(0.0, self.launches(items) * EAGER_LAUNCH_S - gpu_s)
+        """CPU-bound seconds of an eager pass of ``items`` that keeps the GPU busy ``gpu_s``: of each
+        segment between host syncs when it has any (module docstring)."""
+        if not any(isinstance(it, ComputeOp) and it.host_sync for it in items):
+            return max(0.0, self.launches(items) * EAGER_LAUNCH_S - gpu_s)
+        excess, segment = 0.0, []
+        for i, it in enumerate(items):
+            segment.append(it)
+            if i == len(items) - 1 or isinstance(it, ComputeOp) and it.host_sync:
+                gpu = sum(self.compute.time_s(x) if isinstance(x, ComputeOp) else self.item_s(x, items)[1]
+                          for x in segment if not isinstance(x, HostCopy))
+                excess += max(0.0, self.launches(segment) * EAGER_LAUNCH_S - gpu)
+                segment = []
+        return excess
 
     def host_copy_s(self, items) -> float:
         """Seconds of the pass's copies to or from host memory, back to back on their stream."""

@@ -82,16 +82,23 @@ def fused_norm_extra_bytes(job: JobSpec, elements: float) -> tuple[float, float]
     return (r.write_bytes - ACT_BYTES) * elements, r.transpose_bytes * elements
 
 
-def _quantise(job: JobSpec, name: str, elements: float, backward: bool, reduce_amax: bool) -> list[Item]:
+def _quantise(job: JobSpec, name: str, elements: float, backward: bool, reduce_amax: bool,
+              groups: int = 1) -> list[Item]:
     """The recipe's kernels that cast ``elements`` bf16 values to fp8: amax pass, TP amax
-    all-reduce (current scaling of a sequence-sharded tensor), quantise."""
+    all-reduce (current scaling of a sequence-sharded tensor), quantise. The operand of a grouped
+    GEMM (``groups`` MoE experts) is cast split by split, each split's kernels launched on their
+    own, except under delayed scaling (Transformer Engine 2.9, ``split_quantize`` ->
+    ``multi_tensor_quantize_impl``: one fused ``nvte_multi_cast_transpose`` for delayed-scaling
+    quantisers, "Quantize kernels individually" for the others)."""
     r = recipe_of(job)
+    per_split = groups if job.software.fp8_recipe != "delayed" else 1
     out: list[Item] = []
     if r.amax_bytes:
-        out.append(memory_op(f"{name}_amax", r.amax_bytes * elements, backward))
+        out.append(memory_op(f"{name}_amax", r.amax_bytes * elements, backward, kernels=per_split))
     if r.amax_all_reduce and reduce_amax and job.layout.sequence_parallel:
         out.append(Collective(f"tp.{name}_amax", "all_reduce", "tp", AMAX_BYTES))
-    out.append(memory_op(name, r.cast_bytes * elements, backward, tn_only_bytes=r.transpose_bytes * elements))
+    out.append(memory_op(name, r.cast_bytes * elements, backward, kernels=per_split,
+                         tn_only_bytes=r.transpose_bytes * elements))
     return out
 
 
@@ -107,8 +114,8 @@ def fp8_casts(job: JobSpec, gemm: tuple[ComputeOp, ...], fused_input: bool = Fal
         return [], []
     rows = fwd.flops / (2.0 * fwd.n * fwd.k)  # all the GEMM's rows (MoE: every expert's tokens)
     f = [] if fused_input and norm_writes_fp8(job) else _quantise(job, f"{fwd.name}.fp8_cast", rows * fwd.k,
-                                                                   False, sharded_input)
-    return f, _quantise(job, f"{fwd.name}.grad_fp8_cast", rows * fwd.n, True, sharded_grad)
+                                                                   False, sharded_input, fwd.groups)
+    return f, _quantise(job, f"{fwd.name}.grad_fp8_cast", rows * fwd.n, True, sharded_grad, fwd.groups)
 
 
 def layer_casts(model: ModelSpec, job: JobSpec,

@@ -12,7 +12,7 @@ backward items of a transformer layer, the embedding or the output head (``workl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from teton.units import BF16_BYTES, FP32_BYTES
@@ -49,8 +49,11 @@ class ComputeOp:
     # TN-only (``hardware.kernels.Fp8Recipe.transpose_bytes``; the compute model drops it on a GPU
     # with ``fp8_any_layout``)
     tn_only_bytes: float = 0.0
-    # a grouped GEMM (MoE experts): ``groups`` GEMMs of shape (m, n, k) in one kernel
+    # a grouped GEMM (MoE experts): ``groups`` GEMMs of shape (m, n, k) running together
     groups: int = 1
+    # the CPU waits for the GPU to finish this op before it launches the next: a device-to-host
+    # copy of values the host needs (an MoE dispatcher's token counts); engine.block_timer
+    host_sync: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,11 +99,12 @@ class Block:
 
 
 def memory_op(name: str, nbytes: float, backward: bool = False, kernels: int = 1,
-              tn_only_bytes: float = 0.0) -> ComputeOp:
+              tn_only_bytes: float = 0.0, host_sync: bool = False) -> ComputeOp:
     """A memory-bound kernel (or ``kernels`` of them) moving ``nbytes`` through HBM, of which
-    ``tn_only_bytes`` only on a GPU whose fp8 GEMMs are TN-only (:class:`ComputeOp`)."""
+    ``tn_only_bytes`` only on a GPU whose fp8 GEMMs are TN-only; ``host_sync``: the CPU waits for
+    it (:class:`ComputeOp`)."""
     return ComputeOp(name, "memory", 0.0, float(nbytes), backward=backward, kernels=kernels,
-                     tn_only_bytes=float(tn_only_bytes))
+                     tn_only_bytes=float(tn_only_bytes), host_sync=host_sync)
 
 
 def gemm_ops(name: str, m: float, n: int, k: int, wgrad_accum_bytes: int = FP32, fp8: bool = True,
@@ -113,30 +117,33 @@ def gemm_ops(name: str, m: float, n: int, k: int, wgrad_accum_bytes: int = FP32,
     :func:`grad_accumulate` adds it into the buffer.
 
     ``groups > 1``: one grouped GEMM of ``groups`` weight matrices over ``m`` rows in all (an MoE
-    layer's local experts: Megatron-Core's ``GroupedMLP`` / ``TEGroupedMLP``, one kernel over the
-    experts); FLOPs and activation bytes are the rows', weight bytes every group's ``k x n``; the
-    shape is one group's (``m / groups`` rows, the shape per expert) and the efficiency curve sees
-    ``groups`` of them filling the SMs' waves together (``ComputeOp.groups``).
+    layer's local experts: Megatron-Core's ``TEGroupedMLP``, Transformer Engine's ``GroupedLinear``);
+    FLOPs and activation bytes are the rows', weight bytes every group's ``k x n``; the shape is one
+    group's (``m / groups`` rows, the shape per expert) and the efficiency curve sees ``groups`` of
+    them filling the SMs' waves together (``ComputeOp.groups``). Each is a kernel of its own, as
+    ``GroupedLinear`` runs them (Transformer Engine 2.9, ``te_general_grouped_gemm`` ->
+    ``nvte_multi_tensor_gemm``: one cuBLAS GEMM per group, round-robin over a few streams), so the
+    CPU launches ``groups`` of them (``ComputeOp.kernels``).
     """
     a = ACT_BYTES
     wgrad_out = 2 * wgrad_accum_bytes if wgrad_accum_bytes else a
     w = k * n * groups
     rows = m if groups == 1 and isinstance(m, int) else max(1, round(m / groups))  # the shape's rows: one group's
-    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + w + m * n), rows, n, k, fp8=fp8, groups=groups)
+    fwd = ComputeOp(name, "gemm", 2.0 * m * n * k, a * (m * k + w + m * n), rows, n, k, fp8=fp8, groups=groups,
+                    kernels=groups)
     dgrad = ComputeOp(f"{name}.dgrad", "gemm", 2.0 * m * n * k, a * (m * n + w + m * k), rows, k, n,
-                      fp8=fp8, backward=True, groups=groups)
+                      fp8=fp8, backward=True, groups=groups, kernels=groups)
     wgrad = ComputeOp(f"{name}.wgrad", "gemm", 2.0 * m * n * k,
                       a * (m * n + m * k) + wgrad_out * w, k, n, rows, fp8=fp8, backward=True,
-                      accumulate_bytes=wgrad_accum_bytes, groups=groups)
+                      accumulate_bytes=wgrad_accum_bytes, groups=groups, kernels=groups)
     return fwd, dgrad, wgrad
 
 
 def as_recompute(item: Item) -> Item:
     """A forward item re-run in backward: a forward computation still (a recomputed flash-attention
     forward runs the forward kernel, at the forward kernel's efficiency)."""
-    if isinstance(item, ComputeOp):
-        return ComputeOp(f"recompute.{item.name}", item.kind, item.flops, item.bytes, item.m, item.n, item.k,
-                         item.fp8, item.backward, kernels=item.kernels, tn_only_bytes=item.tn_only_bytes)
+    if isinstance(item, ComputeOp):  # every field kept (a grouped GEMM's groups, a host sync), renamed
+        return replace(item, name=f"recompute.{item.name}")
     if isinstance(item, HostCopy):  # pragma: no cover - host copies are added after recompute
         raise TypeError(f"{item.name}: a host copy is not recomputed")
     return Collective(f"recompute.{item.name}", item.op, item.axis, item.bytes, max_nodes=item.max_nodes, top_k=item.top_k)

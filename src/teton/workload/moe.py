@@ -52,6 +52,14 @@ EP over the ``tp cp dp`` ranks of a stage), in the order the GPU runs it:
   values with an fp32 scale per 128 channels (:data:`FP8_DISPATCH_BYTES`); the combine and the
   dispatch's gradient stay bf16.
 
+* **Host sync** (Megatron-Core 0.15 ``MoEAlltoAllTokenDispatcher.preprocess``): the dispatcher
+  copies the token counts per expert to the host and waits for them (``cuda_sync_point``: before
+  the EP all-to-all, whose split sizes they are; without EP before the experts, whose
+  ``GroupedLinear`` takes ``m_splits`` on the host), so in an eager forward the CPU cannot run
+  ahead of the GPU past that point, taken here as the end of ``moe.permute`` in both cases (the
+  one sort between is a single memory-bound kernel; ``ComputeOp.host_sync``,
+  ``engine.block_timer``). The backward reuses the counts: no sync.
+
 ASSUMPTION: the all-to-alls do not overlap compute (Megatron's ``moe_shared_expert_overlap`` and
 a2a overlap off, its defaults; no DualPipe), the fp8 dispatch's quantisation costs what the up
 projection's own fp8 cast costs (no extra kernel), experts are not padded to capacity
@@ -235,7 +243,7 @@ def _routed_items(model: ModelSpec, job: JobSpec, rows: MoeRows, routed: tuple[G
     a2a_in = a2a * (FP8_DISPATCH_BYTES / a if job.software.moe_fp8_dispatch else 1.0)  # towards the experts
     act_f, act_b = elementwise_bytes(model.mlp, job.kernel_fusion, rows.expert * model.expert_ffn / lay.etp)
     fwd: list[Item] = [
-        memory_op("moe.permute", perm), *_a2a("ep.dispatch", a2a_in, model, ep),
+        memory_op("moe.permute", perm, host_sync=True), *_a2a("ep.dispatch", a2a_in, model, ep),
         *_collective("etp.dispatch_gather", "all_gather", axis, gathered, etp), memory_op("moe.sort_chunks", sort),
         *casts[0][0], up[0], memory_op("expert_act", act_f), *casts[1][0], down[0],
         memory_op("moe.unsort_chunks", sort), *_collective("etp.combine_scatter", "reduce_scatter", axis, gathered, etp),
