@@ -9,6 +9,8 @@
   ``memo.put(key, value)`` on a miss.
 - :func:`cached`: a decorator for a pure function of hashable arguments (``functools.lru_cache``,
   bounded), where the arguments themselves are the key.
+- :func:`fields_key`: a :class:`ValueMemo` key of a frozen spec's fields but those a function does
+  not read, so specs that differ only in them share its result.
 - :func:`fewer_collections` (not a cache): a loop that makes and drops many specs while the memos
   keep hundreds of thousands of objects alive (a layout search) runs with CPython's collections
   spaced further apart.
@@ -78,6 +80,12 @@ class ValueMemo(dict):
 def cached(maxsize: int | None = 4096) -> Callable[[Callable], Callable]:
     """Memoise a pure function of hashable arguments, keeping at most ``maxsize`` results."""
     return functools.lru_cache(maxsize=maxsize)
+
+
+def fields_key(spec: Any, ignored: frozenset[str]) -> tuple:
+    """The values of every field of the frozen ``spec`` but the ``ignored`` ones, in order: a field
+    added to the spec later is part of the key unless it is listed."""
+    return tuple(v for k, v in spec.__dict__.items() if k not in ignored)
 
 
 # Allocations between two collections of the youngest generation inside ``fewer_collections``

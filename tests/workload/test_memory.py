@@ -109,9 +109,11 @@ def test_memory_memos_key_on_every_field_they_read(example, sets):
 
     base = load_spec(Path(__file__).resolve().parents[2] / "examples" / example, sets)
     variants = [base.job.model_copy(update={"recompute": rc, "recompute_interval": iv, "zero": z,
-                                            "grad_reduce": gr, "micro_batch": mb})
+                                            "grad_reduce": gr, "micro_batch": mb, "adam_moments": moments,
+                                            "grad_accum_dtype": acc})
                 for rc, iv in (("none", 2), ("full", 2), ("selective_layer", 3), ("selective", 2))
-                for z, gr in ((1, None), (2, "per_microbatch"), (3, None)) for mb in (1, 2)]
+                for z, gr in ((1, None), (2, "per_microbatch"), (3, None)) for mb in (1, 2)
+                for moments, acc in (("fp32", "fp32"), ("bf16", "bf16"))]
     _clear_memory_memos()
     warm = [memory_per_gpu(base.model, j) for j in variants]
     for j, w in zip(variants, warm, strict=True):

@@ -414,3 +414,18 @@ def test_the_dispatchers_host_sync_times_an_eager_forward_segment_by_segment():
     assert fwd["launch"] == pytest.approx(excess(head) + excess(tail))
     assert fwd["launch"] > unsynced  # the experts' per-expert launches outlast their GPU time
     assert timer.items_s(blk.fwd, graphed=True)["launch"] == 0
+
+
+def test_a_recomputed_grouped_gemm_keeps_its_experts_and_launches():
+    """Full recompute re-runs an MoE layer's forward in backward: the grouped GEMMs keep their
+    per-expert shape and launches, the dispatcher its host sync."""
+    from teton.workload.items import as_recompute
+
+    spec = _qwen3_moe("current")
+    blk = layer_block(spec.model, spec.job)
+    for name in ("expert_up", "moe.permute"):
+        op = _named(blk.fwd, name)
+        again = as_recompute(op)
+        assert again.name == f"recompute.{name}"
+        assert (again.groups, again.kernels, again.host_sync) == (op.groups, op.kernels, op.host_sync)
+    assert as_recompute(_named(blk.fwd, "expert_up")).groups == 16

@@ -124,8 +124,10 @@ class BlockTimer:
         return sum(it.kernels if isinstance(it, ComputeOp) else 1 for it in items)
 
     def launch_s(self, items, gpu_s: float) -> float:
-        """CPU-bound seconds of an eager pass of ``items`` that keeps the GPU busy ``gpu_s``: of each
-        segment between host syncs when it has any (module docstring)."""
+        """CPU-bound seconds of an eager pass of ``items`` that keeps the GPU busy ``gpu_s``. With host
+        syncs, the sum over the segments they end of ``max(0, launches x EAGER_LAUNCH_S - segment's
+        GPU time)`` (module docstring), a segment's GPU time being its kernels' and its collectives'
+        exposed time (host copies run on their own stream: ``gpu_s``'s offload is pass-wide)."""
         if not any(isinstance(it, ComputeOp) and it.host_sync for it in items):
             return max(0.0, self.launches(items) * EAGER_LAUNCH_S - gpu_s)
         excess, segment = 0.0, []

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from teton.memo import ValueMemo, cached
+from teton.memo import ValueMemo, cached, fields_key
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
@@ -211,9 +211,7 @@ def _working(model: ModelSpec, job: JobSpec) -> tuple[float, float, float]:
     """(parameters ZeRO-3 gathers for the largest layer, the largest layer's gathered activation and
     FFN intermediate bytes, the loss's peak bytes), over the model's layer types
     (``workload.layer_kinds``); memoised by the fields they read."""
-    from teton.workload.step_work import job_key
-
-    key = job_key(model, job, NOT_IN_WORKING)
+    key = (model, fields_key(job, NOT_IN_WORKING))
     hit = _WORKING.get(key)
     if hit is None:
         per_type = [_layer_working(kind_model(model, t), job) for t in dict.fromkeys(model_layer_types(model) or (None,))]
@@ -230,7 +228,7 @@ _ACTIVATIONS = ValueMemo(32768)
 @cached(32768)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
-    from teton.workload.step_work import dp_shard, job_key, step_params
+    from teton.workload.step_work import dp_shard, step_params
 
     lay = job.layout
     split, chunk_params, expert_params = step_params(model, job)  # memoised: the step's split and parameters
@@ -244,10 +242,12 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or lay.micro_batches == 1)
     grads = (shard if sharded_grads else params) * grad_bytes
     optim = (shard if job.zero >= 1 else params) * adam_state_bytes(job)
-    key = job_key(model, job, NOT_IN_ACTIVATIONS)
+    key = (model, fields_key(job, NOT_IN_ACTIVATIONS))
     acts = _ACTIVATIONS.get(key)
-    if acts is None:
-        acts = _ACTIVATIONS.put(key, activation_bytes_per_rank(model, job, split))
+    if acts is None:  # shared by every job of the key: read-only
+        acts = activation_bytes_per_rank(model, job, split)
+        acts.flags.writeable = False
+        _ACTIVATIONS.put(key, acts)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
     # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
     # the largest layer type's (``workload.layer_kinds``)

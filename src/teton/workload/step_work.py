@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from teton.memo import ValueMemo, cached
+from teton.memo import ValueMemo, cached, fields_key
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.workload.activations import layer_saved_bytes
@@ -137,22 +137,22 @@ NOT_IN_PARAMS = frozenset({"recompute", "recompute_interval", "recompute_modules
 _PARAMS = ValueMemo(32768)
 
 
-def job_key(model: ModelSpec, job: JobSpec, ignored: frozenset[str]) -> tuple:
-    """A memo key of ``model`` and every field of ``job`` but the ``ignored`` ones (in order: a new
-    field is part of the key unless listed)."""
-    return model, tuple(v for k, v in job.__dict__.items() if k not in ignored)
-
-
 def step_params(model: ModelSpec, job: JobSpec) -> tuple[PipelineSplit, np.ndarray, np.ndarray]:
     """(the pipeline split, (p, v) parameters per GPU of each chunk, of them the routed experts'):
     what the memory model needs of the step's work, without its blocks (memoised by the fields
     they read: :data:`NOT_IN_PARAMS` are not)."""
-    key = job_key(model, job, NOT_IN_PARAMS)
+    key = (model, fields_key(job, NOT_IN_PARAMS))
     hit = _PARAMS.get(key)
-    if hit is None:
+    if hit is None:  # shared by every job of the key: read-only
         split = split_layers(model, job)
-        hit = _PARAMS.put(key, (split, chunk_params(model, job, split), chunk_expert_params(model, job, split)))
+        hit = _PARAMS.put(key, (split, _frozen(chunk_params(model, job, split)),
+                                _frozen(chunk_expert_params(model, job, split))))
     return hit
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 @cached(32768)
@@ -174,7 +174,7 @@ _KIND_BLOCKS = ValueMemo(8192)  # by the block fields and the layer kind
 
 
 def _block_key(model: ModelSpec, job: JobSpec) -> tuple:
-    return job_key(model, job, _NOT_IN_BLOCKS)
+    return model, fields_key(job, _NOT_IN_BLOCKS)
 
 
 def blocks(model: ModelSpec, job: JobSpec) -> tuple[Block, Block, Block]:
