@@ -268,25 +268,54 @@ def test_ctrl_c_on_the_cli_stops_with_130_and_resumes(tmp_path, base_spec):
     assert (d["already_stored"], d["evaluated"]) == (stored, 144 - stored)
 
 
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask") or not hasattr(os, "fork"), reason="POSIX fork pools")
+def test_a_ctrl_c_landing_as_a_worker_starts_does_not_kill_it(tmp_path, small_sweep, monkeypatch):
+    """Ctrl-C reaches the whole process group, so a worker can get it between its fork and its
+    initializer (which ignores it): the pool starts workers with SIGINT blocked, so the signal is
+    dropped there and the sweep goes on (a worker killed there broke the pool, or hung the exit)."""
+    import concurrent.futures.process as pool
+
+    start = pool._process_worker
+
+    def interrupted_at_start(*args, **kwargs):  # runs in the forked worker, before the initializer
+        os.kill(os.getpid(), signal.SIGINT)
+        return start(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "_process_worker", interrupted_at_start)
+    sweep = parse_sweep(small_sweep)
+    with ResultStore(tmp_path / "r.duckdb") as store:
+        s = run_sweep(sweep, store, executor="local", workers=2, batch=3)
+    assert s.evaluated == s.points > 0
+
+
 def test_a_dead_worker_is_a_one_line_error_and_keeps_what_was_stored(tmp_path, small_sweep):
     from concurrent.futures.process import BrokenProcessPool
 
     from teton.errors import SpecError
 
     class DiesOnThirdBatch(SerialExecutor):
-        n = 0
+        """The third batch's future holds the pool's error (``at_submit``: the submit raises it,
+        as a pool whose worker died while idle does)."""
+
+        def __init__(self, at_submit):
+            self.n, self.at_submit = 0, at_submit
 
         def submit(self, fn, /, *args, **kwargs):
             self.n += 1
             if self.n == 3:
                 from concurrent.futures import Future
 
+                err = BrokenProcessPool("a child process terminated abruptly")
+                if self.at_submit:
+                    raise err
                 f = Future()
-                f.set_exception(BrokenProcessPool("a child process terminated abruptly"))
+                f.set_exception(err)
                 return f
             return super().submit(fn, *args, **kwargs)
 
     sweep = parse_sweep(small_sweep)
-    with ResultStore(tmp_path / "r.duckdb") as store, pytest.raises(SpecError, match="4 points are stored"):
-        run_sweep(sweep, store, executor=DiesOnThirdBatch(), batch=2)
-    assert len(_rows(tmp_path / "r.duckdb")) == 4
+    for at_submit in (False, True):
+        path = tmp_path / f"r{at_submit}.duckdb"
+        with ResultStore(path) as store, pytest.raises(SpecError, match="4 points are stored"):
+            run_sweep(sweep, store, executor=DiesOnThirdBatch(at_submit), batch=2)
+        assert len(_rows(path)) == 4

@@ -18,6 +18,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,8 +107,38 @@ class SerialExecutor(Executor):
 
 
 def _worker_init() -> None:
-    """Pool workers ignore Ctrl-C: the driver handles it, cancels what is queued, keeps what is stored."""
+    """Pool workers ignore Ctrl-C: the driver handles it, cancels what is queued, keeps what is stored.
+
+    A worker starts with SIGINT blocked (:class:`_Pool` forks it so): a Ctrl-C that lands between
+    the fork and this line stays pending, and ignoring the signal discards it, so no worker dies
+    of a KeyboardInterrupt before it is told to ignore them (a dead worker breaks the pool, and
+    one forked but never started leaves the driver's exit waiting on it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextmanager
+def _sigint_blocked():
+    """SIGINT blocked in this thread for the block (where the platform can block it); a Ctrl-C
+    meanwhile is delivered when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+class _Pool(ProcessPoolExecutor):
+    """A process pool whose workers are started (at a submit) with SIGINT blocked: they inherit the
+    mask until :func:`_worker_init` ignores the signal."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        with _sigint_blocked():
+            return super().submit(fn, *args, **kwargs)
 
 
 class RayExecutor(Executor):
@@ -189,7 +220,7 @@ def make_executor(kind: str, workers: int | None = None) -> Executor:
     import teton.engine.step  # noqa: F401 - imported once here, inherited by forked workers
     import teton.spec  # noqa: F401
 
-    return ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1, mp_context=ctx, initializer=_worker_init)
+    return _Pool(max_workers=workers or os.cpu_count() or 1, mp_context=ctx, initializer=_worker_init)
 
 
 # ---------------------------------------------------------------- the driver
@@ -330,11 +361,15 @@ def _run_batches(ex: Executor, batches: list[list[Point]], store: ResultStore, t
     def submit_next() -> None:
         nxt = next(queue, None)
         if nxt is not None:
-            pending[ex.submit(evaluate_batch, [(p.key, p.spec) for p in nxt])] = nxt
+            try:
+                pending[ex.submit(evaluate_batch, [(p.key, p.spec) for p in nxt])] = nxt
+            except BrokenExecutor as err:  # a worker died while the pool was idle
+                raise worker_died(executor_name, err, f"{already + evaluated} points are stored: "
+                                  "run the same command again to resume") from None
 
+    evaluated = n_batches = 0
     for _ in range(window):
         submit_next()
-    evaluated = n_batches = 0
     while pending:
         finished, _ = wait(pending, return_when=FIRST_COMPLETED)
         rows: list[dict[str, Any]] = []
