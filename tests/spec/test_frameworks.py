@@ -313,3 +313,17 @@ def test_megatron_moe_all_to_all_overlap_flag():
                for r in report.mapped)
     spec, _ = import_config(DEEPSEEK_LIKE, gpus=64)
     assert teton.load_spec(spec).job.software.ep_comm_overlap is False
+
+
+def test_megatron_token_drop_and_padding_flags():
+    """--moe-expert-capacity-factor is token dropping at that capacity; with
+    --moe-pad-expert-input-to-capacity every expert is padded to it; padding alone is refused."""
+    flags = " --moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity"
+    spec, report = import_config(DEEPSEEK_LIKE + flags, gpus=64)
+    m = teton.load_spec(spec).model
+    assert (m.capacity_factor, m.pad_to_capacity) == (1.25, True)
+    assert {r.field for r in report.mapped} >= {"model.capacity_factor", "model.pad_to_capacity"}
+    spec, _ = import_config(DEEPSEEK_LIKE, gpus=64)
+    assert (teton.load_spec(spec).model.capacity_factor, teton.load_spec(spec).model.pad_to_capacity) == (None, False)
+    with pytest.raises(SpecError, match="needs --moe-expert-capacity-factor"):
+        import_config(DEEPSEEK_LIKE + " --moe-pad-expert-input-to-capacity", gpus=64)

@@ -179,6 +179,28 @@ def test_capacity_factor_caps_the_routed_rows():
     assert _gemm_flops(capped.fwd, *experts) == pytest.approx(_gemm_flops(dropless.fwd, *experts))
 
 
+def test_padded_to_capacity_every_expert_computes_its_capacity_and_the_host_never_waits():
+    """Megatron-Core's drop-and-pad (moe_pad_expert_input_to_capacity): each expert's buffer is its
+    capacity whatever the routing, so the rows are capacity_factor x the balanced share, and the
+    counts are known on the host: the dispatcher takes no host sync (dropless and unpadded do)."""
+    from teton.workload.items import ComputeOp
+
+    model, job = _moe("mixtral-8x7b", tp=2, moe_router_balance="forced")
+    experts = ("expert_up", "expert_down")
+    dropless = layer_block(model, job)
+    unpadded, padded = (layer_block(model.model_copy(update={"capacity_factor": 1.5, "pad_to_capacity": pad}), job)
+                        for pad in (False, True))
+    assert _gemm_flops(unpadded.fwd, *experts) == pytest.approx(_gemm_flops(dropless.fwd, *experts))
+    assert _gemm_flops(padded.fwd, *experts) == pytest.approx(1.5 * _gemm_flops(dropless.fwd, *experts))
+    a2a = [next(i for i in b.fwd if i.name == "ep.dispatch").bytes for b in (padded, dropless)]
+    assert a2a[0] == pytest.approx(1.5 * a2a[1])
+    syncs = [[it.name for it in b.fwd if isinstance(it, ComputeOp) and it.host_sync] for b in (dropless, unpadded, padded)]
+    assert syncs == [["moe.permute"], ["moe.permute"], []]
+    for bad in ({"pad_to_capacity": True}, {"pad_to_capacity": True, "experts": 1, "top_k": 1, "capacity_factor": 1.0}):
+        with pytest.raises(ValueError, match="model.pad_to_capacity = True: needs an MoE model with model.capacity_factor"):
+            type(model).model_validate({**model.model_dump(), **bad})
+
+
 def test_router_imbalance_grows_with_ep_and_forced_balance_removes_it():
     from teton.workload.moe import moe_rows, router_imbalance
 

@@ -49,6 +49,9 @@ class ModelSpec(Section):
     # tokens an expert takes, relative to a balanced share (GShard / Switch's capacity factor: the
     # rest are dropped); None: dropless, every routed token is computed
     capacity_factor: float | None = Field(default=None, gt=0, le=MAX_LAYERS)
+    # every expert's input padded to its capacity (Megatron-Core's moe_pad_expert_input_to_capacity,
+    # on in Megatron-Bridge's token-drop recipes): fixed shapes, so the dispatcher needs no host sync
+    pad_to_capacity: bool = False
     # node-limited routing: NVLink domains a token's routed copies reach at most (DeepSeek-V3: 4;
     # HF topk_group, Megatron-Core's moe_router_group_topk with one group per node), each sent over
     # the network once per domain (teton.collectives.node_limited); None: unlimited
@@ -79,6 +82,9 @@ class ModelSpec(Section):
             raise SpecError("model.heads", self.heads, f"must divide model.hidden ({self.hidden}) or set head_dim")
         if self.top_k > self.experts:
             raise SpecError("model.top_k", self.top_k, f"must be <= model.experts ({self.experts})")
+        if self.pad_to_capacity and (self.capacity_factor is None or self.experts == 1):
+            raise SpecError("model.pad_to_capacity", True, "needs an MoE model with model.capacity_factor set "
+                            "(a dropless MoE has no capacity to pad to)")
         if self.moe_max_nodes is not None and not 1 < self.experts >= self.top_k >= self.moe_max_nodes:
             raise SpecError("model.moe_max_nodes", self.moe_max_nodes,
                             f"needs an MoE model (experts > 1) and must be <= model.top_k ({self.top_k})")
@@ -121,7 +127,8 @@ class ModelSpec(Section):
         update: dict = {"first_dense_layers": 0, "moe_layer_interval": 1, "global_attention_every": 0,
                         "sliding_window": self.sliding_window if kind.windowed else None, "mtp_depth": 0}
         if kind.ffn != "moe":
-            update.update(experts=1, top_k=1, shared_experts=0, capacity_factor=None, moe_max_nodes=None)
+            update.update(experts=1, top_k=1, shared_experts=0, capacity_factor=None, pad_to_capacity=False,
+                          moe_max_nodes=None)
         if kind.sub_blocks == 2:
             update["layer_pattern"] = None
         else:

@@ -216,15 +216,16 @@ def _model(row: PublishedRow) -> str | dict:
                     mlp="gelu", norm="layernorm", bias=True, position_embedding="learned", max_seq_len=4096,
                     dropout=True, tied_embeddings=True)
     model = MODELS[row.base_model]
-    change = {k: v for qualifier, (k, v) in MODEL_QUALIFIERS.items() if qualifier in row.model}
+    change = {k: v for qualifier, fields in MODEL_QUALIFIERS.items() if qualifier in row.model for k, v in fields.items()}
     return {"base": model, **change} if change and isinstance(model, str) else model
 
 
-# a row's parenthesised model qualifier -> the model field it sets. Megatron-Bridge's token-drop MoE
-# recipes cap each expert at its balanced share (moe_expert_capacity_factor 1.0, padded to capacity);
+# a row's parenthesised model qualifier -> the model fields it sets. Megatron-Bridge's token-drop MoE
+# recipes cap each expert at its balanced share and pad it to that (training/utils/moe_token_drop.py,
+# apply_moe_token_drop's defaults: moe_expert_capacity_factor 1.0, moe_pad_expert_input_to_capacity True);
 # "w/o MTP" drops DeepSeek-V3's multi-token prediction module, which its rows otherwise keep
 # (ASSUMPTION: an unlabelled DeepSeek-V3 row trains the model as published, with its MTP module)
-MODEL_QUALIFIERS = {"(tokendrop)": ("capacity_factor", 1.0), "(w/o MTP)": ("mtp_depth", 0)}
+MODEL_QUALIFIERS = {"(tokendrop)": {"capacity_factor": 1.0, "pad_to_capacity": True}, "(w/o MTP)": {"mtp_depth": 0}}
 
 
 def _cluster(row: PublishedRow) -> str:

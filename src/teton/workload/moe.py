@@ -36,6 +36,9 @@ EP over the ``tp cp dp`` ranks of a stage), in the order the GPU runs it:
   Fedus et al. 2021, arXiv 2101.03961, Sec. 2.2: capacity = tokens / experts x capacity factor;
   Megatron-Core's ``moe_expert_capacity_factor``): an expert takes at most ``capacity_factor``
   times its balanced share; the dropped copies are neither sent nor computed. None: dropless.
+  With ``model.pad_to_capacity`` (``moe_pad_expert_input_to_capacity``, ``moe_utils.permute``'s
+  ``drop_and_pad``) every expert's buffer is filled to its capacity: the permuted, dispatched and
+  computed rows are ``capacity_factor`` times the balanced share whatever the routing.
 * **Imbalance** (:func:`router_imbalance`): the synchronous all-to-alls wait for the most loaded
   rank, so every item on the receiving side (the all-to-alls, the etp collectives, the sorts,
   the grouped GEMMs and their activation) carries ``load = min(imbalance, capacity_factor)``
@@ -58,12 +61,13 @@ EP over the ``tp cp dp`` ranks of a stage), in the order the GPU runs it:
   ``GroupedLinear`` takes ``m_splits`` on the host), so in an eager forward the CPU cannot run
   ahead of the GPU past that point, taken here as the end of ``moe.permute`` in both cases (the
   one sort between is a single memory-bound kernel; ``ComputeOp.host_sync``,
-  ``engine.block_timer``). The backward reuses the counts: no sync.
+  ``engine.block_timer``). The backward reuses the counts: no sync. Padded to capacity, every
+  count is known on the host beforehand (``preprocess``'s ``drop_and_pad`` branch returns before
+  any sync point): no sync.
 
 ASSUMPTION: the all-to-alls do not overlap compute (Megatron's ``moe_shared_expert_overlap`` and
 a2a overlap off, its defaults; no DualPipe), the fp8 dispatch's quantisation costs what the up
-projection's own fp8 cast costs (no extra kernel), experts are not padded to capacity
-(``moe_pad_expert_input_to_capacity`` off).
+projection's own fp8 cast costs (no extra kernel).
 """
 
 from __future__ import annotations
@@ -136,8 +140,11 @@ def moe_rows(model: ModelSpec, job: JobSpec) -> MoeRows:
     cap = model.capacity_factor
     imbalance = (1.0 if job.moe_router_balance == "forced"
                  else router_imbalance(lay.ep, lay.etp * tokens, model.top_k))
-    load = imbalance if cap is None else min(imbalance, cap)
-    kept = 1.0 if cap is None else min(1.0, cap)
+    if model.pad_to_capacity:  # every expert's buffer is its capacity, full or padded
+        load = kept = float(cap or 1.0)  # the spec requires capacity_factor with padding
+    else:
+        load = imbalance if cap is None else min(imbalance, cap)
+        kept = 1.0 if cap is None else min(1.0, cap)
     return MoeRows(tokens, tokens * model.top_k * kept, lay.etp * tokens * model.top_k * load,
                    model.experts // lay.ep, load)
 
@@ -243,7 +250,7 @@ def _routed_items(model: ModelSpec, job: JobSpec, rows: MoeRows, routed: tuple[G
     a2a_in = a2a * (FP8_DISPATCH_BYTES / a if job.software.moe_fp8_dispatch else 1.0)  # towards the experts
     act_f, act_b = elementwise_bytes(model.mlp, job.kernel_fusion, rows.expert * model.expert_ffn / lay.etp)
     fwd: list[Item] = [
-        memory_op("moe.permute", perm, host_sync=True), *_a2a("ep.dispatch", a2a_in, model, ep),
+        memory_op("moe.permute", perm, host_sync=not model.pad_to_capacity), *_a2a("ep.dispatch", a2a_in, model, ep),
         *_collective("etp.dispatch_gather", "all_gather", axis, gathered, etp), memory_op("moe.sort_chunks", sort),
         *casts[0][0], up[0], memory_op("expert_act", act_f), *casts[1][0], down[0],
         memory_op("moe.unsort_chunks", sort), *_collective("etp.combine_scatter", "reduce_scatter", axis, gathered, etp),

@@ -47,7 +47,8 @@ NO_MEANING = {
     "base_config": "the config MaxText reads first: its defaults are the ones the importer fills in",
     "weight_dtype": "teton keeps fp32 master weights (mixed precision)",
     "logits_dot_in_fp32": Why.NOT_MODELLED,
-    "capacity_factor": Why.NOT_MODELLED + " (teton's MoE layers are dropless)",
+    "capacity_factor": "not read (MaxText's default -1 is dropless): give token dropping as --set "
+                       "model.capacity_factor=F and, for fixed-shape expert buffers, model.pad_to_capacity=true",
     "megablox": Why.NOT_MODELLED + " (one expert GEMM pricing)",
     "sparse_matmul": Why.NOT_MODELLED + " (one expert GEMM pricing)",
 }

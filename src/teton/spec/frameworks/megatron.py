@@ -14,7 +14,7 @@ import re
 
 import teton.spec.frameworks.mcore as mcore
 from teton.errors import SpecError
-from teton.spec.frameworks.common import Mapper, Why, as_int, choice, padded_vocab, tokenizer_vocab
+from teton.spec.frameworks.common import Mapper, Why, as_float, as_int, choice, padded_vocab, tokenizer_vocab
 from teton.spec.frameworks.shell import parse_flags, read_command
 
 BASE = "megatron-core-0.8"
@@ -218,6 +218,7 @@ def _model_flags(m: Mapper) -> None:
     if m.spec["model"].get("experts", 1) > 1 and "top_k" not in m.spec["model"]:
         m.default("model.top_k", 2, "Megatron-LM's --moe-router-topk default")
     _moe_layers(m)
+    _moe_capacity(m)
     seq_key, seq = m.first("--seq-length")
     if seq_key is None:
         raise SpecError("--seq-length", None, "missing: Megatron-LM requires it (job.seq_len)")
@@ -264,6 +265,23 @@ def _moe_layers(m: Mapper) -> None:
         raise SpecError("--moe-layer-freq", raw, "an integer N or ([0]*K+[1]*M) with K + M = --num-layers "
                         "(K dense layers first); other patterns are not modelled")
     m.put("model.first_dense_layers", int(hit[1]), "--moe-layer-freq", raw, "the first K layers dense")
+
+
+def _moe_capacity(m: Mapper) -> None:
+    """``--moe-expert-capacity-factor F``: token dropping at F times an expert's balanced share
+    (``model.capacity_factor``; unset: dropless); ``--moe-pad-expert-input-to-capacity``: every
+    expert's input padded to that capacity (``model.pad_to_capacity``: fixed shapes, no host sync
+    in the dispatcher)."""
+    raw = m.get("--moe-expert-capacity-factor")
+    if raw is not None and as_float("--moe-expert-capacity-factor", raw) > 0:
+        m.put("model.capacity_factor", as_float("--moe-expert-capacity-factor", raw), "--moe-expert-capacity-factor",
+              raw, "token dropping: an expert takes at most this times its balanced share")
+    if m.get("--moe-pad-expert-input-to-capacity"):
+        if "capacity_factor" not in m.spec["model"]:
+            raise SpecError("--moe-pad-expert-input-to-capacity", True,
+                            "needs --moe-expert-capacity-factor (Megatron-Core refuses it without one)")
+        m.put("model.pad_to_capacity", True, "--moe-pad-expert-input-to-capacity", True,
+              "every expert's input padded to its capacity")
 
 
 def _vocab(m: Mapper) -> None:
