@@ -150,3 +150,32 @@ def test_flop_conventions_count_moe_per_layer_type_and_refuse_what_they_cannot_c
     assert flops_per_token("megatron-core-0.8", qwen, 4096) > flops_per_token("megatron-core-0.8", dense_like, 4096)
     with pytest.raises(SpecError, match="flop_convention"):
         flops_per_token("megatron-core-0.8", ModelSpec(**MODEL_PRESETS["deepseek-v3"]), 4096)
+
+
+def test_a_rows_own_recipe_sets_its_graphs_overlap_fp8_attention_and_recompute():
+    """Every bundled recipe belongs to exactly one published row whose layout it states (TP, PP,
+    VP, EP, micro-batch), and that row's spec runs the recipe's settings; rows without one keep
+    their release's stack."""
+    from teton.validation.recipes import LAYOUT, row_recipes
+
+    recipes = row_recipes()
+    assert len(recipes) >= 8
+    by_key = {}
+    for row in published_rows():
+        by_key.setdefault((row.release, row.system, row.model, row.precision), []).append(row)
+    moe = {r.name: r for r in moe_runs_2()}
+    for key, recipe in recipes.items():
+        assert len(by_key.get(key, [])) == 1, key
+        row = by_key[key][0]
+        assert tuple(getattr(row, f) or 1 for f in LAYOUT) == recipe.layout, (key, recipe.recipe)
+        spec = moe[row.id].spec
+        sw = spec.job.software
+        assert (sw.cuda_graphs, sw.ep_comm_overlap, sw.fp8_attention) == (
+            recipe.cuda_graphs, recipe.ep_comm_overlap, recipe.fp8_attention)
+        assert spec.job.recompute == ("selective" if recipe.recompute_modules else "none")
+        if recipe.recompute_modules:
+            assert tuple(spec.job.recompute_modules) == recipe.recompute_modules
+    stated = {rows[0].id for key, rows in by_key.items() if key in recipes}
+    others = [r for r in moe.values() if r.name not in stated and r.spec.job.software.name.startswith("megatron-bridge")]
+    assert others and all(r.spec.job.software.cuda_graphs == "none" and not r.spec.job.software.ep_comm_overlap
+                          for r in others)

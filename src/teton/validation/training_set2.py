@@ -36,6 +36,9 @@ distribution among experts"), experts without tensor parallelism (the recipes'
 with capacity factor 1 and a ``(w/o MTP)`` row without DeepSeek-V3's MTP module. Its measured step time is
 ``GBS x seq / (tokens/s/GPU x GPUs)``; rows with only TFLOP/s are converted with their source's FLOP
 convention (``teton.validation.flop_conventions``), rows with an iteration time (BLOOM, MT-NLG) use it.
+Where the row's own performance recipe is bundled (``teton.validation.recipes``: Megatron-Bridge's
+26.08 MoE recipes), its CUDA graphs, all-to-all overlap, fp8 attention and recomputed modules are
+the row's, not inferred.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from teton.memo import cached
+from teton.validation.recipes import recipe_of
 
 DATA_FILE = "training-set-2.csv"
 SOURCE_NAMES = {
@@ -267,10 +271,15 @@ def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0
         # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split): the only
         # reading under which their PP x VP (8 x 8, 16 x 8, 8 x 4) divides the layers
         job["pp_embedding_slots"] = True
-    software = stack if recipe is None else {"base": stack, "fp8_recipe": recipe}
+    software = {"base": stack} if recipe is None else {"base": stack, "fp8_recipe": recipe}
     if offload_layers:
-        software = {"base": stack} if isinstance(software, str) else software
         software["cpu_offload_layers"] = offload_layers
+    stated = recipe_of(row)  # the row's own recipe: its graphs, overlap, fp8 attention, recompute
+    if stated is not None:
+        software.update(stated.software())
+        job.update(stated.job())
+    if len(software) == 1:
+        software = stack
     return {"cluster": _cluster(row), "model": _model(row), "software": software, "job": job}
 
 
@@ -323,6 +332,8 @@ def unstated_memory_saving(row: PublishedRow) -> tuple[str, int, str]:
 
     if row.source == "H":
         return "full", 0, ""
+    if (stated := recipe_of(row)) is not None:
+        return stated.job()["recompute"], 0, f"settings from its recipe ({stated.recipe.split('/')[-1]})"
     spec = load_spec(row_spec(row, "none"))
     if _fits(spec):
         return "none", 0, ""
