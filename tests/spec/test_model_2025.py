@@ -12,10 +12,10 @@ from teton.spec.layer_types import LayerType
 from teton.spec.model import MODEL_PRESETS, ModelSpec
 
 # (preset, total parameters within this share of the published count); Kimi K2's published 1.04T
-# is rounded, DeepSeek-V3's 685B includes the MTP module
+# is rounded, DeepSeek-V3's 685B includes the MTP module; Nemotron 3 Nano's 30B is its name's rounding (31.6B)
 NEW_PRESETS = [("deepseek-v3", 0.01), ("kimi-k2", 0.02), ("llama4-scout", 0.02), ("llama4-maverick", 0.01),
                ("nemotron-h-8b", 0.02), ("nemotron-h-56b", 0.01), ("grok-1", 0.01), ("gpt-oss-120b", 0.01),
-               ("qwen3-235b-a22b", 0.01)]
+               ("qwen3-235b-a22b", 0.01), ("nemotron-3-nano", 0.06)]
 
 
 @pytest.mark.parametrize(("name", "tolerance"), NEW_PRESETS)

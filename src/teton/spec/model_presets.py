@@ -95,6 +95,18 @@ MODEL_PRESETS["nemotron-h-8b"] = dict(
 MODEL_PRESETS["nemotron-h-56b"] = dict(
     _NEMOTRON_H, layers=118, hidden=8192, ffn_hidden=32768, heads=64, kv_heads=8, mamba_heads=256,
     mamba_state_dim=256, layer_pattern="M-M-M-M*-" + "M-M-M-M-M*-" * 9 + "M-M-M-M-M-", published_params=56e9)
+# Nemotron 3 Nano 30B-A3B (Megatron-Bridge 0.6.0 sdist, recipes/nemotronh/h100/nemotron_3_nano.py,
+# nemotron_3_nano_pretrain_8gpu_h100_bf16_config's HybridModelProvider): 52 hybrid layers (23
+# Mamba-2, 6 attention, 23 MoE), hidden 2,688, 32 / 2 heads of 128, Mamba 64 heads x 64, state
+# 128, 8 groups; 128 squared-ReLU experts of width 1,856, top 6, one shared expert of 3,712 (two
+# experts' width); untied embeddings (HybridModelProvider's default). ASSUMPTION: vocabulary
+# 131,072, the Nemotron 3 family's (the same release's Nemotron 3 Nano 4B recipe states it; the
+# 30B recipe reads it from its HF tokenizer). published_params: the 30B of its name (HF id
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16); teton counts 31.6B, 3.2B active.
+MODEL_PRESETS["nemotron-3-nano"] = dict(
+    _NEMOTRON_H, layers=52, hidden=2688, ffn_hidden=1856, heads=32, kv_heads=2, head_dim=128, mamba_heads=64,
+    mamba_state_dim=128, experts=128, top_k=6, moe_ffn_hidden=1856, shared_experts=2,
+    layer_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", published_params=30e9)
 # Grok-1 (xai-org/grok-1 model.py / run.py @ 7050ed2): 64 layers, hidden 6,144, 48 / 8 heads of 128,
 # 8 experts top 2 of width 32,768, vocabulary 131,072, context 8,192; 314B parameters.
 MODEL_PRESETS["grok-1"] = dict(layers=64, hidden=6144, ffn_hidden=32768, heads=48, kv_heads=8, head_dim=128,

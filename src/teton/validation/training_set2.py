@@ -89,15 +89,19 @@ MODELS: dict[str, str | dict] = {
     "BLOOM-176B": "bloom-176b", "MT-NLG-530B": "mt-nlg-530b",
     "DeepSeekV3": "deepseek-v3", "Kimi_K2": "kimi-k2", "GPT": "gpt-oss-120b",
     "LLAMA4-Scout-LLM": "llama4-scout", "LLAMA4-Maverick-LLM": "llama4-maverick",
+    "Nemotron_3_Nano": "nemotron-3-nano",  # its config: Megatron-Bridge 0.6.0's Nano recipe
 }
 # models whose architecture teton can describe (hybrid Mamba-2 / attention / MoE patterns) but whose
-# configuration (layer pattern, widths, experts) none of this set's sources gives
+# configuration (layer pattern, widths, experts) none of this set's sources gives (Megatron-Bridge's
+# recipes read Super's and Ultra's from the HF hub; 3.5 Lightning is Nano with two MTP layers of
+# pattern "*E", which teton's MTP module, one layer of the model's last kind, cannot express)
 _NO_CONFIG = ("hybrid Mamba-2 / attention / MoE layers that model.layer_pattern describes, but the sources "
               "give no layer pattern, widths or expert counts for it")
 NEEDS_MODEL = {
     "DeepSeekV4": "an architecture without a public config in this set's sources",
-    "Nemotron_3_Nano": _NO_CONFIG, "Nemotron_3_Super": _NO_CONFIG, "Nemotron_3_Ultra": _NO_CONFIG,
-    "Nemotron_3_5_Lightning": _NO_CONFIG,
+    "Nemotron_3_Super": _NO_CONFIG, "Nemotron_3_Ultra": _NO_CONFIG,
+    "Nemotron_3_5_Lightning": "Nemotron 3 Nano with two MTP layers of a hybrid pattern (*E, repeated), which "
+                              "teton's multi-token prediction module (one layer of the model's last kind) cannot express",
 }
 def _is_moe(preset: str | dict) -> bool:
     from teton.spec.model import MODEL_PRESETS
