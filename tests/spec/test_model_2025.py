@@ -103,6 +103,28 @@ def test_hf_nemotron_h_and_gpt_oss_configs_import(tmp_path):
     assert (m.sliding_window, m.global_attention_every, m.top_k) == (128, 2, 4)
 
 
+def test_hf_nemotron_3_nano_config_imports_as_the_preset_and_latent_moe_is_refused(tmp_path):
+    """Nemotron-H MoE (Nemotron 3): the shared expert's width is that many experts' width; a latent
+    MoE and hybrid MTP layers are refused, naming the key."""
+    from teton.errors import SpecError
+
+    p = MODEL_PRESETS["nemotron-3-nano"]
+    cfg = {"model_type": "nemotron_h", "num_hidden_layers": 52, "hidden_size": 2688, "intermediate_size": 1856,
+           "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 131072,
+           "mlp_hidden_act": "relu2", "hybrid_override_pattern": p["layer_pattern"], "mamba_num_heads": 64,
+           "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "n_routed_experts": 128,
+           "num_experts_per_tok": 6, "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712}
+    m = ModelSpec(**model_from_hf_config(_write(tmp_path, cfg)))
+    preset = ModelSpec(**p)
+    assert (m.shared_experts, m.experts, m.top_k, m.moe_ffn_hidden) == (2, 128, 6, 1856)
+    assert m.total_params() == pytest.approx(preset.total_params(), rel=1e-9)
+    for extra, key in (({"moe_latent_size": 1024}, "moe_latent_size"),
+                       ({"num_nextn_predict_layers": 2, "mtp_hybrid_override_pattern": "*E"}, "num_nextn_predict_layers"),
+                       ({"moe_shared_expert_intermediate_size": 3000}, "not a multiple")):
+        with pytest.raises(SpecError, match=key):
+            model_from_hf_config(_write(tmp_path, {**cfg, **extra}))
+
+
 def test_hf_config_with_dense_layers_not_a_prefix_is_a_spec_error(tmp_path):
     from teton.errors import SpecError
 

@@ -43,7 +43,7 @@ def model_from_hf_config(path: str | Path) -> dict:
     )
     fields.update(_moe_fields(cfg, str(path)))
     fields.update(_mla_fields(cfg))
-    fields.update(_hybrid_fields(cfg))
+    fields.update(_hybrid_fields(cfg, str(path)))
     fields.update(_window_fields(cfg, str(path)))
     fields = {k: v for k, v in fields.items() if v is not None}
     return {**fields, "name": _hf_name(top, fields)}
@@ -80,7 +80,25 @@ def _moe_fields(cfg: dict, where: str) -> dict:
                         "model.first_dense_layers takes a prefix")
     if dense:
         out["first_dense_layers"] = len(dense)
+    out.update(_nemotron_h_moe(cfg, where, out["moe_ffn_hidden"]))
     return out
+
+
+def _nemotron_h_moe(cfg: dict, where: str, expert: int | None) -> dict:
+    """Nemotron-H MoE (Nemotron 3): its shared expert is ``moe_shared_expert_intermediate_size``
+    wide, that many routed experts' width (Megatron-Bridge's NemotronH bridge maps the key as is);
+    a latent MoE (``moe_latent_size``: tokens projected to a smaller width around the experts) is
+    not modelled."""
+    if cfg.get("moe_latent_size"):
+        raise SpecError("model", where, f"moe_latent_size {cfg['moe_latent_size']}: a latent MoE (experts on a "
+                        "projected width, Nemotron 3 Super / Ultra) is not modelled")
+    width = cfg.get("moe_shared_expert_intermediate_size")
+    if not width:
+        return {}
+    if not expert or width % expert:
+        raise SpecError("model", where, f"moe_shared_expert_intermediate_size {width} is not a multiple of "
+                        f"moe_intermediate_size ({expert}): teton counts shared experts whole")
+    return {"shared_experts": width // expert}
 
 
 def _mla_fields(cfg: dict) -> dict:
@@ -94,10 +112,16 @@ def _mla_fields(cfg: dict) -> dict:
                 mtp_depth=cfg.get("num_nextn_predict_layers") or 0)
 
 
-def _hybrid_fields(cfg: dict) -> dict:
-    """Nemotron-H's ``hybrid_override_pattern`` and Mamba-2 sizes."""
+def _hybrid_fields(cfg: dict, where: str) -> dict:
+    """Nemotron-H's ``hybrid_override_pattern`` and Mamba-2 sizes; multi-token prediction layers of
+    their own hybrid pattern (``num_nextn_predict_layers`` with ``mtp_hybrid_override_pattern``,
+    Nemotron 3.5) are not modelled."""
     if not cfg.get("hybrid_override_pattern"):
         return {}
+    if cfg.get("num_nextn_predict_layers"):
+        raise SpecError("model", where, f"num_nextn_predict_layers {cfg['num_nextn_predict_layers']} with "
+                        f"mtp_hybrid_override_pattern {cfg.get('mtp_hybrid_override_pattern')!r}: hybrid "
+                        "multi-token prediction layers are not modelled")
     return dict(layer_pattern=cfg["hybrid_override_pattern"], mamba_heads=cfg.get("mamba_num_heads"),
                 mamba_head_dim=cfg.get("mamba_head_dim", 64), mamba_state_dim=cfg.get("ssm_state_size", 128),
                 mamba_groups=cfg.get("n_groups", 8), mamba_conv_kernel=cfg.get("conv_kernel", 4))
