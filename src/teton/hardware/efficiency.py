@@ -37,7 +37,14 @@ from teton.memo import ValueMemo, cached
 
 TILE_M = 128  # CUTLASS/cuBLAS Hopper & Ampere default CTA tile for large bf16 GEMMs (128x256x64)
 TILE_N = 256
-K_HALF = 128.0  # main-loop prologue + epilogue ~ two 64-deep k-blocks per output tile (CUTLASS docs)
+# The k at which a bf16 GEMM's main loop reaches half its asymptotic rate (per-tile prologue and
+# epilogue over the k-blocks). Measured on fp8 and taken to bf16 / fp4 by the bytes rule below:
+# DeepGEMM's README (deepseek-ai/DeepGEMM, PyPI sdist deep_gemm 1.0.0) times H800 fp8 GEMMs of
+# M >= 4096 at K = 512 ... 16,384 (590 TFLOPS at K 512, 1,025 at 2,048, 1,358 at 16,384: six
+# normal and four grouped shapes); with the wave quantization below, ``k / (k + k_half)`` fits
+# them within 3 % rms (8 % max) at k_half(fp8) = 740, where CUTLASS's nominal two k-blocks (256)
+# missed K = 512 by 28 % (tests/engine/test_gemm_efficiency.py re-fits it)
+K_HALF = 370.0
 # A k-block is a fixed number of bytes (CUTLASS's Hopper / Blackwell tile shapes: 64 bf16, 128 fp8,
 # 256 fp4 elements deep per 128-byte row), and the epilogue writes the same bf16 C tile whatever the
 # operands: the same overhead spans 2 / bytes-per-element times as many k elements
@@ -49,7 +56,7 @@ ATTN_REF_SEQ = 16384.0
 
 def k_half(precision: str) -> float:
     """The k at which a GEMM of ``precision`` operands reaches half its asymptotic efficiency:
-    ``K_HALF x 2 / OPERAND_BYTES`` (128 bf16, 256 fp8, 512 fp4 elements; the comment above)."""
+    ``K_HALF x 2 / OPERAND_BYTES`` (370 bf16, 740 fp8, 1,480 fp4 elements; the comment above)."""
     return K_HALF * 2.0 / OPERAND_BYTES.get(precision, 2.0)
 
 
