@@ -180,3 +180,21 @@ def test_a_rows_own_recipe_sets_its_graphs_overlap_fp8_attention_and_recompute()
     others = [r for r in moe.values() if r.name not in stated and r.spec.job.software.name.startswith("megatron-bridge")]
     assert others and all(r.spec.job.software.cuda_graphs == "none" and not r.spec.job.software.ep_comm_overlap
                           for r in others)
+
+
+def test_an_moe_row_that_needs_memory_saving_recomputes_the_cheap_modules_first():
+    """Megatron-Bridge's MoE recipes save memory with selective recompute of output-discarding
+    modules, never full recompute: an MoE row whose table states no saving takes them when they make
+    it fit (with MLA's up projections for DeepSeek-V3); a dense row keeps none / offload / full."""
+    from teton.validation.memory_saving import CHEAP_RECOMPUTE, unstated_memory_saving
+
+    moe = {r.name: r for r in moe_runs_2()}
+    rows = {r.id: r for r in published_rows()}
+    dsv3 = rows["d-26.04-b200-deepseekv3-256-mxfp8"]
+    assert unstated_memory_saving(dsv3)[0] == CHEAP_RECOMPUTE
+    job = moe[dsv3.id].spec.job
+    assert job.recompute == "selective" and set(job.recompute_modules) == {"layernorm", "moe_act", "mla_up_proj"}
+    qwen = rows["d-25.09-b200-qwen3-235b-a22b-tokendrop-64"]
+    assert set(moe[qwen.id].spec.job.recompute_modules) == {"layernorm", "moe_act"}  # no MLA
+    dense = {unstated_memory_saving(r)[0] for r in published_rows() if row_status(r)[0] == JUDGED}
+    assert CHEAP_RECOMPUTE not in dense and "full" in dense

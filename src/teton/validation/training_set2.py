@@ -26,9 +26,10 @@ A judged row becomes a spec: the system's cluster preset, the model, the layout 
 from the GPU count; interleaved with ``VP > 1``; Megatron-FSDP, ZeRO-3, where ``FSDP > 0``, else the
 distributed optimizer, ZeRO-1; sequence parallelism with TP), the software stack of its release with
 the row's fp8 recipe, and activation memory savings where the source does not state them: none if the
-job fits in memory, else the least that does (on Grace hosts, GB200 / GB300 NVL72, CPU activation
-offload of the fewest layers that fits; else full recompute; selective saves nothing under flash
-attention). NeMo's and Megatron-Bridge's Llama 3.1 405B split the embedding and the loss into the
+job fits in memory, else the least that does (``teton.validation.memory_saving``: for an MoE row of
+Megatron-Bridge, selective recompute of the cheap modules, as its MoE recipes do; on Grace hosts,
+GB200 / GB300 NVL72, CPU activation offload of the fewest layers that fits; else full recompute;
+selective recompute of the attention core saves nothing under flash attention). NeMo's and Megatron-Bridge's Llama 3.1 405B split the embedding and the loss into the
 pipeline as a layer each (``pp_embedding_slots``). MoE rows (Mixtral, Qwen3, DeepSeek-V3, Kimi K2,
 GPT-OSS, Llama 4) run force-balanced routing (NVIDIA's tables: "we force-balance the token
 distribution among experts"), experts without tensor parallelism (the recipes'
@@ -49,6 +50,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from teton.memo import cached
+from teton.validation.memory_saving import CHEAP_RECOMPUTE, cheap_modules, unstated_memory_saving
 from teton.validation.recipes import recipe_of
 
 DATA_FILE = "training-set-2.csv"
@@ -258,7 +260,8 @@ def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0
     stack = stack_of(row)
     tp, pp, cp, vp = row.tp or 1, row.pp or 1, row.cp or 1, row.vp or 1
     job = dict(gpus=row.gpus, tp=tp, pp=pp, cp=cp, ep=row.ep or 1, seq_len=row.seq_len, micro_batch=_micro_batch(row),
-               global_batch=row.gbs, precision=precision, sequence_parallel=tp > 1, recompute=recompute,
+               global_batch=row.gbs, precision=precision, sequence_parallel=tp > 1,
+               recompute="selective" if recompute == CHEAP_RECOMPUTE else recompute,
                zero=3 if (row.fsdp or 0) > 0 else 1, pp_schedule="interleaved" if vp > 1 else "1f1b",
                virtual_stages=vp)
     if row.source == "H":  # both checkpoint every layer's activations (full recompute); no SP in 2021-22
@@ -275,6 +278,11 @@ def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0
         # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split): the only
         # reading under which their PP x VP (8 x 8, 16 x 8, 8 x 4) divides the layers
         job["pp_embedding_slots"] = True
+    if recompute == CHEAP_RECOMPUTE:
+        from teton.spec import load_spec
+
+        job["recompute_modules"] = list(cheap_modules(load_spec({"cluster": _cluster(row), "model": _model(row),
+                                                                  "job": {"gpus": row.gpus}}).model))
     software = {"base": stack} if recipe is None else {"base": stack, "fp8_recipe": recipe}
     if offload_layers:
         software["cpu_offload_layers"] = offload_layers
@@ -285,66 +293,6 @@ def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0
     if len(software) == 1:
         software = stack
     return {"cluster": _cluster(row), "model": _model(row), "software": software, "job": job}
-
-
-# selective recompute saves nothing under flash attention: the ladder is none, (offload,) full.
-# teton's memory model holds Korthikanti et al.'s Figure 1 terms within 5 %: a job whose allocations,
-# CUDA context and NCCL buffers are within that of its GPUs' memory is taken to fit (fragmentation is
-# inside the tolerance)
-MEMORY_TOLERANCE = 0.05
-
-
-def _fits(spec) -> bool:
-    from teton.workload.headroom import memory_headroom
-    from teton.workload.memory import memory_per_gpu
-
-    room = memory_headroom(spec.job, spec.cluster)
-    held = memory_per_gpu(spec.model, spec.job)[0].total + room.cuda_context_bytes + room.nccl_buffer_bytes
-    return held <= (1 + MEMORY_TOLERANCE) * room.capacity_bytes
-
-
-def _offload_host(spec) -> bool:
-    """Whether the job's GPUs reach host memory over a link faster than their PCIe (Grace's
-    NVLink-C2C), on which offloaded activations travel under the compute."""
-    host = spec.cluster.host_spec
-    return host.cpu_copy_link_bytes_s > host.pcie_x16_bytes_s
-
-
-def _least_offload(row: PublishedRow, spec) -> int:
-    """The fewest layers per pipeline chunk whose activations, offloaded, let the job fit (0: none do)."""
-    from teton.spec import load_spec
-
-    chunk_layers = -(-spec.model.layers // spec.job.layout.chunks)
-    hi = chunk_layers - 1  # Megatron offloads fewer layers than the chunk has
-    if hi < 1 or not _fits(load_spec(row_spec(row, "none", hi))):
-        return 0
-    lo = 0  # lo does not fit, hi does
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _fits(load_spec(row_spec(row, "none", mid))) else (mid, hi)
-    return hi
-
-
-def unstated_memory_saving(row: PublishedRow) -> tuple[str, int, str]:
-    """(recompute, offloaded layers per chunk, note) of a row whose source does not state them: the
-    least that makes the job fit in its GPUs' memory, within the memory model's tolerance. No
-    recompute if it fits; on a host whose GPUs reach CPU memory over NVLink-C2C (Grace: GB200 /
-    GB300 NVL72), CPU activation offload of the fewest layers that fits (it runs under the compute
-    there, where full recompute costs a third more compute: the GB200 / GB300 FSDP rows measure as
-    fast as their release's pipelined rows without recompute); else full recompute."""
-    from teton.spec import load_spec
-
-    if row.source == "H":
-        return "full", 0, ""
-    if (stated := recipe_of(row)) is not None:
-        return stated.job()["recompute"], 0, f"settings from its recipe ({stated.recipe.split('/')[-1]})"
-    spec = load_spec(row_spec(row, "none"))
-    if _fits(spec):
-        return "none", 0, ""
-    if _offload_host(spec) and (n := _least_offload(row, spec)):
-        return "none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per chunk "
-                           "over NVLink-C2C (the least that fits in memory)")
-    return "full", 0, "recompute unstated: full (the least that fits in memory)"
 
 
 def measured_step_s(row: PublishedRow, spec) -> float:

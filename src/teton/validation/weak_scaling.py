@@ -65,7 +65,8 @@ def _ratio(small, large) -> tuple[float, float]:
     """(published, teton) step-time ratio of row ``large`` over row ``small``."""
     from teton.engine.step import simulate_step
     from teton.spec import load_spec
-    from teton.validation.training_set2 import measured_step_s, row_spec, unstated_memory_saving
+    from teton.validation.memory_saving import unstated_memory_saving
+    from teton.validation.training_set2 import measured_step_s, row_spec
 
     steps = []
     for row in (small, large):

@@ -1,0 +1,97 @@
+"""Memory savings a published row does not state: the least that makes its job fit.
+
+A row's table gives its layout and batch, rarely its activation recomputation or offload; teton
+takes the least saving under which the job fits in its GPUs' memory, within the memory model's
+tolerance (:func:`unstated_memory_saving`), unless the row's own recipe states it
+(``teton.validation.recipes``).
+"""
+
+from __future__ import annotations
+
+from teton.validation.recipes import recipe_of
+
+
+def row_spec(row, recompute: str = "none", offload_layers: int = 0) -> dict:
+    """``teton.validation.training_set2.row_spec`` (imported here when called: it builds on this module)."""
+    from teton.validation.training_set2 import row_spec as spec_of
+
+    return spec_of(row, recompute, offload_layers)
+
+
+# selective recompute of the attention core saves nothing under flash attention: the ladder is none,
+# (an MoE row of Megatron-Bridge: the cheap modules,) (offload,) full.
+# teton's memory model holds Korthikanti et al.'s Figure 1 terms within 5 %: a job whose allocations,
+# CUDA context and NCCL buffers are within that of its GPUs' memory is taken to fit (fragmentation is
+# inside the tolerance)
+MEMORY_TOLERANCE = 0.05
+
+
+def _fits(spec) -> bool:
+    from teton.workload.headroom import memory_headroom
+    from teton.workload.memory import memory_per_gpu
+
+    room = memory_headroom(spec.job, spec.cluster)
+    held = memory_per_gpu(spec.model, spec.job)[0].total + room.cuda_context_bytes + room.nccl_buffer_bytes
+    return held <= (1 + MEMORY_TOLERANCE) * room.capacity_bytes
+
+
+def _offload_host(spec) -> bool:
+    """Whether the job's GPUs reach host memory over a link faster than their PCIe (Grace's
+    NVLink-C2C), on which offloaded activations travel under the compute."""
+    host = spec.cluster.host_spec
+    return host.cpu_copy_link_bytes_s > host.pcie_x16_bytes_s
+
+
+def _least_offload(row, spec) -> int:
+    """The fewest layers per pipeline chunk whose activations, offloaded, let the job fit (0: none do)."""
+    from teton.spec import load_spec
+
+    chunk_layers = -(-spec.model.layers // spec.job.layout.chunks)
+    hi = chunk_layers - 1  # Megatron offloads fewer layers than the chunk has
+    if hi < 1 or not _fits(load_spec(row_spec(row, "none", hi))):
+        return 0
+    lo = 0  # lo does not fit, hi does
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _fits(load_spec(row_spec(row, "none", mid))) else (mid, hi)
+    return hi
+
+
+def unstated_memory_saving(row) -> tuple[str, int, str]:
+    """(recompute, offloaded layers per chunk, note) of a row whose source does not state them: the
+    least that makes the job fit in its GPUs' memory, within the memory model's tolerance. No
+    recompute if it fits; for an MoE row of Megatron-Bridge, the cheap modules' selective recompute
+    (:data:`CHEAP_RECOMPUTE`) if that fits; on a host whose GPUs reach CPU memory over NVLink-C2C (Grace: GB200 /
+    GB300 NVL72), CPU activation offload of the fewest layers that fits (it runs under the compute
+    there, where full recompute costs a third more compute: the GB200 / GB300 FSDP rows measure as
+    fast as their release's pipelined rows without recompute); else full recompute."""
+    from teton.spec import load_spec
+
+    if row.source == "H":
+        return "full", 0, ""
+    if (stated := recipe_of(row)) is not None:
+        return stated.job()["recompute"], 0, f"settings from its recipe ({stated.recipe.split('/')[-1]})"
+    spec = load_spec(row_spec(row, "none"))
+    if _fits(spec):
+        return "none", 0, ""
+    if row.source == "D" and spec.model.experts > 1 and _fits(load_spec(row_spec(row, CHEAP_RECOMPUTE))):
+        return CHEAP_RECOMPUTE, 0, ("recompute unstated: selective of " + ", ".join(cheap_modules(spec.model))
+                                    + " (the least that fits in memory)")
+    if _offload_host(spec) and (n := _least_offload(row, spec)):
+        return "none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per chunk "
+                           "over NVLink-C2C (the least that fits in memory)")
+    return "full", 0, "recompute unstated: full (the least that fits in memory)"
+
+
+# An MoE row of Megatron-Bridge that needs memory saving its table does not state recomputes the
+# cheap, output-discarding modules first: every MoE performance recipe of Megatron-Bridge 0.6.0
+# that saves memory does so (perf_recipes/{deepseek,kimi,gpt_oss,qwen}/*: recompute_modules of
+# mla_up_proj, moe_act, layernorm or mlp; none uses full recompute), and Megatron-Core recomputes
+# moe_act, layernorm and mla_up_proj by output-discarding checkpointing (TransformerConfig)
+CHEAP_RECOMPUTE = "selective_modules"
+
+
+def cheap_modules(model) -> tuple[str, ...]:
+    """The output-discarding modules a model has: its norms, its experts' activation, MLA's up
+    projections."""
+    return ("layernorm", "moe_act") + (("mla_up_proj",) if model.kv_lora_rank else ())
