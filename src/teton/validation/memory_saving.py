@@ -8,14 +8,12 @@ tolerance (:func:`unstated_memory_saving`), unless the row's own recipe states i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from teton.validation.recipes import recipe_of
 
-
-def row_spec(row, recompute: str = "none", offload_layers: int = 0) -> dict:
-    """``teton.validation.training_set2.row_spec`` (imported here when called: it builds on this module)."""
-    from teton.validation.training_set2 import row_spec as spec_of
-
-    return spec_of(row, recompute, offload_layers)
+# a row's spec mapping with a recompute and offloaded layers per chunk (``training_set2.row_spec``)
+RowSpec = Callable[..., dict]
 
 
 # selective recompute of the attention core saves nothing under flash attention: the ladder is none,
@@ -42,7 +40,7 @@ def _offload_host(spec) -> bool:
     return host.cpu_copy_link_bytes_s > host.pcie_x16_bytes_s
 
 
-def _least_offload(row, spec) -> int:
+def _least_offload(row, spec, row_spec: RowSpec) -> int:
     """The fewest layers per pipeline chunk whose activations, offloaded, let the job fit (0: none do)."""
     from teton.spec import load_spec
 
@@ -57,14 +55,15 @@ def _least_offload(row, spec) -> int:
     return hi
 
 
-def unstated_memory_saving(row) -> tuple[str, int, str]:
+def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str, int, str]:
     """(recompute, offloaded layers per chunk, note) of a row whose source does not state them: the
     least that makes the job fit in its GPUs' memory, within the memory model's tolerance. No
     recompute if it fits; for an MoE row of Megatron-Bridge, the cheap modules' selective recompute
     (:data:`CHEAP_RECOMPUTE`) if that fits; on a host whose GPUs reach CPU memory over NVLink-C2C (Grace: GB200 /
     GB300 NVL72), CPU activation offload of the fewest layers that fits (it runs under the compute
     there, where full recompute costs a third more compute: the GB200 / GB300 FSDP rows measure as
-    fast as their release's pipelined rows without recompute); else full recompute."""
+    fast as their release's pipelined rows without recompute); else full recompute. ``row_spec``
+    builds the row's spec mapping with a recompute and offloaded layers (``training_set2.row_spec``)."""
     from teton.spec import load_spec
 
     if row.source == "H":
@@ -77,7 +76,7 @@ def unstated_memory_saving(row) -> tuple[str, int, str]:
     if row.source == "D" and spec.model.experts > 1 and _fits(load_spec(row_spec(row, CHEAP_RECOMPUTE))):
         return CHEAP_RECOMPUTE, 0, ("recompute unstated: selective of " + ", ".join(cheap_modules(spec.model))
                                     + " (the least that fits in memory)")
-    if _offload_host(spec) and (n := _least_offload(row, spec)):
+    if _offload_host(spec) and (n := _least_offload(row, spec, row_spec)):
         return "none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per chunk "
                            "over NVLink-C2C (the least that fits in memory)")
     return "full", 0, "recompute unstated: full (the least that fits in memory)"

@@ -350,7 +350,7 @@ def _runs(status: str) -> tuple:
     for row in published_rows():
         if row_status(row)[0] != status:
             continue
-        recompute, offload, rnote = unstated_memory_saving(row)
+        recompute, offload, rnote = unstated_memory_saving(row, row_spec)
         spec = load_spec(row_spec(row, recompute, offload))
         metric, value = _metric(row)
         runs.append(MeasuredRun(row.id, spec, metric, value, measured_step_s(row, spec),

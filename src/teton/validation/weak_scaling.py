@@ -70,7 +70,7 @@ def _ratio(small, large) -> tuple[float, float]:
 
     steps = []
     for row in (small, large):
-        recompute, offload, _ = unstated_memory_saving(row)
+        recompute, offload, _ = unstated_memory_saving(row, row_spec)
         spec = load_spec(row_spec(row, recompute, offload))
         steps.append((measured_step_s(row, spec), simulate_step(spec).step_time_s))
     return steps[1][0] / steps[0][0], steps[1][1] / steps[0][1]
