@@ -327,3 +327,21 @@ def test_megatron_token_drop_and_padding_flags():
     assert (teton.load_spec(spec).model.capacity_factor, teton.load_spec(spec).model.pad_to_capacity) == (None, False)
     with pytest.raises(SpecError, match="needs --moe-expert-capacity-factor"):
         import_config(DEEPSEEK_LIKE + " --moe-pad-expert-input-to-capacity", gpus=64)
+
+
+@pytest.mark.parametrize(("flags", "graphs"), [
+    (" --cuda-graph-impl full_iteration", "full"),
+    (" --cuda-graph-impl transformer_engine --cuda-graph-scope full_iteration", "full"),
+    (" --cuda-graph-impl transformer_engine", "layers"),
+    (" --cuda-graph-impl local --cuda-graph-modules attn,moe", "layers"),
+    (" --cuda-graph-impl transformer_engine --cuda-graph-scope attn moe_router moe_preprocess", "none"),
+    (" --cuda-graph-impl none", "none"),
+])
+def test_megatron_cuda_graph_impl_and_modules(flags, graphs):
+    """Megatron-Core 0.19's CUDA graphs: full_iteration captures the step; per-layer graphs count as
+    whole layers when their modules cover the mixer and the MoE; the router-only scopes of the
+    MoE recipes leave the experts eager, which teton takes as no graph (and says so)."""
+    spec, report = import_config(DEEPSEEK_LIKE + flags, gpus=64)
+    assert teton.load_spec(spec).job.software.cuda_graphs == graphs
+    if "moe_router" in flags:
+        assert any(r.field == "software.cuda_graphs" and "stays eager" in r.note for r in report.mapped)

@@ -411,13 +411,36 @@ def _attention(m: Mapper, local: bool) -> None:
 
 
 def _cuda_graphs(m: Mapper) -> None:
-    scope_key, scope = m.first("--cuda-graph-scope")
+    """Megatron-Core's CUDA graphs (``TransformerConfig.cuda_graph_impl`` / ``cuda_graph_modules``,
+    core 0.19): ``--cuda-graph-impl full_iteration`` (or the deprecated scope ``full_iteration``)
+    captures the whole step (``full``); ``local`` / ``transformer_engine`` (or the older
+    ``--enable-cuda-graph`` / ``--external-cuda-graph``) capture each layer, whole when the modules
+    (``--cuda-graph-modules``, formerly ``--cuda-graph-scope``) are empty or cover both a layer's
+    mixer (``attn`` / ``mamba``) and its feed-forward part (``mlp``, or ``moe`` for an MoE model)
+    (``layers``). Modules that leave part of a layer out (``attn moe_router moe_preprocess``: the
+    experts and the dispatch stay eager) are not modelled: every kernel is taken as CPU-launched."""
+    scope_key, scope = m.first("--cuda-graph-modules", "--cuda-graph-scope")
+    modules = set(",".join(scope if isinstance(scope, list) else [str(scope)]).replace(" ", ",").split(",")) - {""} \
+        if scope_key is not None else set()
     on_key, on = m.first("--enable-cuda-graph", "--external-cuda-graph", "--cuda-graph-impl")
     if on_key == "--cuda-graph-impl" and str(on) == "none":
         on_key = None
-    if scope_key is not None and str(scope) == "full_iteration":
-        m.put("software.cuda_graphs", "full", scope_key, scope, "the whole iteration captured")
-    elif on_key is not None:
+    if "full_iteration" in modules or (on_key == "--cuda-graph-impl" and str(on) == "full_iteration"):
+        key, raw = (scope_key, scope) if "full_iteration" in modules else (on_key, on)
+        m.put("software.cuda_graphs", "full", key, raw, "the whole iteration captured")
+        return
+    if on_key is None:
+        m.default("software.cuda_graphs", "none", "no CUDA graph flag: every kernel launched by the CPU")
+        return
+    model = m.spec.get("model")
+    if isinstance(model, str):
+        from teton.spec.model import MODEL_PRESETS
+
+        model = MODEL_PRESETS.get(model, {})
+    ffn = "moe" if (model or {}).get("experts", 1) > 1 else "mlp"
+    if not modules or modules == {"full"} or (modules & {"attn", "mamba"} and ffn in modules):
         m.put("software.cuda_graphs", "layers", on_key, on, "each layer's forward and backward captured")
     else:
-        m.default("software.cuda_graphs", "none", "no CUDA graph flag: every kernel launched by the CPU")
+        m.put("software.cuda_graphs", "none", scope_key, scope,
+              f"only {', '.join(sorted(modules))} captured: the rest of each layer (no {ffn}) stays eager, "
+              "and partial graphs are not modelled, so every kernel is taken as CPU-launched")
