@@ -55,11 +55,12 @@ def _least_offload(row, spec, row_spec: RowSpec) -> int:
     return hi
 
 
-def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str, int, str]:
+def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str | tuple[str, ...], int, str]:
     """(recompute, offloaded layers per chunk, note) of a row whose source does not state them: the
     least that makes the job fit in its GPUs' memory, within the memory model's tolerance. No
-    recompute if it fits; for an MoE row of Megatron-Bridge, the cheap modules' selective recompute
-    (:data:`CHEAP_RECOMPUTE`) if that fits; on a host whose GPUs reach CPU memory over NVLink-C2C (Grace: GB200 /
+    recompute if it fits; for an MoE row of Megatron-Bridge, selective recompute of its cheap modules
+    (:func:`cheap_modules`, returned as the tuple of them) if that fits; on a host whose GPUs reach
+    CPU memory over NVLink-C2C (Grace: GB200 /
     GB300 NVL72), CPU activation offload of the fewest layers that fits (it runs under the compute
     there, where full recompute costs a third more compute: the GB200 / GB300 FSDP rows measure as
     fast as their release's pipelined rows without recompute); else full recompute. ``row_spec``
@@ -73,9 +74,9 @@ def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str, int, str]:
     spec = load_spec(row_spec(row, "none"))
     if _fits(spec):
         return "none", 0, ""
-    if row.source == "D" and spec.model.experts > 1 and _fits(load_spec(row_spec(row, CHEAP_RECOMPUTE))):
-        return CHEAP_RECOMPUTE, 0, ("recompute unstated: selective of " + ", ".join(cheap_modules(spec.model))
-                                    + " (the least that fits in memory)")
+    cheap = cheap_modules(spec.model)
+    if row.source == "D" and spec.model.experts > 1 and _fits(load_spec(row_spec(row, cheap))):
+        return cheap, 0, f"recompute unstated: selective of {', '.join(cheap)} (the least that fits in memory)"
     if _offload_host(spec) and (n := _least_offload(row, spec, row_spec)):
         return "none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per chunk "
                            "over NVLink-C2C (the least that fits in memory)")
@@ -87,9 +88,6 @@ def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str, int, str]:
 # that saves memory does so (perf_recipes/{deepseek,kimi,gpt_oss,qwen}/*: recompute_modules of
 # mla_up_proj, moe_act, layernorm or mlp; none uses full recompute), and Megatron-Core recomputes
 # moe_act, layernorm and mla_up_proj by output-discarding checkpointing (TransformerConfig)
-CHEAP_RECOMPUTE = "selective_modules"
-
-
 def cheap_modules(model) -> tuple[str, ...]:
     """The output-discarding modules a model has: its norms, its experts' activation, MLA's up
     projections."""

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from teton.memo import cached
-from teton.validation.memory_saving import CHEAP_RECOMPUTE, cheap_modules, unstated_memory_saving
+from teton.validation.memory_saving import unstated_memory_saving
 from teton.validation.recipes import recipe_of
 
 DATA_FILE = "training-set-2.csv"
@@ -253,15 +253,17 @@ def _micro_batch(row: PublishedRow) -> int:
     return 1
 
 
-def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0) -> dict:
-    """The spec mapping of a judged row, with ``recompute`` (the source states it only for H) and
-    ``offload_layers`` per pipeline chunk of CPU activation offload (``software.cpu_offload_layers``)."""
+def row_spec(row: PublishedRow, recompute: str | tuple[str, ...] = "none", offload_layers: int = 0) -> dict:
+    """The spec mapping of a judged row, with ``recompute`` (the source states it only for H; a
+    tuple of modules: selective recompute of those, ``job.recompute_modules``) and
+    ``offload_layers`` per pipeline chunk of CPU activation offload (``software.cpu_offload_layers``);
+    the row's own recipe, where bundled, sets its graphs, overlap, fp8 attention and recompute."""
     precision, recipe = PRECISIONS[row.precision]
     stack = stack_of(row)
     tp, pp, cp, vp = row.tp or 1, row.pp or 1, row.cp or 1, row.vp or 1
     job = dict(gpus=row.gpus, tp=tp, pp=pp, cp=cp, ep=row.ep or 1, seq_len=row.seq_len, micro_batch=_micro_batch(row),
                global_batch=row.gbs, precision=precision, sequence_parallel=tp > 1,
-               recompute="selective" if recompute == CHEAP_RECOMPUTE else recompute,
+               recompute="selective" if isinstance(recompute, tuple) else recompute,
                zero=3 if (row.fsdp or 0) > 0 else 1, pp_schedule="interleaved" if vp > 1 else "1f1b",
                virtual_stages=vp)
     if row.source == "H":  # both checkpoint every layer's activations (full recompute); no SP in 2021-22
@@ -278,11 +280,8 @@ def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0
         # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split): the only
         # reading under which their PP x VP (8 x 8, 16 x 8, 8 x 4) divides the layers
         job["pp_embedding_slots"] = True
-    if recompute == CHEAP_RECOMPUTE:
-        from teton.spec import load_spec
-
-        job["recompute_modules"] = list(cheap_modules(load_spec({"cluster": _cluster(row), "model": _model(row),
-                                                                  "job": {"gpus": row.gpus}}).model))
+    if isinstance(recompute, tuple):
+        job["recompute_modules"] = list(recompute)
     software = {"base": stack} if recipe is None else {"base": stack, "fp8_recipe": recipe}
     if offload_layers:
         software["cpu_offload_layers"] = offload_layers
@@ -290,8 +289,6 @@ def row_spec(row: PublishedRow, recompute: str = "none", offload_layers: int = 0
     if stated is not None:
         software.update(stated.software())
         job.update(stated.job())
-    if len(software) == 1:
-        software = stack
     return {"cluster": _cluster(row), "model": _model(row), "software": software, "job": job}
 
 

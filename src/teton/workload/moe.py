@@ -42,7 +42,7 @@ EP over the ``tp cp dp`` ranks of a stage), in the order the GPU runs it:
 * **Imbalance** (:func:`router_imbalance`): the synchronous all-to-alls wait for the most loaded
   rank, so every item on the receiving side (the all-to-alls, the etp collectives, the sorts,
   the grouped GEMMs and their activation) carries ``load = min(imbalance, capacity_factor)``
-  times the mean rows; ``job.moe_router_balance = forced`` makes the imbalance 1.
+  times the mean rows (padded to capacity: ``load = capacity_factor`` whatever the imbalance); ``job.moe_router_balance = forced`` makes the imbalance 1.
 
 * **Node-limited routing** (DeepSeek-V3, arXiv 2412.19437, Sec. 2.1.2 and 3.2.2; DeepEP):
   with ``model.moe_max_nodes`` a token's copies reach at most that many NVLink domains, and every

@@ -16,6 +16,7 @@ import teton.spec.frameworks.mcore as mcore
 from teton.errors import SpecError
 from teton.spec.frameworks.common import Mapper, Why, as_float, as_int, choice, padded_vocab, tokenizer_vocab
 from teton.spec.frameworks.shell import parse_flags, read_command
+from teton.spec.model import MODEL_PRESETS
 
 BASE = "megatron-core-0.8"
 _FUSION = "teton's elementwise fusion is all or none (software.elementwise: fused)"
@@ -273,9 +274,10 @@ def _moe_capacity(m: Mapper) -> None:
     expert's input padded to that capacity (``model.pad_to_capacity``: fixed shapes, no host sync
     in the dispatcher)."""
     raw = m.get("--moe-expert-capacity-factor")
-    if raw is not None and as_float("--moe-expert-capacity-factor", raw) > 0:
-        m.put("model.capacity_factor", as_float("--moe-expert-capacity-factor", raw), "--moe-expert-capacity-factor",
-              raw, "token dropping: an expert takes at most this times its balanced share")
+    factor = None if raw is None else as_float("--moe-expert-capacity-factor", raw)
+    if factor:
+        m.put("model.capacity_factor", factor, "--moe-expert-capacity-factor", raw,
+              "token dropping: an expert takes at most this times its balanced share")
     if m.get("--moe-pad-expert-input-to-capacity"):
         if "capacity_factor" not in m.spec["model"]:
             raise SpecError("--moe-pad-expert-input-to-capacity", True,
@@ -420,8 +422,9 @@ def _cuda_graphs(m: Mapper) -> None:
     (``layers``). Modules that leave part of a layer out (``attn moe_router moe_preprocess``: the
     experts and the dispatch stay eager) are not modelled: every kernel is taken as CPU-launched."""
     scope_key, scope = m.first("--cuda-graph-modules", "--cuda-graph-scope")
-    modules = set(",".join(scope if isinstance(scope, list) else [str(scope)]).replace(" ", ",").split(",")) - {""} \
-        if scope_key is not None else set()
+    # one value, a comma-separated list, or several values
+    values = [] if scope_key is None else scope if isinstance(scope, list) else [str(scope)]
+    modules = {v for value in values for v in value.replace(",", " ").split()}
     on_key, on = m.first("--enable-cuda-graph", "--external-cuda-graph", "--cuda-graph-impl")
     if on_key == "--cuda-graph-impl" and str(on) == "none":
         on_key = None
@@ -433,14 +436,11 @@ def _cuda_graphs(m: Mapper) -> None:
         m.default("software.cuda_graphs", "none", "no CUDA graph flag: every kernel launched by the CPU")
         return
     model = m.spec.get("model")
-    if isinstance(model, str):
-        from teton.spec.model import MODEL_PRESETS
-
-        model = MODEL_PRESETS.get(model, {})
-    ffn = "moe" if (model or {}).get("experts", 1) > 1 else "mlp"
+    model = MODEL_PRESETS.get(model, {}) if isinstance(model, str) else model or {}
+    ffn = "moe" if model.get("experts", 1) > 1 else "mlp"
     if not modules or modules == {"full"} or (modules & {"attn", "mamba"} and ffn in modules):
         m.put("software.cuda_graphs", "layers", on_key, on, "each layer's forward and backward captured")
     else:
         m.put("software.cuda_graphs", "none", scope_key, scope,
-              f"only {', '.join(sorted(modules))} captured: the rest of each layer (no {ffn}) stays eager, "
-              "and partial graphs are not modelled, so every kernel is taken as CPU-launched")
+              f"only {', '.join(sorted(modules))} captured, so each layer's {ffn} part stays eager; partial "
+              "graphs are not modelled: every kernel is taken as CPU-launched")
