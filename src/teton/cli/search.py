@@ -85,5 +85,6 @@ def register(app: typer.Typer) -> None:
             output_console().print(f"  note: {d['dominated']:,} layouts not simulated: the same degrees fit with less "
                                    "recompute or a lower ZeRO stage, never slower (--exhaustive: every one)")
         if d.get("refined_top"):
-            output_console().print(f"  note: expert TP and rank order tried on the best {d['refined_top']} layouts of a "
-                                   "first pass at the first expert choice that fits (--exhaustive: every combination)")
+            output_console().print(f"  note: every EP degree, then expert TP and rank order, tried on the best "
+                                   f"{d['refined_top']} layouts of a first pass at the largest EP that fits "
+                                   "(--exhaustive: every combination)")
