@@ -82,8 +82,10 @@ def register(app: typer.Typer) -> None:
                       f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
         output_console().print(t)
         if d.get("dominated"):
+            where = (" at an expert choice of the first pass" if d.get("refined_top")
+                     else ", never slower")  # a staged MoE pass compares savers across EP degrees
             output_console().print(f"  note: {d['dominated']:,} layouts not simulated: the same degrees fit with less "
-                                   "recompute or a lower ZeRO stage, never slower (--exhaustive: every one)")
+                                   f"recompute or a lower ZeRO stage{where} (--exhaustive: every one)")
         if d.get("refined_top"):
             output_console().print(f"  note: every EP degree, then expert TP and rank order, tried on the best "
                                    f"{d['refined_top']} layouts of a first pass at the largest EP that fits "
