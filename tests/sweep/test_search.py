@@ -246,7 +246,7 @@ def test_dominated_layouts_are_left_out_without_changing_the_ranking():
 def test_a_saver_rules_refusal_is_not_remembered_for_the_other_savers():
     """A degree rule's refusal of an expert choice is remembered across a layout's memory savers;
     a saver's own rule (DualPipe refuses ZeRO-3) is not: the same layout still passes with ZeRO-1."""
-    from teton.sweep.search import _expert_candidates
+    from teton.sweep.candidates import _expert_candidates
 
     spec = load_spec("examples/deepseek-v3-h800-2k.yaml")
     lay = spec.job.layout
@@ -259,3 +259,33 @@ def test_a_saver_rules_refusal_is_not_remembered_for_the_other_savers():
     # a degree rule (etp must divide the expert FFN width) is remembered
     bad = list(_expert_candidates(spec, SearchSpace(etp=(7,)), {**layout, "zero": 1}, degrees, refused))
     assert not bad and refused
+
+
+def test_a_staged_first_pass_takes_the_largest_ep_that_fits():
+    """The first pass tries EP largest first: Mixtral's 8 experts at EP 8 (which fits), not the
+    smallest EP that fits (4); a saver dominated there is counted, not simulated."""
+    spec = load_spec(MOE)
+    first = list(candidate_jobs(spec, SearchSpace(**SMALL_SPACE), first_expert_choice=True))
+    assert [c.job.ep for c in first] == [8]
+    every = {c.job.ep for c in candidate_jobs(spec, SearchSpace(**SMALL_SPACE))}
+    assert every == {1, 2, 4, 8}
+
+
+def test_a_rule_of_the_degrees_alone_refuses_the_layout_once(monkeypatch):
+    """A refusal naming a field of candidates.DEGREE_FIELDS skips the layout's other expert choices
+    and savers unchecked: the candidates are the same as when every choice is checked (fails if a
+    rule naming one of those fields reads the expert choice or a saver)."""
+    import teton.sweep.candidates as candidates
+
+    spec = load_spec(MOE)
+    space = SearchSpace(tp=(1, 2, 4), cp=(1,), pp=(1, 2, 4, 32, 64), virtual_stages=(1, 2, 8), micro_batch=(1, 4),
+                        recompute=("none", "full"), zero=(1, 3))
+
+    def layouts(first: bool) -> list:
+        return [(c.job.layout, c.job.recompute, c.job.zero, fits, d)
+                for c, fits, d in candidates._candidates(spec, space, first)]
+
+    fast = layouts(False), layouts(True)
+    monkeypatch.setattr(candidates, "DEGREE_FIELDS", frozenset())
+    assert (layouts(False), layouts(True)) == fast
+    assert fast[0]

@@ -28,8 +28,8 @@ def register(app: typer.Typer) -> None:
                                                 "and tp)")] = None,
         exhaustive: Annotated[bool, typer.Option(
             "--exhaustive", help="simulate every layout: dominated ones too (more recompute or ZeRO than a layout of the "
-            "same degrees that fits, or misses the HBM by no more) and, on MoE models, every expert-TP degree and rank order "
-            "(default: refined on the best of a first pass)")] = False,
+            "same degrees that fits, or misses the HBM by no more) and, on MoE models, every EP degree, expert-TP degree and "
+            "rank order (default: a first pass at the largest EP that fits, refined on its best layouts)")] = False,
         json_: JsonFlag = False,
     ) -> None:
         """Simulate every valid layout of SPEC's job; rank those that fit in memory by step time."""

@@ -9,14 +9,17 @@ micro-batch more, ZeRO-3 the most. So of the layouts with the same degrees, micr
 choice, one whose recompute and ZeRO stage both do at least the work of a layout that fits can
 never be faster: the candidates take memory verdicts in that order and mark such a layout
 dominated; of two that do not fit, likewise the one that also misses the HBM by no fewer bytes
-(selective recompute under flash attention saves nothing over none). A degree rule refusing an
-expert choice runs once per layout.
+(selective recompute under flash attention saves nothing over none). A rule of the degrees that
+refuses an expert choice runs once per layout, and one that refuses the degrees themselves
+(:data:`DEGREE_FIELDS`: pp x v over the layers, a batch the micro-batches do not divide) once for
+all of the layout's expert choices and savers.
 
 **A staged search's first pass** (``first_expert_choice``) folds EP into the expert choice: each
 memory saver of a layout's other degrees is taken at the first expert choice that fits, the
 largest EP degree first (then expert TP 1 before tp, the job's rank order first), else at the
 choice that misses the HBM by the fewest bytes; a saver is dominated when one of no more work
-fits at any choice. The largest EP holds the fewest experts' weights, gradients and optimizer
+fits at any choice (there it is not "never slower": a heavier saver may fit at a better EP, which
+the search's second pass tries on its best layouts). The largest EP holds the fewest experts' weights, gradients and optimizer
 state per GPU, so it fits most often, and it is the same degree for almost every layout: the
 dense degrees rank on equal terms (the smallest EP that fits differs from layout to layout, and
 a first pass taking it ranked them by their memory). The search then tries every EP degree on
@@ -37,6 +40,8 @@ from teton.sweep.space import SearchSpace, ep_degrees, expert_choices, schedule_
 from teton.workload.headroom import memory_headroom
 from teton.workload.memory import memory_per_gpu
 
+Saver = tuple[str, tuple]  # a memory saver: (recompute, (zero, grad_reduce))
+
 
 def candidate_jobs(spec: Spec, space: SearchSpace = SearchSpace(), first_expert_choice: bool = False) -> Iterator[Spec]:
     """Every layout in ``space`` that passes the job rules, as a full Spec (``first_expert_choice``:
@@ -52,7 +57,7 @@ _RECOMPUTE_WORK = {"none": 0, "selective": 1, "selective_op": 1, "selective_laye
 _ZERO_WORK = {(1, None): 0, (2, None): 1, (2, "per_microbatch"): 2, (3, None): 3}
 
 
-def _less_work(a: tuple[str, tuple], b: tuple[str, tuple]) -> bool:
+def _less_work(a: Saver, b: Saver) -> bool:
     """Whether saver ``a`` ((recompute, (zero, grad_reduce))) does no more recompute and no more ZeRO
     traffic than ``b``, and is not ``b``."""
     (arc, az), (brc, bz) = a, b
@@ -63,22 +68,19 @@ def _less_work(a: tuple[str, tuple], b: tuple[str, tuple]) -> bool:
     return (arc == brc or _RECOMPUTE_WORK[arc] < _RECOMPUTE_WORK[brc]) and zero_le(az, bz) and a != b
 
 
-def _dominated(saver: tuple[str, tuple], fitting: list[tuple[str, tuple]]) -> bool:
+def _dominated(saver: Saver, fitting: list[Saver]) -> bool:
     """Whether a fitting candidate of the same degrees, micro-batch and expert choice does no more
     recompute and no more ZeRO traffic than ``saver`` ((recompute, (zero, grad_reduce))): that one
     is never slower, so ``saver`` cannot rank above it and is not simulated."""
     return any(_less_work(f, saver) for f in fitting)
 
 
-def _outneeded(saver: tuple[str, tuple], over_bytes: float, short: list[tuple[tuple, float]]) -> bool:
+def _outneeded(saver: Saver, over_bytes: float, short: list[tuple[Saver, float]]) -> bool:
     """Whether a candidate that does not fit either, of the same degrees, micro-batch and expert
     choice, does no more work than ``saver`` and misses the HBM by no more bytes (``over_bytes``:
     this one's): ``saver`` is no faster and no nearer to fitting (selective recompute under flash
     attention saves nothing over none), so it is not simulated."""
     return any(o <= over_bytes and _less_work(s, saver) for s, o in short)
-
-
-Saver = tuple[str, tuple]  # (recompute, (zero, grad_reduce))
 
 
 class Choice(NamedTuple):
@@ -153,7 +155,7 @@ def _every_choice(spec: Spec, space: SearchSpace, updates, degrees: tuple[int, i
                   prune: bool) -> Iterator[tuple[Spec, bool | None, bool]]:
     """Every saver's every expert choice of one layout (:func:`_candidates`)."""
     fitting: dict[tuple, list[Saver]] = {}  # expert choice -> the savers that fit with it
-    short: dict[tuple, list] = {}  # expert choice -> (saver, bytes over the HBM) of those that don't
+    short: dict[tuple, list[tuple[Saver, float]]] = {}  # expert choice -> (saver, bytes over the HBM) of those that don't
     for saver, update in updates:
         for cand, expert in _expert_candidates(spec, space, update, degrees, refused):
             if not prune:

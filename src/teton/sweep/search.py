@@ -50,22 +50,11 @@ from teton.engine.result import StepResult
 from teton.engine.step import simulate_step
 from teton.memo import fewer_collections
 from teton.spec.schema import Spec
-from teton.sweep.candidates import (  # noqa: F401 (the search's public names, as before the split)
-    SAVER_FIELDS,
-    _candidates,
-    _expert_candidates,
-    candidate_jobs,
-    fits_in_memory,
-    overshoot_bytes,
-)
-from teton.sweep.space import (  # noqa: F401
-    REFINE_TOP,
-    SearchSpace,
-    ep_degrees,
-    expert_choices,
-    schedule_of,
-    search_space,
-)
+from teton.sweep.candidates import _candidates, candidate_jobs, fits_in_memory
+from teton.sweep.space import SearchSpace, ep_degrees, search_space
+
+__all__ = ["RankedLayout", "Ranking", "SearchSpace", "candidate_jobs", "ep_degrees", "rank_layouts", "search_layouts",
+           "search_space"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +108,7 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
         staged = spec.model.experts > 1 and space.refine_top is not None
         first, dominated = [], 0
         for c, fits, d in _candidates(spec, space, staged, prune=space.prune):
-            dominated += d  # counted, not kept (34K of the DeepSeek-V3 16K-GPU search's 41K)
+            dominated += d  # counted, not kept
             if not d:
                 first.append((c, fits))
         evaluated, ranked = _simulate(first, progress, fitting_only)
@@ -166,17 +155,21 @@ def _identity(spec: Spec) -> tuple:
     return (j.layout, j.recompute, j.recompute_interval, j.zero, j.grad_reduce_mode)
 
 
+def _one_layout(c: RankedLayout, space: SearchSpace, **choices) -> SearchSpace:
+    """The space of ``c``'s degrees and micro-batch alone, with ``choices`` (the EP degrees, expert
+    TP degrees and memory savers a refinement tries): the space's own expert TP degrees unless given."""
+    lay = c.spec.job.layout
+    return SearchSpace(**{"tp": (lay.tp,), "cp": (lay.cp,), "pp": (lay.pp,), "virtual_stages": (lay.virtual_stages,),
+                          "micro_batch": (lay.micro_batch,), "etp": space.etp, "refine_top": None, **choices})
+
+
 def _ep_refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> Iterator[tuple[Spec, bool | None]]:
     """(spec, fits) of each of the ``best`` first-pass layouts at every EP degree of the space:
     there, each memory saver at its first expert choice that fits, the savers dominated at that EP
     left out (module docstring: pass 2)."""
     for c in best:
-        j = c.spec.job
-        lay = j.layout
         for ep in ep_degrees(spec, space):
-            one = SearchSpace(tp=(lay.tp,), cp=(lay.cp,), pp=(lay.pp,), virtual_stages=(lay.virtual_stages,),
-                              micro_batch=(lay.micro_batch,), recompute=space.recompute, zero=space.zero,
-                              ep=(ep,), etp=space.etp, refine_top=None)
+            one = _one_layout(c, space, ep=(ep,), recompute=space.recompute, zero=space.zero)
             yield from ((x, fits) for x, fits, dominated in _candidates(spec, one, True) if not dominated)
 
 
@@ -184,10 +177,7 @@ def _refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> It
     """Every expert TP degree and rank order of each of the ``best`` layouts (module docstring: pass 3)."""
     for c in best:
         j = c.spec.job
-        lay = j.layout
-        one = SearchSpace(tp=(lay.tp,), cp=(lay.cp,), pp=(lay.pp,), virtual_stages=(lay.virtual_stages,),
-                          micro_batch=(lay.micro_batch,), recompute=(j.recompute,), zero=(j.zero,), ep=(lay.ep,),
-                          etp=space.etp, refine_top=None)
+        one = _one_layout(c, space, ep=(j.layout.ep,), recompute=(j.recompute,), zero=(j.zero,))
         yield from ((x, None) for x in candidate_jobs(spec, one) if x.job.grad_reduce_mode == j.grad_reduce_mode)
 
 
