@@ -36,8 +36,9 @@ def test_catalog_is_the_fit_of_the_training_sets(bundled_fit):
     for family, values in fresh["prior"].items():
         for k, v in values.items():
             assert cat["prior"][family][k] == pytest.approx(v, rel=2e-3), (family, k)
-    for which in ("seen", "unseen"):
+    for which in ("seen", "unseen", "moe"):
         assert cat["band"][which] == pytest.approx(fresh["band"][which], abs=2e-3)
+        assert cat["coverage"][which] == pytest.approx(fresh["coverage"][which], abs=2e-3)
 
 
 def test_held_out_errors_on_both_training_sets(bundled_fit):

@@ -112,6 +112,21 @@ def _few_shot_table(rows: list[dict]):
     return t
 
 
+def _moe_table(moe: dict):
+    from rich.table import Table
+
+    lo, hi = moe["band"]
+    t = Table(title=f"MoE rows by model (not in the fit: predicted with the dense rows' values); step-time error, "
+                    f"and the share inside the band of the other models ({lo * 100:+.1f} .. {hi * 100:+.1f} % overall)",
+              title_justify="left", title_style="bold")
+    for col in ("model", "rows", "mean error", "mean / max absolute", "in band (nested)"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for m in moe["models"]:
+        t.add_row(m["model"], str(m["rows"]), f"{m['mean_error'] * 100:+.1f} %",
+                  f"{m['mean_abs_error'] * 100:.1f} / {m['max_abs_error'] * 100:.1f} %", f"{m['inside_band'] * 100:.0f} %")
+    return t
+
+
 def _weak_scaling(d: dict, console) -> None:
     """The weak-scaling series: published vs teton's step-time ratio, largest / smallest GPU count."""
     from rich.table import Table
@@ -148,6 +163,13 @@ def _summary_lines(d: dict, console) -> None:
         hidden = len(d.get("notes", [])) - 3
         if hidden > 0:
             console.print(f"  ({hidden} more notes in --json)")
+    moe = d.get("moe")
+    if moe:
+        console.print(
+            f"MoE rows ({moe['rows']}, not in the fit): mean / max absolute step-time error "
+            f"{moe['mean_abs_error'] * 100:.1f} / {moe['max_abs_error'] * 100:.1f} %; an MoE job's band "
+            f"{moe['band'][0] * 100:+.1f} .. {moe['band'][1] * 100:+.1f} % (each model once), covering "
+            f"{moe['coverage'] * 100:.0f} % (nested leave-one-model-out)")
     console.print(f"mean absolute error of the point values {d['mean_abs_error'] * 100:.1f} % (training-set rows "
                   f"judged leave-one-out); {d['within_tolerance']}/{d['total']} rows within their band")
 
@@ -221,6 +243,8 @@ def _print(d: dict, console) -> None:
         console.print(_stack_table(d["stacks"]))
     if d.get("not_judged"):
         _not_judged(d["not_judged"], console)
+    if d.get("moe"):
+        console.print(_moe_table(d["moe"]))
     if d.get("few_shot"):
         console.print(_few_shot_table(d["few_shot"]))
     if d.get("weak_scaling"):

@@ -22,6 +22,7 @@ others stay at their burst value), chosen on the training set's evidence: ``teto
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
@@ -137,9 +138,32 @@ def borrowed_from(family: str) -> str | None:
     return _prior(family)[1]
 
 
-def band(seen: bool) -> tuple[float, float] | None:
+def band(seen: bool, moe: bool = False) -> tuple[float, float] | None:
     """(p10, p90) relative errors of the catalog's predictions: ``seen`` for a stack with training
     runs on the GPU family (leave-one-out errors), else for an unseen one (leave-one-stack-out
-    errors); None if the catalog has none."""
-    b = fitted_catalog().get("band", {}).get("seen" if seen else "unseen")
-    return (float(b[0]), float(b[1])) if b else None
+    errors); ``moe`` for a model with MoE layers (the MoE rows' out-of-sample errors,
+    ``teton.validation.moe_band``; for an unseen stack :func:`widened_for_unseen`); None if the
+    catalog has none."""
+    bands = fitted_catalog().get("band", {})
+    b = bands.get("seen" if seen else "unseen")
+    if b is None:
+        return None
+    if moe and "moe" in bands:
+        if seen:
+            return float(bands["moe"][0]), float(bands["moe"][1])
+        return widened_for_unseen(tuple(bands["moe"]), tuple(bands["seen"]), tuple(b))
+    return float(b[0]), float(b[1])
+
+
+def widened_for_unseen(band_: tuple[float, float], seen: tuple[float, float],
+                       unseen: tuple[float, float]) -> tuple[float, float]:
+    """``band_`` (p10, p90) of a seen stack carried to an unseen one as the dense bands differ: in log
+    space its centre moves by the unseen band's centre minus the seen one's, and its half-width
+    grows in quadrature by the unseen band's extra half-width over the seen band's."""
+    def centre_half(b):
+        a, c = math.log1p(b[0]), math.log1p(b[1])
+        return (a + c) / 2, (c - a) / 2
+
+    (cb, hb), (cs, hs), (cu, hu) = centre_half(band_), centre_half(seen), centre_half(unseen)
+    centre, half = cb + (cu - cs), math.sqrt(hb ** 2 + max(0.0, hu ** 2 - hs ** 2))
+    return math.expm1(centre - half), math.expm1(centre + half)

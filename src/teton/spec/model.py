@@ -138,6 +138,11 @@ class ModelSpec(Section):
         return self.model_copy(update=update)
 
     @property
+    def has_moe(self) -> bool:
+        """Some layer routes its tokens to experts."""
+        return any(kind.ffn == "moe" for kind in self.layer_type_counts())
+
+    @property
     def has_mamba(self) -> bool:
         return bool(self.layer_pattern) and "M" in self.layer_pattern
 

@@ -242,7 +242,8 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
     """All (or the named) cases: rows, mean absolute relative error per prediction, count within
     tolerance; with a training-set case also the fit's per-stack summary, bands and coverage, and
     the training-set-2 rows teton does not judge (and why) and its weak-scaling series
-    (``validation.weak_scaling``). ``progress(what, done, total)``."""
+    (``validation.weak_scaling``); with the MoE case the MoE rows' band and its coverage per model
+    (``validation.moe_band``). ``progress(what, done, total)``."""
     rows: list[ValidationRow] = []
     todo = [(n, fn) for n, fn in all_cases().items() if not names or n in names]
     key = tuple(sorted(calibration.items())) if calibration else None
@@ -272,6 +273,10 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
         out["stacks"] = stack_summary(fit)
         out["fit"] = fit.parameter_rows()
         out["notes"] = list(fit.notes)
+    if any(n == "training-set-2-moe" for n, _ in todo):
+        from teton.validation.moe_band import moe_summary
+
+        out["moe"] = moe_summary(training_fit(key))
     if not names or "training-set-2" in names:
         from teton.validation.weak_scaling import weak_scaling_table
 

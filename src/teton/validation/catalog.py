@@ -2,8 +2,9 @@
 
 ``teton fit --write-catalog`` fits the bundled training sets and writes, per (stack, GPU family),
 the fitted values; per family the prior's centre (what an unseen stack gets); the spreads; the
-seen / unseen bands (p10-p90 of leave-one-out and leave-one-stack-out errors) and their nested
-coverage. A test re-fits and compares (:func:`compare_with_catalog`), so no value is typed in.
+seen / unseen bands (p10-p90 of leave-one-out and leave-one-stack-out errors), the MoE band (p10-p90
+of the MoE rows' out-of-sample errors, each model once: ``teton.validation.moe_band``) and their
+nested coverage. A test re-fits and compares (:func:`compare_with_catalog`), so no value is typed in.
 A user's ``teton fit RUNS`` is held to the catalog's prior (:func:`catalog_prior`).
 """
 
@@ -19,6 +20,9 @@ CATALOG_TOLERANCE = 1e-3  # a fitted value this close (relative) to the catalog'
 
 def catalog_entry(result, training_set: str = TRAINING_SETS) -> dict:
     """The ``in_situ_fitted.json`` content of a bundled fit (``result``: a FitResult with LOSO)."""
+    from teton.validation.moe_band import moe_band, moe_coverage, moe_errors
+
+    moe_err, models, _ = moe_errors(result)
     stacks: dict[str, dict] = {}
     for cell in dict.fromkeys(result.cells):
         stacks.setdefault(cell[0], {})[cell[1]] = {k: round(v, 6) for k, v in result.values(cell).items()}
@@ -29,8 +33,10 @@ def catalog_entry(result, training_set: str = TRAINING_SETS) -> dict:
         "format": 2, "training_set": training_set, "parameters": list(result.keys),
         "stacks": dict(sorted(stacks.items())), "prior": prior,
         "spread": {"sigma": round(result.hyper.sigma, 6), "tau": {k: round(v, 6) for k, v in result.hyper.tau}},
-        "band": {"seen": [round(x, 6) for x in result.band("loo")], "unseen": [round(x, 6) for x in result.band("loso")]},
-        "coverage": {"seen": round(result.coverage("loo"), 4), "unseen": round(result.coverage("loso"), 4)},
+        "band": {"seen": [round(x, 6) for x in result.band("loo")], "unseen": [round(x, 6) for x in result.band("loso")],
+                 "moe": [round(x, 6) for x in moe_band(moe_err, models)]},
+        "coverage": {"seen": round(result.coverage("loo"), 4), "unseen": round(result.coverage("loso"), 4),
+                     "moe": round(moe_coverage(moe_err, models), 4)},
         "borrow": borrow, "written_by": "teton fit --write-catalog",
     }
 
