@@ -17,8 +17,8 @@ from teton.workload.ops import layer_block
 DEEPSEEK = {"gpus": 64, "tp": 1, "pp": 1, "ep": 64, "seq_len": 4096, "global_batch": 64, "precision": "fp8"}
 
 
-def _spec(model="deepseek-v3", software=None, **job):
-    data = {"cluster": "dgx-h100-superpod", "model": model,
+def _spec(model="deepseek-v3", software=None, cluster="dgx-h100-superpod", **job):
+    data = {"cluster": cluster, "model": model,
             "job": {**(DEEPSEEK if model == "deepseek-v3" else {"gpus": 8, "tp": 2, "global_batch": 16}), **job}}
     if software:
         data["software"] = software
@@ -102,3 +102,30 @@ def test_recompute_modules_errors_name_the_field(job, match):
 def test_mla_up_proj_needs_an_mla_model():
     with pytest.raises(SpecError, match="no MLA"):
         _spec("llama3-8b", recompute="selective", recompute_modules=["mla_up_proj"])
+
+
+def test_a_transformer_engine_fp8_job_keeps_its_gemm_inputs_quantised():
+    """TE's Linear / LayerNormLinear / GroupedLinear keep the quantised columnwise copy of an fp8
+    GEMM's input for the weight gradient, not the bf16 input (``software.fp8_saves_quantized``,
+    Megatron-Core presets); the attention output is kept twice (bf16 for the attention kernel, the
+    quantised copy for the output projection). bf16 jobs are not affected."""
+    from teton.workload.fp8 import quantized_copy_bytes, saved_input_bytes
+
+    te = {"base": "megatron-bridge-26.04", "fp8_recipe": "mxfp8"}
+    plain = {**te, "fp8_saves_quantized": False}
+    blackwell = "dgx-b200-superpod"
+    s_te = _spec("llama3-8b", software=te, cluster=blackwell, precision="fp8")
+    s_plain = _spec("llama3-8b", software=plain, cluster=blackwell, precision="fp8")
+    assert saved_input_bytes(s_te.job) == pytest.approx(1 + 1 / 32) and saved_input_bytes(s_plain.job) == ACT_BYTES
+    m, lay = s_te.model, s_te.job.layout
+    saved = ACT_BYTES - (1 + 1 / 32)
+    # the QKV and MLP-up inputs shrink, the attention output gains the output projection's copy
+    expect = (saved * 2 * lay.elementwise_tokens * m.hidden
+              - quantized_copy_bytes(s_te.job) * lay.tokens * m.q_width / lay.tp)
+    got = layer_activation_bytes(s_plain.model, s_plain.job) - layer_activation_bytes(s_te.model, s_te.job)
+    assert got == pytest.approx(expect)
+    bf16_te, bf16_plain = _spec("llama3-8b", software=te, cluster=blackwell), _spec("llama3-8b", software=plain,
+                                                                                   cluster=blackwell)
+    assert layer_activation_bytes(bf16_te.model, bf16_te.job) == layer_activation_bytes(bf16_plain.model, bf16_plain.job)
+    nvfp4 = _spec("llama3-8b", software={**te, "fp8_recipe": "nvfp4"}, cluster=blackwell, precision="fp8")
+    assert saved_input_bytes(nvfp4.job) == pytest.approx(0.5 + 1 / 16)

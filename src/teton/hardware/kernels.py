@@ -96,6 +96,10 @@ class Fp8Recipe:
     # the in-situ factor (``hardware.in_situ``) of the recipe's GEMMs, whose operands carry per-block
     # scale factors the main loop loads beside them (MXFP8, NVFP4); None: the per-tensor rate
     gemm_in_situ: str | None = None
+    # bytes per element of the quantised copy of a GEMM input a layer keeps for its weight-gradient
+    # GEMM (the columnwise copy with its scales), where the stack keeps that copy instead of the bf16
+    # input (``software.fp8_saves_quantized``)
+    saved_bytes: float = 1.0
 
     @property
     def cast_bytes(self) -> float:
@@ -116,10 +120,11 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
     # Float8BlockScaling (Hopper; DeepSeek-V3's recipe): 1x128 activation / 128x128 weight blocks,
     # each with an fp32 scale; one kernel quantises rowwise and columnwise: read 2, write 1 + 1
     # plus a 4-byte scale per 128 elements for each copy (4/128 x 2).
-    "blockwise": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 4 / 128, True, False),
+    "blockwise": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 4 / 128, True, False, saved_bytes=1 + 4 / 128),
     # MXFP8BlockScaling (Blackwell): 32-element blocks with 1-byte E8M0 scales, rowwise and
     # columnwise: read 2, write 1 + 1 plus 1/32 x 2.
-    "mxfp8": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 1 / 32, True, False, gemm_in_situ="mxfp8_gemm_in_situ"),
+    "mxfp8": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 1 / 32, True, False, gemm_in_situ="mxfp8_gemm_in_situ",
+                       saved_bytes=1 + 1 / 32),
     # NVFP4BlockScaling (Blackwell; NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv
     # 2509.25149, Sec. 4; Transformer Engine 2.9's recipe and ``NVFP4Quantizer::quantize_impl``,
     # transformer_engine/pytorch/csrc/quantizer.cpp): E2M1 values (half a byte) in 16-element
@@ -133,7 +138,7 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
     # writes the operand (TE's norm+quantise under RHT is UNFUSED: the norm runs in bf16 first).
     # Weights take 16x16 2D blocks and are cast once per step (not charged, as for every recipe).
     "nvfp4": Fp8Recipe(2.0, 4.0, 2 * (0.5 + 1 / 16), False, True, gemm_precision="fp4",
-                       gemm_in_situ="nvfp4_gemm_in_situ"),
+                       gemm_in_situ="nvfp4_gemm_in_situ", saved_bytes=0.5 + 1 / 16),
 }
 
 

@@ -83,6 +83,12 @@ class SoftwareSpec(Section):
     # recomputed; the output projection's input, kept in E5M6, stays at two bytes here); needs
     # job.precision fp8 (teton.workload.activations)
     fp8_activation_cache: bool = False
+    # a Linear under an fp8 recipe keeps the quantised (columnwise) copy of its input for the
+    # weight-gradient GEMM, not the bf16 input: Transformer Engine's modules do ("Cache state for
+    # backward pass" in TE 2.9 pytorch/module/linear.py, grouped_linear.py: the quantised input's
+    # rowwise data discarded, its columnwise copy saved); torchao's float8 linear keeps the bf16
+    # input and re-casts it in backward (teton.workload.fp8.saved_input_bytes)
+    fp8_saves_quantized: bool = False
     # the MoE all-to-all overlapped with compute by the schedule (Megatron-Core's
     # --overlap-moe-expert-parallel-comm): each steady-state forward runs together with an earlier
     # micro-batch's backward, one's dispatch and combine under the other's compute (with ep > 1)
@@ -122,9 +128,11 @@ def _megatron_core(**fields) -> dict:
     p2p (ring) context parallelism (``cp_comm_type: p2p``), the weight-gradient GEMMs accumulating
     into fp32 ``main_grad`` (``gradient_accumulation_fusion``), overlapped p2p, and the distributed
     optimizer with bucketed, overlapped gradient reduce-scatter and parameter all-gather
-    (``--overlap-grad-reduce --overlap-param-gather``)."""
+    (``--overlap-grad-reduce --overlap-param-gather``); TE's Linear modules keep the quantised copy of
+    an fp8 GEMM's input for its backward."""
     return {**dict(elementwise="fused", attention="cudnn", tp_comm_overlap="full", cp_comm="ring", pp_p2p="async",
-                   grad_accum_fusion=True, overlap_dp_comm=True, overlap_param_gather=True, fused_norm_linear=True),
+                   grad_accum_fusion=True, overlap_dp_comm=True, overlap_param_gather=True, fused_norm_linear=True,
+                   fp8_saves_quantized=True),
             **fields}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import eager_saved_bytes
-from teton.workload.fp8 import saved_input_bytes
+from teton.workload.fp8 import quantized_copy_bytes, saved_input_bytes
 from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.mamba import mamba_saved_bytes
 from teton.workload.mixers import mla_saved_bytes
@@ -33,7 +33,10 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     and up). ``software.fp8_activation_cache`` (DeepSeek-V3 Sec. 3.3.2) keeps GEMM inputs in fp8
     with 1x128 scales: the QKV and dense MLP-up inputs, MLA's projections' and the experts'
     (``workload.moe.moe_saved_bytes``); the attention output stays two bytes (DeepSeek's E5M6), as
-    does an MoE layer's norm output (the bf16 router's input)."""
+    does an MoE layer's norm output (the bf16 router's input). An fp8 job of a Transformer Engine
+    stack (``software.fp8_saves_quantized``) keeps each GEMM input as the recipe's quantised copy
+    (``workload.fp8.saved_input_bytes``), and the attention output, which the attention kernel
+    keeps in bf16 for its own backward, twice: that and the output projection's quantised copy."""
     if job.recompute == "selective_op":
         return sac_op_saved_bytes(model, job)
     mods = job.recomputed_modules if modules is None else modules
@@ -55,7 +58,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
         gqa * a * tok_e * h  # attention-norm input
         + gqa * norm_out * g * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
         + gqa * a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
-        + gqa * a * tok * q / t  # attention output = output-projection input
+        + gqa * (a + quantized_copy_bytes(job)) * tok * q / t  # attention output (+ its fp8 copy: out-proj input)
         + gqa * drop * tok_e * h  # dropout mask after the output projection
         + ff * a * tok_e * h  # MLP-norm input
         + ff * norm_out * ff_in * tok_e * h  # MLP-up GEMM input

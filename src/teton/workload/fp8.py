@@ -157,7 +157,21 @@ def bf16_block(block: Block) -> Block:
 
 
 def saved_input_bytes(job: JobSpec) -> float:
-    """Bytes per element of a GEMM input a layer keeps for its backward: two (bf16), or an fp8 value
-    with a 1x128 scale under ``software.fp8_activation_cache`` (DeepSeek-V3, arXiv 2412.19437,
-    Sec. 3.3.2, "Low-Precision Storage")."""
-    return FP8_1X128_BYTES if job.software.fp8_activation_cache else ACT_BYTES
+    """Bytes per element of a GEMM input a layer keeps for its backward: an fp8 value with a 1x128
+    scale under ``software.fp8_activation_cache`` (DeepSeek-V3, arXiv 2412.19437, Sec. 3.3.2,
+    "Low-Precision Storage"); the recipe's quantised columnwise copy (``Fp8Recipe.saved_bytes``)
+    for an fp8 job of a stack that keeps it (``software.fp8_saves_quantized``: Transformer
+    Engine's Linear, LayerNormLinear and GroupedLinear); else two (bf16)."""
+    if job.software.fp8_activation_cache:
+        return FP8_1X128_BYTES
+    return quantized_copy_bytes(job) or ACT_BYTES
+
+
+def quantized_copy_bytes(job: JobSpec) -> float:
+    """Bytes per element of the quantised copy of a GEMM input an fp8 job of a Transformer Engine
+    stack keeps *beside* a bf16 tensor another op keeps anyway (the attention output, which the
+    attention kernel saves for its own backward, is also the output projection's input); 0 if the
+    stack keeps no quantised copies (``software.fp8_saves_quantized``) or the job is not fp8."""
+    if job.precision != "fp8" or not job.software.fp8_saves_quantized:
+        return 0.0
+    return FP8_RECIPES[job.software.fp8_recipe].saved_bytes

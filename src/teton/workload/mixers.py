@@ -29,7 +29,13 @@ from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
-from teton.workload.fp8 import FP8_CAST_TRANSPOSE_BYTES, fp8_attention, fp8_casts, saved_input_bytes
+from teton.workload.fp8 import (
+    FP8_CAST_TRANSPOSE_BYTES,
+    fp8_attention,
+    fp8_casts,
+    quantized_copy_bytes,
+    saved_input_bytes,
+)
 from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
 from teton.workload.mlp import tp_gather, tp_scatter
 
@@ -282,7 +288,7 @@ def mla_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] | No
     q_in, kv_in = _latent_widths(model)
     latents = (model.q_lora_rank or 0) + model.kv_lora_rank
     saved = (a * tok_e * h + norm_out * g * tok_e * h + a * tok_e * latents + up_kept * g * tok_e * (q_in + kv_in)
-             + up_kept * a * tok * (qw + kw + vw) / t + a * tok * ow / t
+             + up_kept * a * tok * (qw + kw + vw) / t + (a + quantized_copy_bytes(job)) * tok * ow / t
              + (1 if model.dropout else 0) * tok_e * h + FP32 * tok_e * 2)
     if lay.cp > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
         saved += attention_cp_bytes(model, lay)

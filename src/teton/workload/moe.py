@@ -20,7 +20,8 @@ EP over the ``tp cp dp`` ranks of a stage), in the order the GPU runs it:
   copies; with more than one local expert ``sort_chunks_by_idxs`` regroups them by expert.
   **Combine** (``token_unpermutation``) is the reverse: unsort, reduce-scatter over etp (the
   row-parallel down projection's partial sums), all-to-all back (``ep.combine``),
-  ``moe_utils.unpermute`` (the probability-weighted sum of each token's copies). Backward runs
+  ``moe_utils.unpermute`` (the sum of each token's copies, each weighted by its probability in
+  the experts' activation: :func:`moe_saved_bytes`). Backward runs
   each as its transpose (an all-to-all's is an all-to-all, an all-gather's a reduce-scatter).
   A permutation is memory-bound: it reads and writes each copy's hidden vector.
 * **Experts** (``GroupedMLP`` / ``TEGroupedMLP``): the local experts' up projections as one
@@ -179,20 +180,26 @@ def moe_ffn_elements(model: ModelSpec, job: JobSpec) -> float:
 
 def moe_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes an MoE block keeps for backward beyond its norm's output, one micro-batch on one GPU:
-    the router's fp32 probabilities, ``unpermute``'s input copies (for the probabilities'
-    gradient), the grouped up-projection's input (gathered over etp) and its output(s) (SwiGLU:
+    the router's fp32 probabilities, the grouped up-projection's input (gathered over etp) and its
+    output(s) (SwiGLU:
     gate and up, the product recomputed, as Megatron-Core's ``recompute_modules: moe_act`` does;
     else the activation's input and output), and the shared experts' two FFN-wide tensors (their
-    input is the SP-sharded norm output, re-gathered). Under ``software.fp8_activation_cache``
+    input is the SP-sharded norm output, re-gathered). ``unpermute`` keeps nothing: Megatron-Core
+    (0.15: ``TEGroupedMLP.forward``'s ``weighted_bias_swiglu_impl`` / ``activation_func_with_probs``,
+    ``MoEAlltoAllTokenDispatcher.token_unpermutation``'s ``unpermute`` without ``probs``) weights
+    each copy by its probability in the experts' activation, whose saved input gives the
+    probabilities' gradient, so the unpermute is a plain sum of the copies; ASSUMPTION: the NeMo
+    2.0 containers of early 2025 (Megatron-Core 0.11-0.13) did the same. Under ``software.fp8_activation_cache``
     (DeepSeek-V3 Sec. 3.3.2) the up-projections' input and the SwiGLU inputs are kept in fp8 with
-    1x128 scales."""
+    1x128 scales; a Transformer Engine stack's fp8 job keeps the up-projection's input as its
+    quantised copy (``workload.fp8.saved_input_bytes``), the SwiGLU's inputs in bf16."""
     lay = job.layout
     rows = moe_rows(model, job)
     a, h = ACT_BYTES, model.hidden
     g = saved_input_bytes(job)
-    routed = (FP32 * rows.tokens * model.experts + a * rows.sent * h + g * rows.expert * h
-              + 2 * g * rows.expert * model.expert_ffn / lay.etp)
-    return routed + 2 * g * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
+    act = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # the SwiGLU's inputs: GEMM outputs
+    routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + 2 * act * rows.expert * model.expert_ffn / lay.etp
+    return routed + 2 * act * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:
