@@ -155,9 +155,10 @@ def test_flop_conventions_count_moe_per_layer_type_and_refuse_what_they_cannot_c
 
 def test_a_rows_own_recipe_sets_its_graphs_overlap_fp8_attention_and_recompute():
     """Every bundled recipe belongs to exactly one published row whose layout it states (TP, PP,
-    VP, EP, micro-batch), and that row's spec runs the recipe's settings; rows without one keep
-    their release's stack."""
-    from teton.validation.recipes import LAYOUT, row_recipes
+    VP, EP, micro-batch), and that row's spec runs the recipe's settings, as do the rows of the
+    releases that ran it (26.06, 26.06.01) at that layout; rows without one keep their release's
+    stack."""
+    from teton.validation.recipes import INHERITS, LAYOUT, row_layout, row_recipes
 
     recipes = row_recipes()
     assert len(recipes) >= 8
@@ -165,18 +166,26 @@ def test_a_rows_own_recipe_sets_its_graphs_overlap_fp8_attention_and_recompute()
     for row in published_rows():
         by_key.setdefault((row.release, row.system, row.model, row.precision), []).append(row)
     moe = {r.name: r for r in moe_runs_2()}
+    stated = set()
     for key, recipe in recipes.items():
         assert len(by_key.get(key, [])) == 1, key
         row = by_key[key][0]
         assert tuple(getattr(row, f) or 1 for f in LAYOUT) == recipe.layout, (key, recipe.recipe)
-        spec = moe[row.id].spec
-        sw = spec.job.software
-        assert (sw.cuda_graphs, sw.ep_comm_overlap, sw.fp8_attention) == (
-            recipe.cuda_graphs, recipe.ep_comm_overlap, recipe.fp8_attention)
-        assert spec.job.recompute == ("selective" if recipe.recompute_modules else "none")
-        if recipe.recompute_modules:
-            assert tuple(spec.job.recompute_modules) == recipe.recompute_modules
-    stated = {rows[0].id for key, rows in by_key.items() if key in recipes}
+        heirs = [r for rel, later in INHERITS.items() if later == key[0]
+                 for r in by_key.get((rel, *key[1:]), []) if row_layout(r) == recipe.layout]
+        for r in (row, *heirs):
+            stated.add(r.id)
+            spec = moe[r.id].spec
+            sw = spec.job.software
+            assert (sw.cuda_graphs, sw.ep_comm_overlap, sw.fp8_attention) == (
+                recipe.cuda_graphs, recipe.ep_comm_overlap, recipe.fp8_attention), r.id
+            assert spec.job.recompute == ("selective" if recipe.recompute_modules else "none")
+            if recipe.recompute_modules:
+                assert tuple(spec.job.recompute_modules) == recipe.recompute_modules
+    # 26.06 rows of the 26.08 recipes' layouts run them; a 26.06 row of another layout does not
+    assert sum(r.startswith("d-26.06") for r in stated) >= 8
+    b300 = next(r for r in moe.values() if r.name.startswith("d-26.06-b300-qwen3"))
+    assert b300.spec.job.software.cuda_graphs == "none"
     others = [r for r in moe.values() if r.name not in stated and r.spec.job.software.name.startswith("megatron-bridge")]
     assert others and all(r.spec.job.software.cuda_graphs == "none" and not r.spec.job.software.ep_comm_overlap
                           for r in others)

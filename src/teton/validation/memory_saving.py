@@ -70,7 +70,8 @@ def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str | tuple[str, ...
     if row.source == "H":
         return "full", 0, ""
     if (stated := recipe_of(row)) is not None:
-        return stated.job()["recompute"], 0, f"settings from its recipe ({stated.recipe.split('/')[-1]})"
+        inherited = "" if stated.release == row.release else f", the {stated.release} recipe of its layout"
+        return stated.job()["recompute"], 0, f"settings from its recipe ({stated.recipe.split('/')[-1]}{inherited})"
     spec = load_spec(row_spec(row, "none"))
     if _fits(spec):
         return "none", 0, ""
