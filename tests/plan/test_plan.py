@@ -209,3 +209,18 @@ def test_an_moe_plan_carries_expert_tp_and_the_rank_order(cli, tmp_path):
     assert all("etp" in r and "parallel_order" in r for r in d["counts"][0]["layouts"])
     dense = {"tp": 8, "cp": 1, "pp": 2, "dp": 8, "ep": 1}
     assert layout_text({"layout": dense}) == "tp8 cp1 pp2 dp8"  # a dense layout's text is as before
+
+
+def test_the_step_time_band_is_drawn_as_the_p10_p90_interval_it_is():
+    """A plan scales each Monte Carlo run by a factor whose 10th and 90th percentiles are the band's
+    ends (a fifth of the draws outside it, as a fifth of real runs), not uniformly inside it."""
+    import numpy as np
+
+    from teton.plan.evaluate import step_factors
+
+    f = step_factors(25.8, 25.2, 46.7, 200_000, seed=0)
+    p10, p50, p90 = np.percentile(f * 25.8, [10, 50, 90])
+    assert p10 == pytest.approx(25.2, rel=0.01) and p90 == pytest.approx(46.7, rel=0.01)
+    assert p50 == pytest.approx((25.2 * 46.7) ** 0.5, rel=0.01)  # the geometric middle of a skewed band
+    assert 0.18 < np.mean((f * 25.8 < 25.2) | (f * 25.8 > 46.7)) < 0.22
+    assert np.array_equal(step_factors(25.8, 25.2, 46.7, 10, seed=3), step_factors(25.8, 25.2, 46.7, 10, seed=3))

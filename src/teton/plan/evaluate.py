@@ -10,8 +10,10 @@ row is what those verbs print for it by hand (its ``reproduce`` entry gives the 
   each storage size: time to train, checkpoint interval, ETTR, GPU-hours, energy (with PUE), cost.
 
 Time to train, p10 / p50 / p90, combines the Monte Carlo with the step-time band of the fidelity
-work (``step_time_s_low`` .. ``step_time_s_high``, the whole-set leave-one-out range): each run's
-time is scaled by a step-time factor drawn uniformly from the band (seeded). Wall time is taken as
+work (``step_time_s_low`` .. ``step_time_s_high``, a p10-p90 interval of held-out errors): each
+run's time is scaled by a step-time factor drawn from the log-normal whose 10th and 90th
+percentiles are the band's ends (seeded), so a fifth of the draws fall outside the band, as a fifth
+of real runs do. Wall time is taken as
 proportional to the step time, a first-order approximation (failures per hour do not change).
 Where the prediction has no band (burst mode), the spread is the failures' only, and the row says so.
 
@@ -29,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from teton.engine.band import Z_90
 from teton.plan.candidates import CountTask
 from teton.spec.layout import dp_of
 
@@ -39,6 +42,14 @@ GOODPUT_KEYS = ("time_to_train_days", "time_to_train_percentiles", "gpu_hours", 
                 "spare_hosts", "lost_gpu_hours_by_kind", "power_train_mw", "warnings")
 LAYOUT_KEYS = ("tp", "cp", "pp", "dp", "ep", "virtual_stages", "micro_batch", "recompute", "zero", "grad_reduce")
 MOE_LAYOUT_KEYS = ("etp", "parallel_order")  # an MoE layout's expert TP and rank order (search rows of MoE models)
+
+
+def step_factors(step_s: float, low_s: float, high_s: float, n: int, seed: int) -> np.ndarray:
+    """``n`` draws (seeded) of real step time / predicted for a prediction ``step_s`` with the band
+    ``low_s`` .. ``high_s``: a log-normal whose 10th and 90th percentiles are the band's ends (the
+    band is a p10-p90 interval, so a fifth of the draws fall outside it)."""
+    lo, hi = np.log(low_s / step_s), np.log(high_s / step_s)
+    return np.exp(np.random.default_rng(seed).normal((lo + hi) / 2, (hi - lo) / (2 * Z_90), n))
 
 
 def best_layouts(task: CountTask) -> tuple[int, int, list]:
@@ -168,8 +179,7 @@ def run_on_storage(task: CountTask, spec, servers: int | None, step) -> dict[str
     days = np.asarray(run.time_to_train_samples_days, dtype=float)
     band = step.step_time_s_low is not None and step.step_time_s_high is not None
     if band:
-        rng = np.random.default_rng(task.seed)
-        days = days * rng.uniform(step.step_time_s_low, step.step_time_s_high, days.size) / step.step_time_s
+        days = days * step_factors(step.step_time_s, step.step_time_s_low, step.step_time_s_high, days.size, task.seed)
     p10, p50, p90 = (float(x) for x in np.percentile(days, [10, 50, 90]))
     usable_tb = system.usable_capacity_bytes(run.run.hosts) / 1e12
     charged = use.servers_used if task.storage_pricing == "share" else (0.0 if system.kind == "local" else system.servers)
