@@ -361,6 +361,7 @@ def _stack(m: Mapper) -> None:
     local = m.get("--transformer-impl") == "local"
     if local:
         m.put("software.fused_norm_linear", False, "--transformer-impl", "local", "Megatron's own layers, no TE")
+        m.put("software.fp8_saves_quantized", False, "--transformer-impl", "local", "no TE Linear keeps fp8 copies")
     elif m.has("--transformer-impl"):
         raw = m.get("--transformer-impl")
         choice("--transformer-impl", raw, {"transformer_engine": True, "local": False})
