@@ -2,9 +2,9 @@
 
 The in-situ values are fitted on the dense rows alone; the MoE rows are predicted with them, not
 fitted (``training_set2.PREDICTED``, issue #25), so their errors are out of sample. Those errors are
-far wider than the dense rows' leave-one-out band: they spread from about -40 % to +16 % in step
-time, and mostly *from model to model* (in one release GPT-OSS comes out too fast and DeepSeek-V3
-too slow). A dense band printed for an MoE job would claim far more than teton's MoE model delivers.
+far wider than the dense rows' leave-one-out band: in step time they spread from about -40 %
+(teton too fast) to a few per cent too slow, and mostly *from model to model* (in one release
+GPT-OSS comes out too fast and DeepSeek-V3 too slow). A dense band printed for an MoE job would claim far more than teton's MoE model delivers.
 
 So an MoE job's band is the weighted p10-p90 of the MoE rows' step-time errors, each **model**
 counting once (a user's question is a new MoE job, often a new model: the spread between models is
