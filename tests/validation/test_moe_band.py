@@ -21,6 +21,7 @@ def test_an_moe_job_prints_the_moe_band_not_the_dense_one():
     lo, hi = fitted_catalog()["band"]["moe"]
     assert result.step_time_s_low == pytest.approx(result.step_time_s / (1 + hi))
     assert result.step_time_s_high == pytest.approx(result.step_time_s / (1 + lo))
+    assert any("an MoE model: its band is the MoE rows'" in n for n in result.notes)
     dense_lo, dense_hi = fitted_catalog()["band"]["seen"]
     # teton's MoE model is less sure than its dense one
     assert math.log1p(hi) - math.log1p(lo) > 2 * (math.log1p(dense_hi) - math.log1p(dense_lo))

@@ -397,7 +397,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
     memory per GPU, the in-situ band and the pipeline warning."""
     model, job, cluster = spec.model, spec.job, spec.cluster
     band = in_situ_band(cluster.gpu_spec, cluster.efficiency, job.software.name, model.has_moe)
-    mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency, job.software.name)
+    mode, mode_note = prediction_mode(cluster.gpu_spec, cluster.efficiency, job.software.name, model.has_moe)
     mem, _rank = memory_per_gpu(model, job)
     room = memory_headroom(job, cluster)
     gpu = cluster.gpu_spec

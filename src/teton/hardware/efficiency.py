@@ -330,14 +330,23 @@ def in_situ_band(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK,
     return catalog_band(in_situ_values(family_of(gpu), stack)[1] == "stack", moe)
 
 
-def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK) -> tuple[str, str | None]:
+def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK,
+                    moe: bool = False) -> tuple[str, str | None]:
     """(mode, note): ``burst`` (microbenchmarks only), ``in_situ`` (the catalog's fitted values)
     or ``calibrated`` (in-situ values from the cluster's own ``efficiency:``, e.g. ``teton fit
     --cluster-out``); the note says when the GPU is not a catalog GPU (the figures it borrows
     from its family: :func:`assumed_note`), when the stack has no training runs on the GPU's
-    family (the across-stack prior applies) or the family borrows another's prior."""
+    family (the across-stack prior applies), when the family borrows another's prior, and for a
+    model with MoE layers (``moe``) in the catalog's mode that its band is the MoE rows'."""
     mode, note = _mode(gpu, overrides, stack)
-    return mode, assumed_note(gpu, overrides, mode) or note
+    note = assumed_note(gpu, overrides, mode) or note
+    if moe and mode == "in_situ" and in_situ_band(gpu, overrides, stack, moe=True) is not None:
+        note = "; ".join(n for n in (note, MOE_BAND_NOTE) if n)
+    return mode, note
+
+
+MOE_BAND_NOTE = ("an MoE model: its band is the MoE rows' held-out errors (teton validate), far wider than a dense "
+                 "model's; calibrate with teton fit on your own MoE runs")
 
 
 # the microbenchmark figures a GPU takes from its family's table unless the cluster overrides them
