@@ -200,9 +200,11 @@ def test_an_moe_row_that_needs_memory_saving_recomputes_the_cheap_modules_first(
     moe = {r.name: r for r in moe_runs_2()}
     rows = {r.id: r for r in published_rows()}
     dsv3 = rows["d-26.04-gb300-deepseekv3-256-mxfp8"]  # micro-batch 2 on pp 2 x vp 8
-    assert unstated_memory_saving(dsv3, row_spec)[0] == ("layernorm", "moe_act", "mla_up_proj")
+    # of the cheap modules' subsets that fit, the fastest: MLA's up projections alone, as the 26.08
+    # fp8 current-scaling recipe of the same layout recomputes
+    assert unstated_memory_saving(dsv3, row_spec)[0] == ("mla_up_proj",)
     job = moe[dsv3.id].spec.job
-    assert job.recompute == "selective" and set(job.recompute_modules) == {"layernorm", "moe_act", "mla_up_proj"}
+    assert job.recompute == "selective" and set(job.recompute_modules) == {"mla_up_proj"}
     qwen = moe["d-25.09-b200-qwen3-235b-a22b-tokendrop-64"]
     assert cheap_modules(qwen.spec.model) == ("layernorm", "moe_act")  # no MLA
     dense = {unstated_memory_saving(r, row_spec)[0] for r in published_rows() if row_status(r)[0] == JUDGED}

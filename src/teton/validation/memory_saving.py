@@ -55,11 +55,32 @@ def _least_offload(row, spec, row_spec: RowSpec) -> int:
     return hi
 
 
+def _fastest_cheap_subset(row, spec, row_spec: RowSpec) -> tuple[str, ...] | None:
+    """Of the non-empty subsets of the model's cheap modules whose selective recompute makes the row
+    fit, the one whose step is fastest (the recipes recompute one module or several: DeepSeek-V3's
+    26.08 recipes ``mla_up_proj`` alone, ``moe_act`` alone, or ``mla_up_proj`` with ``mlp``); None
+    if none fits."""
+    from itertools import combinations
+
+    from teton.engine.step import simulate_step
+    from teton.spec import load_spec
+
+    cheap = cheap_modules(spec.model)
+    fitting = [load_spec(row_spec(row, subset)) for n in range(1, len(cheap) + 1)
+               for subset in combinations(cheap, n)]
+    fitting = [s for s in fitting if _fits(s)]
+    if not fitting:
+        return None
+    best = min(fitting, key=lambda s: simulate_step(s).step_time_s)
+    return tuple(m for m in cheap if m in best.job.recomputed_modules)
+
+
 def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str | tuple[str, ...], int, str]:
     """(recompute, offloaded layers per chunk, note) of a row whose source does not state them: the
     least that makes the job fit in its GPUs' memory, within the memory model's tolerance. No
-    recompute if it fits; for an MoE row of Megatron-Bridge, selective recompute of its cheap modules
-    (:func:`cheap_modules`, returned as the tuple of them) if that fits; on a host whose GPUs reach
+    recompute if it fits; for an MoE row of Megatron-Bridge, selective recompute of some of its cheap
+    modules (:func:`cheap_modules`): of the subsets that fit, the one with the fastest step
+    (:func:`_fastest_cheap_subset`, returned as the tuple of them); on a host whose GPUs reach
     CPU memory over NVLink-C2C (Grace: GB200 /
     GB300 NVL72), CPU activation offload of the fewest layers that fits (it runs under the compute
     there, where full recompute costs a third more compute: the GB200 / GB300 FSDP rows measure as
@@ -75,9 +96,8 @@ def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str | tuple[str, ...
     spec = load_spec(row_spec(row, "none"))
     if _fits(spec):
         return "none", 0, ""
-    cheap = cheap_modules(spec.model)
-    if row.source == "D" and spec.model.experts > 1 and _fits(load_spec(row_spec(row, cheap))):
-        return cheap, 0, f"recompute unstated: selective of {', '.join(cheap)} (the least that fits in memory)"
+    if row.source == "D" and spec.model.experts > 1 and (modules := _fastest_cheap_subset(row, spec, row_spec)):
+        return modules, 0, f"recompute unstated: selective of {', '.join(modules)} (the least that fits in memory)"
     if _offload_host(spec) and (n := _least_offload(row, spec, row_spec)):
         return "none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per chunk "
                            "over NVLink-C2C (the least that fits in memory)")
