@@ -249,3 +249,16 @@ def test_moe_memory_counts_expert_width_shared_experts_and_etp():
     # etp 1: each rank's grouped GEMM runs its own copies only (not its TP group's)
     _, job1 = _moe("mixtral-8x7b", tp=2, etp=1, moe_router_balance="forced")
     assert layer_activation_bytes(model, job1) < layer_activation_bytes(model, job)
+
+
+def test_moe_saved_bytes_keep_no_unpermute_copies():
+    """Megatron-Core 0.15 weights each routed copy by its probability in the experts' activation and
+    unpermutes without probs: the block keeps the router's fp32 probabilities, the grouped GEMM's
+    input and the SwiGLU's gate and up, not the top-k copies before the unpermute."""
+    from teton.workload.items import FP32
+    from teton.workload.moe import moe_rows, moe_saved_bytes
+
+    model, job = _moe("mixtral-8x7b", tp=2, etp=1, moe_router_balance="forced")
+    rows, h, f = moe_rows(model, job), model.hidden, model.expert_ffn
+    expect = FP32 * rows.tokens * model.experts + 2 * rows.expert * h + 2 * 2 * rows.expert * f / job.layout.etp
+    assert moe_saved_bytes(model, job) == pytest.approx(expect)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from teton.hardware.gpus import FAMILIES, GPU, gpu_family, is_catalog
 from teton.hardware.in_situ import PARAMETERS as IN_SITU_PARAMETERS
-from teton.hardware.in_situ import UNKNOWN_STACK, in_situ_values
+from teton.hardware.in_situ import UNKNOWN_STACK, fitted_catalog, in_situ_values
 from teton.hardware.in_situ import band as catalog_band
 from teton.memo import ValueMemo, cached
 
@@ -340,7 +340,7 @@ def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK
     model with MoE layers (``moe``) in the catalog's mode that its band is the MoE rows'."""
     mode, note = _mode(gpu, overrides, stack)
     note = assumed_note(gpu, overrides, mode) or note
-    if moe and mode == "in_situ" and in_situ_band(gpu, overrides, stack, moe=True) is not None:
+    if moe and mode == "in_situ" and "moe" in fitted_catalog().get("band", {}):
         note = "; ".join(n for n in (note, MOE_BAND_NOTE) if n)
     return mode, note
 

@@ -17,7 +17,7 @@ RowSpec = Callable[..., dict]
 
 
 # selective recompute of the attention core saves nothing under flash attention: the ladder is none,
-# (an MoE row of Megatron-Bridge: the cheap modules,) (offload,) full.
+# (an MoE row of Megatron-Bridge: the fastest fitting subset of the cheap modules,) (offload,) full.
 # teton's memory model holds Korthikanti et al.'s Figure 1 terms within 5 %: a job whose allocations,
 # CUDA context and NCCL buffers are within that of its GPUs' memory is taken to fit (fragmentation is
 # inside the tolerance)

@@ -7,8 +7,8 @@ shipped in the PyPI sdist from 0.6.0, the NeMo 26.08 generation) do. A recipe is
 by release, system, model and precision, and must state the row's layout (TP, PP, VP, EP,
 micro-batch): a test checks every one against its row, so a recipe of another layout cannot be
 applied. A 26.06 or 26.06.01 row of a 26.08 recipe's layout runs that recipe (:data:`INHERITS`:
-the published throughputs show those releases ran it). Each row of the table names the recipe function it was read from; its columns map to
-teton's fields as:
+the published throughputs show those releases ran it). Each row of the table names the recipe
+function it was read from; its columns map to teton's fields as:
 
 * ``cuda_graph_impl = "full_iteration"`` -> ``software.cuda_graphs = full`` (the whole step
   replayed; Transformer Engine's per-module scopes, ``attn`` / ``moe_router`` / ``moe_preprocess``,

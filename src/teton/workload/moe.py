@@ -180,26 +180,32 @@ def moe_ffn_elements(model: ModelSpec, job: JobSpec) -> float:
 
 def moe_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     """Bytes an MoE block keeps for backward beyond its norm's output, one micro-batch on one GPU:
-    the router's fp32 probabilities, the grouped up-projection's input (gathered over etp) and its
-    output(s) (SwiGLU:
-    gate and up, the product recomputed, as Megatron-Core's ``recompute_modules: moe_act`` does;
-    else the activation's input and output), and the shared experts' two FFN-wide tensors (their
-    input is the SP-sharded norm output, re-gathered). ``unpermute`` keeps nothing: Megatron-Core
-    (0.15: ``TEGroupedMLP.forward``'s ``weighted_bias_swiglu_impl`` / ``activation_func_with_probs``,
-    ``MoEAlltoAllTokenDispatcher.token_unpermutation``'s ``unpermute`` without ``probs``) weights
-    each copy by its probability in the experts' activation, whose saved input gives the
-    probabilities' gradient, so the unpermute is a plain sum of the copies; ASSUMPTION: the NeMo
-    2.0 containers of early 2025 (Megatron-Core 0.11-0.13) did the same. Under ``software.fp8_activation_cache``
-    (DeepSeek-V3 Sec. 3.3.2) the up-projections' input and the SwiGLU inputs are kept in fp8 with
-    1x128 scales; a Transformer Engine stack's fp8 job keeps the up-projection's input as its
-    quantised copy (``workload.fp8.saved_input_bytes``), the SwiGLU's inputs in bf16."""
+
+        4 T E  +  g R h  +  2 s R f / etp  +  2 s N S f / tp
+
+    for N the micro-batch's tokens on the rank, T = N / tp the ones it routes (its SP shard), E
+    experts, R the rows its grouped GEMMs run (``moe_rows``), h hidden, f the expert FFN width, S
+    shared experts: the router's fp32
+    probabilities, the grouped up-projection's input (gathered over etp) at ``g`` bytes
+    (``workload.fp8.saved_input_bytes``: bf16, a Transformer Engine fp8 job's quantised copy, or
+    DeepSeek-V3's fp8 cache), the SwiGLU's gate and up at ``s`` bytes (bf16, fp8 only under
+    ``software.fp8_activation_cache``: DeepSeek-V3 Sec. 3.3.2; the product recomputed, as
+    Megatron-Core's ``recompute_modules: moe_act`` does) and the shared experts' two FFN-wide
+    tensors (their input is the SP-sharded norm output, re-gathered).
+
+    ``unpermute`` keeps nothing: Megatron-Core 0.15 (``TEGroupedMLP.forward``'s
+    ``weighted_bias_swiglu_impl`` / ``activation_func_with_probs``;
+    ``MoEAlltoAllTokenDispatcher.token_unpermutation`` calls ``unpermute`` without ``probs``)
+    weights each copy by its probability in the experts' activation, whose saved input gives the
+    probabilities' gradient, so the unpermute is a plain sum of the copies. ASSUMPTION: the NeMo
+    2.0 containers of early 2025 (Megatron-Core 0.11-0.13) did the same."""
     lay = job.layout
     rows = moe_rows(model, job)
     a, h = ACT_BYTES, model.hidden
     g = saved_input_bytes(job)
-    act = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # the SwiGLU's inputs: GEMM outputs
-    routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + 2 * act * rows.expert * model.expert_ffn / lay.etp
-    return routed + 2 * act * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
+    s = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # the SwiGLU's inputs: GEMM outputs
+    routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + 2 * s * rows.expert * model.expert_ffn / lay.etp
+    return routed + 2 * s * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:
