@@ -251,6 +251,57 @@ def test_nvfp4_casts_read_the_tensor_three_times_and_reduce_their_amax_over_tp()
     assert {i.name for i in fused.fwd if i.name in ("qkv.fp8_cast", "mlp_up.fp8_cast")} == {"qkv.fp8_cast", "mlp_up.fp8_cast"}
 
 
+@pytest.mark.parametrize("recipe", ["current", "mxfp8", "nvfp4"])
+def test_a_te_stack_gathers_the_quantised_shard_and_casts_only_its_own(recipe):
+    """TE quantises a sequence-parallel GEMM operand on its own rank and all-gathers the quantised
+    tensor (rowwise values and scales): the QKV / MLP-up inputs and the attention-out / MLP-down
+    output gradients; the reduce-scatters stay bf16. Without the stack field the gather is bf16
+    and the cast runs on the gathered tensor."""
+    b200 = ("cluster=dgx-b200-superpod",)
+    job = {"precision": "fp8", "gpus": 8, "tp": 4, "global_batch": 2}
+    sw = {"fp8_recipe": recipe, "fused_norm_linear": False}
+    quant = _spec(job, {**sw, "fp8_gather_quantized": True}, sets=b200)
+    plain = _spec(job, sw, sets=b200)
+    blocks = {k: layer_block(s.model, s.job) for k, s in (("quant", quant), ("plain", plain))}
+
+    def comm(block, name):
+        return _named((*block.fwd, *block.bwd), name).bytes
+
+    act = 8192 * quant.model.hidden * 2  # one bf16 hidden-state tensor of the micro-batch
+    per_element = FP8_RECIPES[recipe].saved_bytes
+    for name in ("tp.ag_qkv", "tp.ag_mlp", "tp.ag_qkv_input", "tp.ag_mlp_input", "tp.ag_attn_grad", "tp.ag_mlp_grad"):
+        assert comm(blocks["plain"], name) == pytest.approx(act)
+        assert comm(blocks["quant"], name) == pytest.approx(act / 2 * per_element)
+    for name in ("tp.rs_attn", "tp.rs_mlp", "tp.rs_qkv_grad", "tp.rs_mlp_grad"):
+        assert comm(blocks["quant"], name) == comm(blocks["plain"], name) == pytest.approx(act)
+    # each rank casts its quarter of the sharded tensors; QKV's output gradient is not sharded
+    for name in ("qkv.fp8_cast", "mlp_up.fp8_cast", "attn_out.grad_fp8_cast", "mlp_down.grad_fp8_cast"):
+        assert comm(blocks["quant"], name) == pytest.approx(comm(blocks["plain"], name) / 4)
+    assert comm(blocks["quant"], "qkv.grad_fp8_cast") == comm(blocks["plain"], "qkv.grad_fp8_cast")
+    fast, slow = (teton.simulate(s).breakdown["tp_comm"] for s in (quant, plain))
+    assert fast < slow
+    bf16 = _spec({**job, "precision": "bf16"}, {**sw, "fp8_gather_quantized": True}, sets=b200)
+    assert comm(layer_block(bf16.model, bf16.job), "tp.ag_qkv") == pytest.approx(act)
+
+
+def test_nvfp4_jobs_of_a_userbuffers_stack_overlap_only_the_backward_tp_collectives():
+    """TE 2.9's userbuffers take fp8 and MXFP8 quantisers, not NVFP4: a stack with the userbuffers
+    overlap (``tp_comm_overlap: full``) runs an NVFP4 job's TP collectives with TE's async backward
+    overlap alone; its bf16 and MXFP8 jobs keep the full overlap, and a job's own field wins."""
+    b200 = ("cluster=dgx-b200-superpod",)
+    stack = {"base": "megatron-bridge-26.04"}
+
+    def overlap(job, recipe):
+        spec = load_spec({"cluster": "dgx-b200-superpod", "model": "llama3-70b", "software": {**stack, "fp8_recipe": recipe},
+                          "job": {"gpus": 64, "tp": 2, "pp": 4, "seq_len": 8192, "global_batch": 256, **job}}, list(b200))
+        return spec.job.tp_overlap
+
+    assert overlap({"precision": "fp8"}, "nvfp4") == "bwd"
+    assert overlap({"precision": "fp8"}, "mxfp8") == "full"
+    assert overlap({"precision": "bf16"}, "nvfp4") == "full"
+    assert overlap({"precision": "fp8", "tp_overlap": "full"}, "nvfp4") == "full"
+
+
 def test_nvfp4_gemms_run_at_the_fp4_peak_and_take_their_own_in_situ_factor():
     """A GB200 job's linear layers under NVFP4 run on the fp4 tensor cores (twice fp8's dense
     peak): faster than MXFP8, by less than 2x (attention and casts stay), with MFU against the

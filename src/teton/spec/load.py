@@ -384,7 +384,7 @@ def _build_job(fields: Any, software: SoftwareSpec, cluster: ClusterSpec, path: 
         return job, job_defaults(job)
     job = _build(JobSpec, "job", fields, path, where)
     defaults = job_defaults(job)  # before check_job fills dp in
-    stack = software.job_defaults(efficiency_for(cluster.gpu_spec).attn_fa3_fwd is not None)
+    stack = software.job_defaults(efficiency_for(cluster.gpu_spec).attn_fa3_fwd is not None, job.precision)
     fill = {k: v for k, v in stack.items() if f"job.{k}" in defaults}
     return _build(JobSpec, "job", {**fields, **fill, "software": software}, path, where), defaults
 

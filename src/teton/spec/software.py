@@ -89,6 +89,11 @@ class SoftwareSpec(Section):
     # rowwise data discarded, its columnwise copy saved); torchao's float8 linear keeps the bf16
     # input and re-casts it in backward (teton.workload.fp8.saved_input_bytes)
     fp8_saves_quantized: bool = False
+    # the sequence-parallel all-gather of an fp8 GEMM's input (and of a row-parallel GEMM's output
+    # gradient) carries the quantised shard, cast on this rank before the gather (TE 2.9
+    # pytorch/module/linear.py, "Cast local input tensor if needed" ahead of the NCCL or userbuffers
+    # all-gather); off: gathered in bf16 and cast whole (teton.workload.fp8.gather_bytes)
+    fp8_gather_quantized: bool = False
     # the MoE all-to-all overlapped with compute by the schedule (Megatron-Core's
     # --overlap-moe-expert-parallel-comm): each steady-state forward runs together with an earlier
     # micro-batch's backward, one's dispatch and combine under the other's compute (with ep > 1)
@@ -103,13 +108,20 @@ class SoftwareSpec(Section):
     cpu_offload_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     description: str = ""
 
-    def job_defaults(self, has_fa3: bool) -> dict:
+    def job_defaults(self, has_fa3: bool, precision: str = "bf16") -> dict:
         """The job fields this stack sets the defaults of (``has_fa3``: the GPU has FlashAttention-3
-        figures, so cuDNN's fused attention is priced at them)."""
+        figures, so cuDNN's fused attention is priced at them; ``precision``: the job's). An NVFP4
+        job runs the TP collectives without the userbuffers overlap: Transformer Engine 2.9's
+        userbuffers take fp8 and MXFP8 quantisers only (``pytorch/module/base.py``,
+        ``fill_userbuffers_buffer_for_all_gather``: "Unsupported quantizer for Userbuffers"), and
+        every NVFP4 recipe of Megatron-Bridge 0.6 sets ``tp_comm_overlap = False``; what remains is
+        TE's async backward gathers and scatters (``bwd``)."""
         kernel = {"fa3": "fa3", "cudnn": "fa3" if has_fa3 else "fa2"}.get(self.attention, "fa2")
+        nvfp4 = precision == "fp8" and self.fp8_recipe == "nvfp4"
+        tp_overlap = "bwd" if nvfp4 and self.tp_comm_overlap == "full" else self.tp_comm_overlap
         return {"kernel_fusion": self.elementwise, "flash_attention": self.attention != "unfused",
                 "attention_kernel": kernel,  # an explicit fa3 on a GPU without it fails the job checks
-                "tp_overlap": self.tp_comm_overlap, "cp_algo": self.cp_comm, "pp_p2p": self.pp_p2p,
+                "tp_overlap": tp_overlap, "cp_algo": self.cp_comm, "pp_p2p": self.pp_p2p,
                 "pp_scatter_gather": self.pp_scatter_gather, "grad_accum_fusion": self.grad_accum_fusion,
                 "overlap_dp_comm": self.overlap_dp_comm, "overlap_param_gather": self.overlap_param_gather,
                 "grad_accum_dtype": self.grad_accum_dtype}
@@ -129,10 +141,10 @@ def _megatron_core(**fields) -> dict:
     into fp32 ``main_grad`` (``gradient_accumulation_fusion``), overlapped p2p, and the distributed
     optimizer with bucketed, overlapped gradient reduce-scatter and parameter all-gather
     (``--overlap-grad-reduce --overlap-param-gather``); TE's Linear modules keep the quantised copy of
-    an fp8 GEMM's input for its backward."""
+    an fp8 GEMM's input for its backward and all-gather a sequence-parallel operand quantised."""
     return {**dict(elementwise="fused", attention="cudnn", tp_comm_overlap="full", cp_comm="ring", pp_p2p="async",
                    grad_accum_fusion=True, overlap_dp_comm=True, overlap_param_gather=True, fused_norm_linear=True,
-                   fp8_saves_quantized=True),
+                   fp8_saves_quantized=True, fp8_gather_quantized=True),
             **fields}
 
 

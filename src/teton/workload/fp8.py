@@ -108,14 +108,37 @@ def fp8_casts(job: JobSpec, gemm: tuple[ComputeOp, ...], fused_input: bool = Fal
     docstring): the input (m x k) in forward, unless the norm before it writes it
     (``fused_input`` and :func:`norm_writes_fp8`), and the output gradient (m x n) in backward.
     ``sharded_input`` / ``sharded_grad``: that tensor is sequence-sharded under SP (its amax is
-    all-reduced over TP under current scaling). Empty lists for bf16 jobs and non-fp8 GEMMs."""
+    all-reduced over TP under current scaling; a stack that gathers it quantised,
+    :func:`gathers_quantized`, casts only this rank's shard). Empty lists for bf16 jobs and non-fp8
+    GEMMs."""
     fwd = gemm[0]
     if job.precision != "fp8" or not fwd.fp8:
         return [], []
     rows = fwd.flops / (2.0 * fwd.n * fwd.k)  # all the GEMM's rows (MoE: every expert's tokens)
-    f = [] if fused_input and norm_writes_fp8(job) else _quantise(job, f"{fwd.name}.fp8_cast", rows * fwd.k,
-                                                                   False, sharded_input, fwd.groups)
-    return f, _quantise(job, f"{fwd.name}.grad_fp8_cast", rows * fwd.n, True, sharded_grad, fwd.groups)
+    shard = job.layout.tp if gathers_quantized(job, fwd) else 1
+    f = [] if fused_input and norm_writes_fp8(job) else _quantise(
+        job, f"{fwd.name}.fp8_cast", rows * fwd.k / (shard if sharded_input else 1), False, sharded_input, fwd.groups)
+    return f, _quantise(job, f"{fwd.name}.grad_fp8_cast", rows * fwd.n / (shard if sharded_grad else 1), True,
+                        sharded_grad, fwd.groups)
+
+
+def gathers_quantized(job: JobSpec, gemm: ComputeOp) -> bool:
+    """Whether the SP all-gather of ``gemm``'s sequence-sharded operand (its input, or a row-parallel
+    GEMM's output gradient) carries the quantised tensor: an fp8 GEMM of a stack that quantises
+    the shard, then gathers it (``software.fp8_gather_quantized``)."""
+    return (job.precision == "fp8" and gemm.fp8 and job.software.fp8_gather_quantized
+            and job.layout.sequence_parallel and job.layout.tp > 1)
+
+
+def gather_bytes(job: JobSpec, gemm: ComputeOp, elements: float) -> float:
+    """Bytes of the SP all-gather of ``elements`` values of ``gemm``'s operand: one quantised copy
+    with its scales (``Fp8Recipe.saved_bytes``: 1 per-tensor, 1 + 1/32 MXFP8, 1 + 4/128 blockwise,
+    1/2 + 1/16 NVFP4) where :func:`gathers_quantized`, else bf16. Transformer Engine 2.9 quantises
+    the local shard and gathers that, over NCCL or userbuffers (``pytorch/module/linear.py``: "Cast
+    local input tensor if needed" before ``gather_along_first_dim`` /
+    ``fill_userbuffers_buffer_for_all_gather``; ``module/base.py`` ``grad_output_preprocess`` for the
+    output gradient); the reduce-scatters stay bf16."""
+    return elements * (recipe_of(job).saved_bytes if gathers_quantized(job, gemm) else ACT_BYTES)
 
 
 def layer_casts(model: ModelSpec, job: JobSpec,

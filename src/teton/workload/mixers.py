@@ -33,6 +33,7 @@ from teton.workload.fp8 import (
     FP8_CAST_TRANSPOSE_BYTES,
     fp8_attention,
     fp8_casts,
+    gather_bytes,
     quantized_copy_bytes,
     saved_input_bytes,
 )
@@ -232,7 +233,7 @@ def mla_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tuple[
     cp_f, cp_b, cp_re = cp_comm(job, lay, attention_cp_bytes(model, lay), model.sliding_window)
     norms = [elementwise_bytes(model.norm, fusion, tok_e * r) for r in (q_lora or 0, kv_lora)]
     rope = elementwise_bytes("rope", fusion, tok * heads * 2 * model.qk_head_dim)
-    latents = ACT_BYTES * tok * (q_in + kv_in)
+    latents = gather_bytes(job, kv_up[0], tok * (q_in + kv_in))  # the up-projections' inputs
     qw, kw, vw, ow = attention_widths(model)
     f8 = FP8_CAST_TRANSPOSE_BYTES * tok / t
     a_cast = ([memory_op("attention.fp8_cast", f8 * (qw + kw + vw))],
@@ -253,7 +254,7 @@ def mla_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tuple[
         *fw(out), *tp_scatter(lay, "tp.rs_attn", ACT_BYTES * tok * h), memory_op("attn_residual", resid_f),
     ]
     bwd: list[Item] = [
-        memory_op("attn_residual.bwd", resid_b, True), *tp_gather(lay, "tp.ag_attn_grad", ACT_BYTES * tok * h),
+        memory_op("attn_residual.bwd", resid_b, True), *tp_gather(lay, "tp.ag_attn_grad", gather_bytes(job, out[0], tok * h)),
         *bw(out), memory_op("attn_dropout.bwd", dropout, True), memory_op("attn_scores.bwd", 2 * scores, True),
         *cp_re, *a_cast[1], core_b, *cp_b, memory_op("rope.bwd", rope[1], True),
         *tp_gather(lay, "tp.ag_latents_input", latents), *bw(kv_up), *bw(q_up),

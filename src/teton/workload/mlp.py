@@ -38,15 +38,20 @@ def tp_scatter(lay: Layout, name: str, nbytes: float) -> list[Item]:
 
 def mlp_items(lay: Layout, act_in: float, up: tuple[ComputeOp, ...], down: tuple[ComputeOp, ...], casts: Casts,
               act_bytes: tuple[float, float], act_name: str = "mlp_act",
-              grad_sum: Sequence[Item] = ()) -> tuple[list[Item], list[Item]]:
+              grad_sum: Sequence[Item] = (), gathered: tuple[float, float] | None = None
+              ) -> tuple[list[Item], list[Item]]:
     """(forward, backward) items of one TP-sharded MLP after its norm, in the order the GPU runs
     them: ``up`` and ``down`` GEMM triples (forward, data gradient, weight gradient), ``casts``
     their fp8 casts (``workload.fp8.fp8_casts``), ``act_bytes`` the activation's (forward,
-    backward) bytes, ``act_in`` one full hidden-state tensor (the TP collectives' size) and
-    ``grad_sum`` what eager code adds between the up projection's two backward GEMMs."""
-    fwd: list[Item] = [*tp_gather(lay, "tp.ag_mlp", act_in), *casts[0][0], up[0], memory_op(act_name, act_bytes[0]),
+    backward) bytes, ``act_in`` one full hidden-state tensor (the TP collectives' size),
+    ``grad_sum`` what eager code adds between the up projection's two backward GEMMs and
+    ``gathered`` the bytes of the all-gathers of the up projection's input and of the down
+    projection's output gradient where they differ from ``act_in`` (quantised: ``workload.fp8
+    .gather_bytes``)."""
+    ag_in, ag_grad = gathered or (act_in, act_in)
+    fwd: list[Item] = [*tp_gather(lay, "tp.ag_mlp", ag_in), *casts[0][0], up[0], memory_op(act_name, act_bytes[0]),
                        *casts[1][0], down[0], *tp_scatter(lay, "tp.rs_mlp", act_in)]
-    bwd: list[Item] = [*tp_gather(lay, "tp.ag_mlp_grad", act_in), *casts[1][1], down[1], down[2],
-                       memory_op(act_name + ".bwd", act_bytes[1], True), *tp_gather(lay, "tp.ag_mlp_input", act_in),
+    bwd: list[Item] = [*tp_gather(lay, "tp.ag_mlp_grad", ag_grad), *casts[1][1], down[1], down[2],
+                       memory_op(act_name + ".bwd", act_bytes[1], True), *tp_gather(lay, "tp.ag_mlp_input", ag_in),
                        *casts[0][1], up[1], *grad_sum, up[2], *tp_scatter(lay, "tp.rs_mlp_grad", act_in)]
     return fwd, bwd

@@ -81,7 +81,7 @@ from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
-from teton.workload.fp8 import fp8_casts, saved_input_bytes
+from teton.workload.fp8 import fp8_casts, gather_bytes, saved_input_bytes
 from teton.workload.items import (
     ACT_BYTES,
     FP8_1X128_BYTES,
@@ -289,4 +289,5 @@ def _shared_items(model: ModelSpec, job: JobSpec, acc: int, act_in: float) -> tu
     down = gemm_ops("shared_expert_down", lay.tokens, h, lay.local(f), acc)
     casts = [fp8_casts(job, up, sharded_input=True), fp8_casts(job, down, sharded_grad=True)]
     act = elementwise_bytes(model.mlp, job.kernel_fusion, lay.tokens * f / lay.tp)
-    return mlp_items(lay, act_in, up, down, casts, act, "shared_expert_act")
+    gathered = (gather_bytes(job, up[0], lay.tokens * h), gather_bytes(job, down[0], lay.tokens * h))
+    return mlp_items(lay, act_in, up, down, casts, act, "shared_expert_act", gathered=gathered)

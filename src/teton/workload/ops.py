@@ -31,6 +31,7 @@ from teton.workload.fp8 import (
     fp8_attention,
     fp8_casts,
     fused_norm_extra_bytes,
+    gather_bytes,
     layer_casts,
 )
 from teton.workload.gradients import accum_bytes, grad_accumulate
@@ -135,8 +136,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
             return []
         return [memory_op(name + (".bwd" if backward else ""), copies[name][backward], backward)]
 
-    def ag(name: str) -> list[Item]:
-        return _tp_gather(lay, name, act_in)
+    def ag(name: str, gemm: ComputeOp) -> list[Item]:
+        return _tp_gather(lay, name, gather_bytes(job, gemm, act_in / ACT_BYTES))
 
     def rs(name: str) -> list[Item]:
         return _tp_scatter(lay, name, act_in)
@@ -151,21 +152,23 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
 
     ffn_fwd, ffn_bwd = (moe_items(model, job, acc, rows, (up, down), cast[2:], act_in) if rows else
                         mlp_items(lay, act_in, up, down, cast[2:], (act_b, act_bwd_b),
-                                  grad_sum=copy("mlp_input_grad_sum", True)))
+                                  grad_sum=copy("mlp_input_grad_sum", True),
+                                  gathered=(gather_bytes(job, up[0], act_in / ACT_BYTES),
+                                            gather_bytes(job, down[0], act_in / ACT_BYTES))))
 
     mixer_fwd: list[Item] = [
-        norm("attn_norm", True), *ag("tp.ag_qkv"), *cast[0][0], qkv[0], memory_op("rope", rope_b),
+        norm("attn_norm", True), *ag("tp.ag_qkv", qkv[0]), *cast[0][0], qkv[0], memory_op("rope", rope_b),
         *copy("repeat_kv"), *cp_fwd, *attn_cast[0], attn_fwd, memory_op("attn_scores", score_bytes),
         memory_op("attn_dropout", dropout_bytes), *cast[1][0], out[0], *rs("tp.rs_attn"), memory_op("attn_residual", resid_b),
     ]
     ffn_fwd = [norm("mlp_norm", model.experts <= 1), *ffn_fwd, memory_op("mlp_residual", resid_b)]
     ffn_bwd = [memory_op("mlp_residual.bwd", resid_bwd_b, True), *ffn_bwd, memory_op("mlp_norm.bwd", norm_bwd_b, True)]
     mixer_bwd: list[Item] = [
-        memory_op("attn_residual.bwd", resid_bwd_b, True), *ag("tp.ag_attn_grad"),
+        memory_op("attn_residual.bwd", resid_bwd_b, True), *ag("tp.ag_attn_grad", out[0]),
         *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True),
         memory_op("attn_dropout.bwd", dropout_bytes, True), memory_op("attn_scores.bwd", 2 * score_bytes, True), *cp_regather,
         *attn_cast[1], attn_bwd, *copy("repeat_kv", True), *cp_bwd,
-        memory_op("rope.bwd", rope_bwd_b, True), *ag("tp.ag_qkv_input"), *cast[0][1],
+        memory_op("rope.bwd", rope_bwd_b, True), *ag("tp.ag_qkv_input", qkv[0]), *cast[0][1],
         qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
         *rs("tp.rs_qkv_grad"), memory_op("attn_norm.bwd", norm_bwd_b, True),
     ]

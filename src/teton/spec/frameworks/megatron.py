@@ -362,6 +362,7 @@ def _stack(m: Mapper) -> None:
     if local:
         m.put("software.fused_norm_linear", False, "--transformer-impl", "local", "Megatron's own layers, no TE")
         m.put("software.fp8_saves_quantized", False, "--transformer-impl", "local", "no TE Linear keeps fp8 copies")
+        m.put("software.fp8_gather_quantized", False, "--transformer-impl", "local", "SP gathers in bf16, then casts")
     elif m.has("--transformer-impl"):
         raw = m.get("--transformer-impl")
         choice("--transformer-impl", raw, {"transformer_engine": True, "local": False})

@@ -298,6 +298,8 @@ def _v1(m: Mapper) -> None:
               "TE's LayerNormLinear / LayerNormMLP" if te else "")
         m.put("software.fp8_saves_quantized", te, p + "transformer_engine", m.config[p + "transformer_engine"],
               "TE's Linear keeps the fp8 copy of its input" if te else "")
+        m.put("software.fp8_gather_quantized", te, p + "transformer_engine", m.config[p + "transformer_engine"],
+              "TE casts its SP shard, then gathers it quantised" if te else "")
     mcore.recompute(m, (p + "activations_checkpoint_granularity", p + "activations_checkpoint_method",
                         p + "activations_checkpoint_num_layers"), mcore.layers_per_chunk(m),
                     "model.activations_checkpoint_granularity null: no recompute")
