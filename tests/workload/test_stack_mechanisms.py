@@ -254,9 +254,10 @@ def test_nvfp4_casts_read_the_tensor_three_times_and_reduce_their_amax_over_tp()
 @pytest.mark.parametrize("recipe", ["current", "mxfp8", "nvfp4"])
 def test_a_te_stack_gathers_the_quantised_shard_and_casts_only_its_own(recipe):
     """TE quantises a sequence-parallel GEMM operand on its own rank and all-gathers the quantised
-    tensor (rowwise values and scales): the QKV / MLP-up inputs and the attention-out / MLP-down
-    output gradients; the reduce-scatters stay bf16. Without the stack field the gather is bf16
-    and the cast runs on the gathered tensor."""
+    tensor: the QKV / MLP-up inputs (rowwise forward, columnwise for the weight gradient) and the
+    attention-out / MLP-down output gradients (a block-scaled recipe gathers both copies); the
+    reduce-scatters stay bf16. Without the stack field the gather is bf16 and the cast runs on
+    the gathered tensor."""
     b200 = ("cluster=dgx-b200-superpod",)
     job = {"precision": "fp8", "gpus": 8, "tp": 4, "global_batch": 2}
     sw = {"fp8_recipe": recipe, "fused_norm_linear": False}
@@ -264,24 +265,47 @@ def test_a_te_stack_gathers_the_quantised_shard_and_casts_only_its_own(recipe):
     plain = _spec(job, sw, sets=b200)
     blocks = {k: layer_block(s.model, s.job) for k, s in (("quant", quant), ("plain", plain))}
 
-    def comm(block, name):
+    def moved(block, name):
         return _named((*block.fwd, *block.bwd), name).bytes
 
     act = 8192 * quant.model.hidden * 2  # one bf16 hidden-state tensor of the micro-batch
-    per_element = FP8_RECIPES[recipe].saved_bytes
-    for name in ("tp.ag_qkv", "tp.ag_mlp", "tp.ag_qkv_input", "tp.ag_mlp_input", "tp.ag_attn_grad", "tp.ag_mlp_grad"):
-        assert comm(blocks["plain"], name) == pytest.approx(act)
-        assert comm(blocks["quant"], name) == pytest.approx(act / 2 * per_element)
+    r = FP8_RECIPES[recipe]
+    grad_copies = 1 if r.transpose_bytes else 2
+    for name, copies in (("tp.ag_qkv", 1), ("tp.ag_mlp", 1), ("tp.ag_qkv_input", 1), ("tp.ag_mlp_input", 1),
+                         ("tp.ag_attn_grad", grad_copies), ("tp.ag_mlp_grad", grad_copies)):
+        assert moved(blocks["plain"], name) == pytest.approx(act)
+        assert moved(blocks["quant"], name) == pytest.approx(act / 2 * r.saved_bytes * copies)
     for name in ("tp.rs_attn", "tp.rs_mlp", "tp.rs_qkv_grad", "tp.rs_mlp_grad"):
-        assert comm(blocks["quant"], name) == comm(blocks["plain"], name) == pytest.approx(act)
-    # each rank casts its quarter of the sharded tensors; QKV's output gradient is not sharded
+        assert moved(blocks["quant"], name) == moved(blocks["plain"], name) == pytest.approx(act)
+    # each rank casts its quarter of the sharded tensors (a per-tensor recipe rowwise only); QKV's
+    # output gradient is not sharded
     for name in ("qkv.fp8_cast", "mlp_up.fp8_cast", "attn_out.grad_fp8_cast", "mlp_down.grad_fp8_cast"):
-        assert comm(blocks["quant"], name) == pytest.approx(comm(blocks["plain"], name) / 4)
-    assert comm(blocks["quant"], "qkv.grad_fp8_cast") == comm(blocks["plain"], "qkv.grad_fp8_cast")
+        assert moved(blocks["quant"], name) == pytest.approx(
+            moved(blocks["plain"], name) / 4 * (r.cast_bytes - r.transpose_bytes) / r.cast_bytes)
+    assert moved(blocks["quant"], "qkv.grad_fp8_cast") == moved(blocks["plain"], "qkv.grad_fp8_cast")
     fast, slow = (teton.simulate(s).breakdown["tp_comm"] for s in (quant, plain))
     assert fast < slow
     bf16 = _spec({**job, "precision": "bf16"}, {**sw, "fp8_gather_quantized": True}, sets=b200)
-    assert comm(layer_block(bf16.model, bf16.job), "tp.ag_qkv") == pytest.approx(act)
+    assert moved(layer_block(bf16.model, bf16.job), "tp.ag_qkv") == pytest.approx(act)
+
+
+def test_a_gathered_per_tensor_operand_is_transposed_whole_on_a_tn_only_gpu():
+    """Per-tensor fp8 is gathered rowwise only; before the weight gradient TE transposes the whole
+    gathered tensor (read 1, write 1 per element), work a TN-only GPU (Hopper) does and Blackwell
+    skips; block-scaled recipes gather the columnwise copy instead."""
+    job = {"precision": "fp8", "gpus": 8, "tp": 4, "global_batch": 2}
+    spec = _spec(job, {"fp8_recipe": "current", "fp8_gather_quantized": True})
+    block = layer_block(spec.model, spec.job)
+    full = 8192 * spec.model.hidden
+    for name in ("qkv.input.fp8_transpose", "mlp_up.input.fp8_transpose", "attn_out.grad.fp8_transpose",
+                 "mlp_down.grad.fp8_transpose"):
+        op = _named(block.bwd, name)
+        assert op.bytes == op.tn_only_bytes == pytest.approx(2 * full)
+    h100, b200 = (ComputeModel.for_gpu(GPUS[g], "fp8") for g in ("h100-sxm", "b200"))
+    op = _named(block.bwd, "qkv.input.fp8_transpose")
+    assert h100.moved_bytes(op) == op.bytes and b200.moved_bytes(op) == 0
+    mx = _spec(job, {"fp8_recipe": "mxfp8", "fp8_gather_quantized": True}, sets=("cluster=dgx-b200-superpod",))
+    assert not [i for i in layer_block(mx.model, mx.job).bwd if i.name.endswith("fp8_transpose")]
 
 
 def test_nvfp4_jobs_of_a_userbuffers_stack_overlap_only_the_backward_tp_collectives():

@@ -83,13 +83,15 @@ def fused_norm_extra_bytes(job: JobSpec, elements: float) -> tuple[float, float]
 
 
 def _quantise(job: JobSpec, name: str, elements: float, backward: bool, reduce_amax: bool,
-              groups: int = 1) -> list[Item]:
+              groups: int = 1, gathered: bool = False) -> list[Item]:
     """The recipe's kernels that cast ``elements`` bf16 values to fp8: amax pass, TP amax
     all-reduce (current scaling of a sequence-sharded tensor), quantise. The operand of a grouped
     GEMM (``groups`` MoE experts) is cast split by split, each split's kernels launched on their
     own, except under delayed scaling (Transformer Engine 2.9, ``split_quantize`` ->
     ``multi_tensor_quantize_impl``: one fused ``nvte_multi_cast_transpose`` for delayed-scaling
-    quantisers, "Quantize kernels individually" for the others)."""
+    quantisers, "Quantize kernels individually" for the others). ``gathered``: ``elements`` are a
+    shard all-gathered quantised afterwards (:func:`gather_bytes`), which a per-tensor recipe casts
+    rowwise only and transposes once gathered (:func:`_gathered_transpose`)."""
     r = recipe_of(job)
     per_split = groups if job.software.fp8_recipe != "delayed" else 1
     out: list[Item] = []
@@ -97,9 +99,23 @@ def _quantise(job: JobSpec, name: str, elements: float, backward: bool, reduce_a
         out.append(memory_op(f"{name}_amax", r.amax_bytes * elements, backward, kernels=per_split))
     if r.amax_all_reduce and reduce_amax and job.layout.sequence_parallel:
         out.append(Collective(f"tp.{name}_amax", "all_reduce", "tp", AMAX_BYTES))
-    out.append(memory_op(name, r.cast_bytes * elements, backward, kernels=per_split,
-                         tn_only_bytes=r.transpose_bytes * elements))
+    transposed = 0.0 if gathered else r.transpose_bytes
+    out.append(memory_op(name, (r.cast_bytes - r.transpose_bytes + transposed) * elements, backward,
+                         kernels=per_split, tn_only_bytes=transposed * elements))
     return out
+
+
+def _gathered_transpose(job: JobSpec, name: str, elements: float) -> list[Item]:
+    """The fp8 transpose of a gathered per-tensor-scaled operand before its weight-gradient GEMM, on
+    a GPU whose fp8 GEMMs are TN-only (read 1, write 1 per element): TE gathers such a tensor
+    rowwise only ("All-gather is not supported with FP8 column-wise data") and makes the
+    columnwise copy of the whole gathered tensor (``update_usage(columnwise_usage=True)``, TE 2.9
+    ``pytorch/module/linear.py``). None for block-scaled recipes, gathered columnwise."""
+    r = recipe_of(job)
+    if not r.transpose_bytes:
+        return []
+    moved = 2 * r.transpose_bytes * elements
+    return [memory_op(f"{name}.fp8_transpose", moved, True, tn_only_bytes=moved)]
 
 
 def fp8_casts(job: JobSpec, gemm: tuple[ComputeOp, ...], fused_input: bool = False, sharded_input: bool = False,
@@ -115,11 +131,16 @@ def fp8_casts(job: JobSpec, gemm: tuple[ComputeOp, ...], fused_input: bool = Fal
     if job.precision != "fp8" or not fwd.fp8:
         return [], []
     rows = fwd.flops / (2.0 * fwd.n * fwd.k)  # all the GEMM's rows (MoE: every expert's tokens)
-    shard = job.layout.tp if gathers_quantized(job, fwd) else 1
+    quant = gathers_quantized(job, fwd)
+    gin, ggrad = quant and sharded_input, quant and sharded_grad
+    tp = job.layout.tp
     f = [] if fused_input and norm_writes_fp8(job) else _quantise(
-        job, f"{fwd.name}.fp8_cast", rows * fwd.k / (shard if sharded_input else 1), False, sharded_input, fwd.groups)
-    return f, _quantise(job, f"{fwd.name}.grad_fp8_cast", rows * fwd.n / (shard if sharded_grad else 1), True,
-                        sharded_grad, fwd.groups)
+        job, f"{fwd.name}.fp8_cast", rows * fwd.k / (tp if gin else 1), False, sharded_input, fwd.groups, gin)
+    b = _quantise(job, f"{fwd.name}.grad_fp8_cast", rows * fwd.n / (tp if ggrad else 1), True, sharded_grad,
+                  fwd.groups, ggrad)
+    b += _gathered_transpose(job, f"{fwd.name}.input", rows * fwd.k) if gin else []
+    b += _gathered_transpose(job, f"{fwd.name}.grad", rows * fwd.n) if ggrad else []
+    return f, b
 
 
 def gathers_quantized(job: JobSpec, gemm: ComputeOp) -> bool:
@@ -130,15 +151,21 @@ def gathers_quantized(job: JobSpec, gemm: ComputeOp) -> bool:
             and job.layout.sequence_parallel and job.layout.tp > 1)
 
 
-def gather_bytes(job: JobSpec, gemm: ComputeOp, elements: float) -> float:
-    """Bytes of the SP all-gather of ``elements`` values of ``gemm``'s operand: one quantised copy
-    with its scales (``Fp8Recipe.saved_bytes``: 1 per-tensor, 1 + 1/32 MXFP8, 1 + 4/128 blockwise,
-    1/2 + 1/16 NVFP4) where :func:`gathers_quantized`, else bf16. Transformer Engine 2.9 quantises
+def gather_bytes(job: JobSpec, gemm: ComputeOp, elements: float, grad: bool = False) -> float:
+    """Bytes of the SP all-gather of ``elements`` values of ``gemm``'s input (``grad``: of its
+    output gradient) where :func:`gathers_quantized`, else bf16. Transformer Engine 2.9 quantises
     the local shard and gathers that, over NCCL or userbuffers (``pytorch/module/linear.py``: "Cast
     local input tensor if needed" before ``gather_along_first_dim`` /
     ``fill_userbuffers_buffer_for_all_gather``; ``module/base.py`` ``grad_output_preprocess`` for the
-    output gradient); the reduce-scatters stay bf16."""
-    return elements * (recipe_of(job).saved_bytes if gathers_quantized(job, gemm) else ACT_BYTES)
+    output gradient): one quantised copy with its scales (``Fp8Recipe.saved_bytes``: 1 per-tensor,
+    1 + 1/32 MXFP8, 1 + 4/128 blockwise, 1/2 + 1/16 NVFP4), rowwise for the forward GEMM and
+    columnwise for the weight gradient's re-gather; an output gradient under a block-scaled recipe
+    twice, rowwise for the data gradient and columnwise for the weight gradient (a per-tensor copy
+    is transposed once gathered). The reduce-scatters stay bf16."""
+    if not gathers_quantized(job, gemm):
+        return elements * ACT_BYTES
+    r = recipe_of(job)
+    return elements * r.saved_bytes * (2 if grad and not r.transpose_bytes else 1)
 
 
 def layer_casts(model: ModelSpec, job: JobSpec,

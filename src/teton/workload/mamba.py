@@ -96,14 +96,17 @@ def mamba_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tupl
     act = ACT_BYTES * tok * h
     resid_f, resid_b = kit.residual_bytes
     fwd: list[Item] = [
-        kit.norm("mamba_norm", True), *tp_gather(lay, "tp.ag_in_proj", gather_bytes(job, in_proj[0], tok * h)), *c_in[0], in_proj[0],
+        kit.norm("mamba_norm", True), *tp_gather(lay, "tp.ag_in_proj", gather_bytes(job, in_proj[0], tok * h)),
+        *c_in[0], in_proj[0],
         memory_op("mamba.conv1d", 2 * conv), scan_f, memory_op("mamba.gated_norm", 3 * gate),
         *c_out[0], out_proj[0], *tp_scatter(lay, "tp.rs_out_proj", act), memory_op("mamba_residual", resid_f),
     ]
     bwd: list[Item] = [
-        memory_op("mamba_residual.bwd", resid_b, True), *tp_gather(lay, "tp.ag_out_proj_grad", gather_bytes(job, out_proj[0], tok * h)),
+        memory_op("mamba_residual.bwd", resid_b, True),
+        *tp_gather(lay, "tp.ag_out_proj_grad", gather_bytes(job, out_proj[0], tok * h, grad=True)),
         *c_out[1], out_proj[1], out_proj[2], memory_op("mamba.gated_norm.bwd", 5 * gate, True), scan_b,
-        memory_op("mamba.conv1d.bwd", 3 * conv, True), *tp_gather(lay, "tp.ag_in_proj_input", gather_bytes(job, in_proj[0], tok * h)),
+        memory_op("mamba.conv1d.bwd", 3 * conv, True),
+        *tp_gather(lay, "tp.ag_in_proj_input", gather_bytes(job, in_proj[0], tok * h)),
         *c_in[1], in_proj[1], in_proj[2], *tp_scatter(lay, "tp.rs_in_proj_grad", act),
         memory_op("mamba_norm.bwd", kit.norm_bwd_bytes, True),
     ]

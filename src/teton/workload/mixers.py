@@ -254,7 +254,8 @@ def mla_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tuple[
         *fw(out), *tp_scatter(lay, "tp.rs_attn", ACT_BYTES * tok * h), memory_op("attn_residual", resid_f),
     ]
     bwd: list[Item] = [
-        memory_op("attn_residual.bwd", resid_b, True), *tp_gather(lay, "tp.ag_attn_grad", gather_bytes(job, out[0], tok * h)),
+        memory_op("attn_residual.bwd", resid_b, True),
+        *tp_gather(lay, "tp.ag_attn_grad", gather_bytes(job, out[0], tok * h, grad=True)),
         *bw(out), memory_op("attn_dropout.bwd", dropout, True), memory_op("attn_scores.bwd", 2 * scores, True),
         *cp_re, *a_cast[1], core_b, *cp_b, memory_op("rope.bwd", rope[1], True),
         *tp_gather(lay, "tp.ag_latents_input", latents), *bw(kv_up), *bw(q_up),

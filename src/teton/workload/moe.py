@@ -289,5 +289,5 @@ def _shared_items(model: ModelSpec, job: JobSpec, acc: int, act_in: float) -> tu
     down = gemm_ops("shared_expert_down", lay.tokens, h, lay.local(f), acc)
     casts = [fp8_casts(job, up, sharded_input=True), fp8_casts(job, down, sharded_grad=True)]
     act = elementwise_bytes(model.mlp, job.kernel_fusion, lay.tokens * f / lay.tp)
-    gathered = (gather_bytes(job, up[0], lay.tokens * h), gather_bytes(job, down[0], lay.tokens * h))
+    gathered = (gather_bytes(job, up[0], lay.tokens * h), gather_bytes(job, down[0], lay.tokens * h, grad=True))
     return mlp_items(lay, act_in, up, down, casts, act, "shared_expert_act", gathered=gathered)

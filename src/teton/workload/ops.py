@@ -136,8 +136,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
             return []
         return [memory_op(name + (".bwd" if backward else ""), copies[name][backward], backward)]
 
-    def ag(name: str, gemm: ComputeOp) -> list[Item]:
-        return _tp_gather(lay, name, gather_bytes(job, gemm, act_in / ACT_BYTES))
+    def ag(name: str, gemm: ComputeOp, grad: bool = False) -> list[Item]:
+        return _tp_gather(lay, name, gather_bytes(job, gemm, act_in / ACT_BYTES, grad))
 
     def rs(name: str) -> list[Item]:
         return _tp_scatter(lay, name, act_in)
@@ -154,7 +154,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
                         mlp_items(lay, act_in, up, down, cast[2:], (act_b, act_bwd_b),
                                   grad_sum=copy("mlp_input_grad_sum", True),
                                   gathered=(gather_bytes(job, up[0], act_in / ACT_BYTES),
-                                            gather_bytes(job, down[0], act_in / ACT_BYTES))))
+                                            gather_bytes(job, down[0], act_in / ACT_BYTES, grad=True))))
 
     mixer_fwd: list[Item] = [
         norm("attn_norm", True), *ag("tp.ag_qkv", qkv[0]), *cast[0][0], qkv[0], memory_op("rope", rope_b),
@@ -164,7 +164,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     ffn_fwd = [norm("mlp_norm", model.experts <= 1), *ffn_fwd, memory_op("mlp_residual", resid_b)]
     ffn_bwd = [memory_op("mlp_residual.bwd", resid_bwd_b, True), *ffn_bwd, memory_op("mlp_norm.bwd", norm_bwd_b, True)]
     mixer_bwd: list[Item] = [
-        memory_op("attn_residual.bwd", resid_bwd_b, True), *ag("tp.ag_attn_grad", out[0]),
+        memory_op("attn_residual.bwd", resid_bwd_b, True), *ag("tp.ag_attn_grad", out[0], grad=True),
         *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True),
         memory_op("attn_dropout.bwd", dropout_bytes, True), memory_op("attn_scores.bwd", 2 * score_bytes, True), *cp_regather,
         *attn_cast[1], attn_bwd, *copy("repeat_kv", True), *cp_bwd,
