@@ -134,11 +134,47 @@ def test_hf_config_with_dense_layers_not_a_prefix_is_a_spec_error(tmp_path):
         model_from_hf_config(_write(tmp_path, cfg))
 
 
+def test_qk_norm_normalises_this_ranks_queries_and_keys_and_keeps_their_inputs(tmp_path):
+    """Qwen3's per-head QK norms: a norm kernel over this rank's Q and K after the QKV GEMM (and its
+    backward after rotary's), their inputs and rstd kept for backward; the HF import reads it from
+    the model type (Qwen3) or Llama 4's use_qk_norm; MLA refuses it."""
+    from teton.spec import load_spec
+    from teton.workload.activations import layer_activation_bytes
+    from teton.workload.elementwise import elementwise_bytes
+    from teton.workload.ops import layer_block
+
+    assert MODEL_PRESETS["qwen3-30b-a3b"]["qk_norm"] and MODEL_PRESETS["qwen3-235b-a22b"]["qk_norm"]
+
+    def spec(qk):
+        return load_spec({"cluster": "dgx-b200-superpod", "model": {"base": "qwen3-30b-a3b", "qk_norm": qk},
+                          "job": {"gpus": 8, "tp": 2, "ep": 4, "seq_len": 4096, "global_batch": 8}})
+
+    on, off = spec(True), spec(False)
+    block = layer_block(on.model, on.job)
+    names = [i.name for i in block.fwd]
+    assert names.index("qkv") < names.index("qk_norm") < names.index("rope")
+    elements = 4096 * (on.model.q_width + on.model.kv_width) / 2
+    fwd, bwd = elementwise_bytes("rmsnorm", "fused", elements)
+    assert [i.bytes for i in block.fwd if i.name == "qk_norm"] == [fwd]
+    assert [i.bytes for i in block.bwd if i.name == "qk_norm.bwd"] == [bwd]
+    assert not [i for i in layer_block(off.model, off.job).fwd if i.name == "qk_norm"]
+    kept = layer_activation_bytes(on.model, on.job) - layer_activation_bytes(off.model, off.job)
+    assert kept == pytest.approx(2 * elements + 4 * 4096 * (on.model.heads + on.model.n_kv_heads) / 2)
+    base = {"num_hidden_layers": 4, "hidden_size": 2048, "intermediate_size": 6144, "num_attention_heads": 16,
+            "vocab_size": 1000}
+    assert model_from_hf_config(_write(tmp_path, {**base, "model_type": "qwen3"}))["qk_norm"]
+    assert not model_from_hf_config(_write(tmp_path, {**base, "model_type": "llama"}))["qk_norm"]
+    assert model_from_hf_config(_write(tmp_path, {**base, "model_type": "llama4_text", "use_qk_norm": True}))["qk_norm"]
+    with pytest.raises(ValueError, match="model.qk_norm = True: is for grouped-query attention"):
+        ModelSpec(**{**MODEL_PRESETS["deepseek-v3"], "qk_norm": True})
+
+
 @pytest.mark.parametrize(("override", "field"), [
     ({"layer_pattern": "M-X"}, "model.layer_pattern"),
     ({"layer_pattern": "M-"}, "model.layer_pattern"),
     ({"first_dense_layers": 61}, "model.first_dense_layers"),
     ({"shared_experts": -1}, "model.shared_experts"),
+    ({"qk_norm": True}, "model.qk_norm"),
 ])
 def test_bad_model_vocabulary_is_one_line(tmp_path, cli, override, field):
     model = json.dumps({"base": "deepseek-v3", **override})

@@ -40,6 +40,7 @@ def model_from_hf_config(path: str | Path) -> dict:
         tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         max_seq_len=cfg.get("max_position_embeddings", 8192),
         bias=bool(cfg.get("attention_bias", False)),
+        qk_norm=_qk_norm(cfg),
     )
     fields.update(_moe_fields(cfg, str(path)))
     fields.update(_mla_fields(cfg))
@@ -47,6 +48,17 @@ def model_from_hf_config(path: str | Path) -> dict:
     fields.update(_window_fields(cfg, str(path)))
     fields = {k: v for k, v in fields.items() if v is not None}
     return {**fields, "name": _hf_name(top, fields)}
+
+
+# model types whose attention normalises each query and key head (Qwen3 and Qwen3-MoE, OLMo-2 and
+# OLMoE, Gemma 3: their HF modelling code's q_norm / k_norm); Llama 4 says so in use_qk_norm
+QK_NORM_TYPES = ("qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma3", "gemma3_text")
+
+
+def _qk_norm(cfg: dict) -> bool:
+    if cfg.get("use_qk_norm") is not None:
+        return bool(cfg["use_qk_norm"])
+    return str(cfg.get("model_type", "")) in QK_NORM_TYPES
 
 
 def _first(cfg: dict, *keys: str):

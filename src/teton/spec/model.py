@@ -30,6 +30,9 @@ class ModelSpec(Section):
     # swiglu (gated: gate, up, down), gelu or relu2 (squared ReLU, Nemotron's: up and down only)
     mlp: Literal["swiglu", "gelu", "relu2"] = "swiglu"
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    # each query and key head normalised (model.norm over d_head) before rotary: Qwen3, OLMo-2,
+    # Gemma 3 (Megatron-Core's qk_layernorm: two norm modules after the QKV split)
+    qk_norm: bool = False
     bias: bool = False  # biases on the linear layers (GPT-2/3 style)
     # rope (rotary, applied to Q and K), learned (an absolute position table), alibi (a bias the
     # attention kernel adds: no parameters, no separate kernel)
@@ -88,6 +91,9 @@ class ModelSpec(Section):
         if self.moe_max_nodes is not None and not 1 < self.experts >= self.top_k >= self.moe_max_nodes:
             raise SpecError("model.moe_max_nodes", self.moe_max_nodes,
                             f"needs an MoE model (experts > 1) and must be <= model.top_k ({self.top_k})")
+        if self.qk_norm and self.mla:
+            raise SpecError("model.qk_norm", True, "is for grouped-query attention; MLA normalises its latents "
+                            "(q_lora_rank, kv_lora_rank) instead")
         if self.layer_pattern is not None:
             check_pattern(self.layer_pattern, self.layers)
             if "E" in self.layer_pattern and self.experts == 1:

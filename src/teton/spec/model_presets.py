@@ -52,11 +52,14 @@ MODEL_PRESETS["bloom-176b"] = dict(layers=70, hidden=14336, ffn_hidden=57344, he
 MODEL_PRESETS["mt-nlg-530b"] = dict(MODEL_PRESETS["gpt3-175b"], layers=105, hidden=20480, ffn_hidden=81920,
                                     heads=128, vocab=50272, published_params=530e9)
 # Qwen3 MoE (Qwen/Qwen3-30B-A3B and Qwen3-235B-A22B config.json): every layer routed (128 experts,
-# top 8, no shared expert), expert width moe_intermediate_size, head_dim 128, GQA; vocab 151,936.
+# top 8, no shared expert), expert width moe_intermediate_size, head_dim 128, GQA; vocab 151,936;
+# QK-LayerNorm (Megatron-Bridge's Qwen3MoE providers: qk_layernorm).
 MODEL_PRESETS["qwen3-30b-a3b"] = dict(layers=48, hidden=2048, ffn_hidden=768, heads=32, kv_heads=4, head_dim=128,
-                                      vocab=151936, experts=128, top_k=8, max_seq_len=40960, published_params=30.5e9)
+                                      vocab=151936, experts=128, top_k=8, max_seq_len=40960, qk_norm=True,
+                                      published_params=30.5e9)
 MODEL_PRESETS["qwen3-235b-a22b"] = dict(layers=94, hidden=4096, ffn_hidden=1536, heads=64, kv_heads=4, head_dim=128,
-                                        vocab=151936, experts=128, top_k=8, max_seq_len=40960, published_params=235e9)
+                                        vocab=151936, experts=128, top_k=8, max_seq_len=40960, qk_norm=True,
+                                        published_params=235e9)
 # Mixtral of Experts (Jiang et al. 2024, arXiv 2401.04088, Table 1) and HF config.json files:
 # 8 experts, 2 active per token; 46.7B total / 12.9B active (8x7B), 141B / 39B (8x22B).
 MODEL_PRESETS["mixtral-8x7b"] = dict(layers=32, hidden=4096, ffn_hidden=14336, heads=32, kv_heads=8, vocab=32000,
@@ -83,7 +86,9 @@ MODEL_PRESETS["kimi-k2"] = dict(MODEL_PRESETS["deepseek-v3"], heads=64, experts=
 # experts in every layer (109B); Maverick: 128 experts in every other layer (400B).
 _LLAMA4 = dict(layers=48, hidden=5120, ffn_hidden=16384, moe_ffn_hidden=8192, heads=40, kv_heads=8, head_dim=128,
                vocab=202048, top_k=1, shared_experts=1, max_seq_len=8192)
-MODEL_PRESETS["llama4-scout"] = dict(_LLAMA4, experts=16, published_params=109e9)
+# Scout normalises queries and keys (an L2 norm on its RoPE layers, 3 of 4: teton's qk_norm on every
+# layer, at RMSNorm's bytes); Maverick does not (Megatron-Bridge's Llama4 providers: qk_l2_norm).
+MODEL_PRESETS["llama4-scout"] = dict(_LLAMA4, experts=16, qk_norm=True, published_params=109e9)
 MODEL_PRESETS["llama4-maverick"] = dict(_LLAMA4, experts=128, moe_layer_interval=2, published_params=400e9)
 # Nemotron-H (Megatron-Bridge NemotronH providers @ 38b4a06; arXiv 2504.03624): hybrid Mamba-2 /
 # attention / squared-ReLU MLP layers by hybrid_override_pattern; Mamba head dim 64, n_groups 8,

@@ -36,7 +36,8 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     does an MoE layer's norm output (the bf16 router's input). An fp8 job of a Transformer Engine
     stack (``software.fp8_saves_quantized``) keeps each GEMM input as the recipe's quantised copy
     (``workload.fp8.saved_input_bytes``), and the attention output, which the attention kernel
-    keeps in bf16 for its own backward, twice: that and the output projection's quantised copy."""
+    keeps in bf16 for its own backward, twice: that and the output projection's quantised copy.
+    With ``model.qk_norm`` the per-head norms keep their inputs (Q and K before the norm) and rstd."""
     if job.recompute == "selective_op":
         return sac_op_saved_bytes(model, job)
     mods = job.recomputed_modules if modules is None else modules
@@ -58,6 +59,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
         gqa * a * tok_e * h  # attention-norm input
         + gqa * norm_out * g * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
         + gqa * a * tok * (q + 2 * kv) / t  # Q, K, V (post-rotary)
+        + gqa * model.qk_norm * a * tok * (q + kv) / t  # Q, K before their per-head norms (model.qk_norm)
         + gqa * (a + quantized_copy_bytes(job)) * tok * q / t  # attention output (+ its fp8 copy: out-proj input)
         + gqa * drop * tok_e * h  # dropout mask after the output projection
         + ff * a * tok_e * h  # MLP-norm input
@@ -74,6 +76,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     if gqa and c > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
         hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)
     stats = FP32 * tok_e * kind.sub_blocks + attn * FP32 * tok * model.heads / t  # norm rstd, softmax log-sum-exp
+    stats += gqa * model.qk_norm * FP32 * tok * (model.heads + model.n_kv_heads) / t  # the QK norms' rstd
     scores = 0.0
     if attn and not job.flash_attention and job.recompute != "full" and "core_attn" not in mods:
         # softmax output (bf16), plus dropout mask and dropped-out probabilities with dropout

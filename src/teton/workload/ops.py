@@ -129,6 +129,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     ((norm_b, norm_bwd_b), (resid_b, resid_bwd_b), (rope_b, rope_bwd_b),
      (act_b, act_bwd_b)) = _layer_elementwise(model, lay, job.kernel_fusion)
     copies = eager_copy_bytes(model, lay.tokens, t) if job.kernel_fusion == "eager" else {}
+    qk_b, qk_bwd_b = (elementwise_bytes(model.norm, job.kernel_fusion, lay.tokens * (model.q_width + model.kv_width) / t)
+                      if model.qk_norm else (0.0, 0.0))  # per-head norms of this rank's queries and keys
 
     def copy(name: str, backward: bool = False) -> list[Item]:
         """The eager code's copy or gradient sum ``name`` as a memory-bound item (none when fused)."""
@@ -157,7 +159,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
                                             gather_bytes(job, down[0], act_in / ACT_BYTES, grad=True))))
 
     mixer_fwd: list[Item] = [
-        norm("attn_norm", True), *ag("tp.ag_qkv", qkv[0]), *cast[0][0], qkv[0], memory_op("rope", rope_b),
+        norm("attn_norm", True), *ag("tp.ag_qkv", qkv[0]), *cast[0][0], qkv[0], memory_op("qk_norm", qk_b), memory_op("rope", rope_b),
         *copy("repeat_kv"), *cp_fwd, *attn_cast[0], attn_fwd, memory_op("attn_scores", score_bytes),
         memory_op("attn_dropout", dropout_bytes), *cast[1][0], out[0], *rs("tp.rs_attn"), memory_op("attn_residual", resid_b),
     ]
@@ -168,7 +170,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         *cast[1][1], out[1], out[2], *copy("attn_out_grad_copy", True),
         memory_op("attn_dropout.bwd", dropout_bytes, True), memory_op("attn_scores.bwd", 2 * score_bytes, True), *cp_regather,
         *attn_cast[1], attn_bwd, *copy("repeat_kv", True), *cp_bwd,
-        memory_op("rope.bwd", rope_bwd_b, True), *ag("tp.ag_qkv_input", qkv[0]), *cast[0][1],
+        memory_op("rope.bwd", rope_bwd_b, True), memory_op("qk_norm.bwd", qk_bwd_b, True),
+        *ag("tp.ag_qkv_input", qkv[0]), *cast[0][1],
         qkv[1], *copy("qkv_input_grad_sum", True), qkv[2],
         *rs("tp.rs_qkv_grad"), memory_op("attn_norm.bwd", norm_bwd_b, True),
     ]
