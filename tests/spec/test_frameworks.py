@@ -315,6 +315,18 @@ def test_megatron_moe_all_to_all_overlap_flag():
     assert teton.load_spec(spec).job.software.ep_comm_overlap is False
 
 
+def test_megatron_fp8_param_gather_flag():
+    """--fp8-param-gather keeps the layers' weights in fp8 only (software.fp8_param_gather); the
+    Megatron-LM preset without it keeps bf16 weights."""
+    text = MEGATRON.read_text()
+    assert "--fp8-param-gather" not in text and "--fp8-format hybrid" in text
+    spec, report = import_config(text.replace("--fp8-format hybrid", "--fp8-format hybrid --fp8-param-gather"))
+    assert teton.load_spec(spec).job.software.fp8_param_gather is True
+    assert any(r.key == "--fp8-param-gather" and r.field == "software.fp8_param_gather" for r in report.mapped)
+    spec, _ = import_config(text)
+    assert teton.load_spec(spec).job.software.fp8_param_gather is False
+
+
 def test_megatron_token_drop_and_padding_flags():
     """--moe-expert-capacity-factor is token dropping at that capacity; with
     --moe-pad-expert-input-to-capacity every expert is padded to it; padding alone is refused."""

@@ -308,6 +308,37 @@ def test_a_gathered_per_tensor_operand_is_transposed_whole_on_a_tn_only_gpu():
     assert not [i for i in layer_block(mx.model, mx.job).bwd if i.name.endswith("fp8_transpose")]
 
 
+@pytest.mark.parametrize("recipe", ["current", "mxfp8", "nvfp4"])
+def test_fp8_param_gather_holds_the_layers_weights_quantised_and_gathers_them_so(recipe):
+    """software.fp8_param_gather (Megatron's --fp8-param-gather; NeMo 2.0's and Megatron-Bridge's
+    recipes): the transformer layers' weights are held as the recipe's rowwise and columnwise
+    copies, the embedding and output layer in bf16, and the ZeRO parameter all-gather moves the
+    rowwise copy (MXFP8's in bf16, through the gradient buffer); a bf16 job is unchanged."""
+    from teton.workload.memory import memory_per_gpu
+    from teton.workload.ops import layer_params_per_gpu
+    from teton.workload.step_work import per_layer_type, step_params
+
+    b200 = ("cluster=dgx-b200-superpod",)
+    job = {"precision": "fp8", "gpus": 16, "tp": 2, "pp": 2, "global_batch": 16}
+    sw = {"fp8_recipe": recipe}
+    held, plain = (_spec(job, {**sw, "fp8_param_gather": on}, sets=b200) for on in (True, False))
+    split, params, _ = step_params(held.model, held.job)
+    layers = per_layer_type(held.model, held.job, split, lambda m: layer_params_per_gpu(m, held.job))
+    r = FP8_RECIPES[recipe]
+    rank = int(memory_per_gpu(held.model, held.job)[1])
+    expect = layers[rank].sum() * r.weight_bytes + (params[rank].sum() - layers[rank].sum()) * 2
+    assert memory_per_gpu(held.model, held.job)[0].weights == pytest.approx(expect)
+    assert memory_per_gpu(plain.model, plain.job)[0].weights == pytest.approx(params[rank].sum() * 2)
+    gathered = step_work(held.model, held.job).param_gather_bytes_per_param
+    assert gathered == pytest.approx((layers.sum() * r.param_gather_bytes + (params.sum() - layers.sum()) * 2)
+                                     / params.sum())
+    assert step_work(plain.model, plain.job).param_gather_bytes_per_param == 2
+    bf16 = _spec({**job, "precision": "bf16"}, {**sw, "fp8_param_gather": True}, sets=b200)
+    assert step_work(bf16.model, bf16.job).param_gather_bytes_per_param == 2
+    assert {k: FP8_RECIPES[k].weight_bytes for k in ("current", "mxfp8", "nvfp4")} == pytest.approx(
+        {"current": 2.0, "mxfp8": 2 + 2 / 32, "nvfp4": 1 + 2 / 256})
+
+
 def test_nvfp4_jobs_of_a_userbuffers_stack_overlap_only_the_backward_tp_collectives():
     """TE 2.9's userbuffers take fp8 and MXFP8 quantisers, not NVFP4: a stack with the userbuffers
     overlap (``tp_comm_overlap: full``) runs an NVFP4 job's TP collectives with TE's async backward

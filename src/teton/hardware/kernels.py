@@ -100,6 +100,13 @@ class Fp8Recipe:
     # GEMM (the columnwise copy with its scales), where the stack keeps that copy instead of the bf16
     # input (``software.fp8_saves_quantized``)
     saved_bytes: float = 1.0
+    # a weight held quantised only (``software.fp8_param_gather``), bytes per parameter: its
+    # rowwise copy for the forward GEMM and its columnwise (transposed) copy for the data gradient;
+    # a per-tensor weight's transposed copy is what a TN-only GPU (Hopper) caches, counted on every
+    # GPU (the memory model does not see which: an upper bound on Blackwell by 1 byte)
+    weight_bytes: float = 2.0
+    # and what the ZeRO / FSDP parameter all-gather moves per parameter: the rowwise copy
+    param_gather_bytes: float = 1.0
 
     @property
     def cast_bytes(self) -> float:
@@ -120,11 +127,14 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
     # Float8BlockScaling (Hopper; DeepSeek-V3's recipe): 1x128 activation / 128x128 weight blocks,
     # each with an fp32 scale; one kernel quantises rowwise and columnwise: read 2, write 1 + 1
     # plus a 4-byte scale per 128 elements for each copy (4/128 x 2).
-    "blockwise": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 4 / 128, True, False, saved_bytes=1 + 4 / 128),
+    "blockwise": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 4 / 128, True, False, saved_bytes=1 + 4 / 128,
+                           weight_bytes=2 * (1 + 4 / 128 ** 2), param_gather_bytes=1 + 4 / 128 ** 2),
     # MXFP8BlockScaling (Blackwell): 32-element blocks with 1-byte E8M0 scales, rowwise and
     # columnwise: read 2, write 1 + 1 plus 1/32 x 2.
+    # Its parameters are all-gathered in bf16 through the gradient buffer and quantised after
+    # (NeMo's and Megatron-Bridge's MXFP8 recipes: reuse_grad_buf_for_mxfp8_param_ag).
     "mxfp8": Fp8Recipe(0.0, 2.0, 2.0 + 2 * 1 / 32, True, False, gemm_in_situ="mxfp8_gemm_in_situ",
-                       saved_bytes=1 + 1 / 32),
+                       saved_bytes=1 + 1 / 32, weight_bytes=2 * (1 + 1 / 32), param_gather_bytes=2.0),
     # NVFP4BlockScaling (Blackwell; NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv
     # 2509.25149, Sec. 4; Transformer Engine 2.9's recipe and ``NVFP4Quantizer::quantize_impl``,
     # transformer_engine/pytorch/csrc/quantizer.cpp): E2M1 values (half a byte) in 16-element
@@ -138,7 +148,8 @@ FP8_RECIPES: dict[str, Fp8Recipe] = {
     # writes the operand (TE's norm+quantise under RHT is UNFUSED: the norm runs in bf16 first).
     # Weights take 16x16 2D blocks and are cast once per step (not charged, as for every recipe).
     "nvfp4": Fp8Recipe(2.0, 4.0, 2 * (0.5 + 1 / 16), False, True, gemm_precision="fp4",
-                       gemm_in_situ="nvfp4_gemm_in_situ", saved_bytes=0.5 + 1 / 16),
+                       gemm_in_situ="nvfp4_gemm_in_situ", saved_bytes=0.5 + 1 / 16,
+                       weight_bytes=2 * (0.5 + 1 / 256), param_gather_bytes=0.5 + 1 / 256),
 }
 
 

@@ -94,6 +94,11 @@ class SoftwareSpec(Section):
     # pytorch/module/linear.py, "Cast local input tensor if needed" ahead of the NCCL or userbuffers
     # all-gather); off: gathered in bf16 and cast whole (teton.workload.fp8.gather_bytes)
     fp8_gather_quantized: bool = False
+    # an fp8 job keeps its transformer layers' weights only in the recipe's quantised form, the
+    # fp32 master copy in the optimizer (Megatron's --fp8-param-gather; NeMo 2.0's and
+    # Megatron-Bridge's fp8_param_gather, fp4_param_gather under NVFP4): no bf16 weights, and the
+    # ZeRO / FSDP parameter all-gather moves the quantised bytes (teton.workload.fp8.weight_bytes)
+    fp8_param_gather: bool = False
     # the MoE all-to-all overlapped with compute by the schedule (Megatron-Core's
     # --overlap-moe-expert-parallel-comm): each steady-state forward runs together with an earlier
     # micro-batch's backward, one's dispatch and combine under the other's compute (with ep > 1)
@@ -196,12 +201,16 @@ SOFTWARE_PRESETS: dict[str, dict] = {
     # NeMo 2.0 (25.02-25.07, Megatron-Core 0.11-0.13): perf scripts keep and reduce gradients in
     # bf16 (grad_reduce_in_fp32 False: Megatron-Core's DDP main_grad in bf16) and GPTConfig fuses the cross-entropy (cross_entropy_loss_fusion);
     # 25.02 scales fp8 with delayed scaling, 25.04 and 25.07 with per-tensor current scaling (the
-    # performance summary pages say so).
+    # performance summary pages say so); fp8 weights only (NeMo 2.4's recipes/precision/mixed_precision.py:
+    # fp8_param_gather True in every fp8 recipe).
     "nemo-25.02": _megatron_core(framework="nemo", version="25.02", grad_accum_dtype="bf16", cross_entropy="fused",
+                                 fp8_param_gather=True,
                                  description="NeMo 25.02 (NeMo 2.0, Megatron-Core 0.11, TE)"),
     "nemo-25.04": _megatron_core(framework="nemo", version="25.04", grad_accum_dtype="bf16", cross_entropy="fused",
+                                 fp8_param_gather=True,
                                  fp8_recipe="current", description="NeMo 25.04 (NeMo 2.0, Megatron-Core 0.12, TE)"),
     "nemo-25.07": _megatron_core(framework="nemo", version="25.07", grad_accum_dtype="bf16", cross_entropy="fused",
+                                 fp8_param_gather=True,
                                  fp8_recipe="current", description="NeMo 25.07 (NeMo 2.0, Megatron-Core 0.13, TE)"),
     # Megatron-LM examples/llama (README @ bd32927e, mid 2025): "follows NeMo Framework's performance
     # scripts" (fp8 hybrid; delayed scaling: ASSUMPTION, Megatron-LM's --fp8-recipe default).
@@ -211,10 +220,11 @@ SOFTWARE_PRESETS: dict[str, dict] = {
 }
 # Megatron-Bridge (NeMo containers 25.09 -> 26.08): recipes in scripts/performance: gradients in
 # bf16 (grad_reduce_in_fp32 False), TE's fused cross-entropy (cross_entropy_fusion_impl "te"); fp8 "FP8" = per-tensor current
-# scaling (Megatron-Bridge performance summary nomenclature).
+# scaling (Megatron-Bridge performance summary nomenclature); fp8 weights only (training/mixed_precision.py:
+# every fp8 recipe sets fp8_param_gather, bf16_with_nvfp4_mixed fp4_param_gather).
 for _release in ("25.09", "25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01", "26.08"):
     SOFTWARE_PRESETS[f"megatron-bridge-{_release}"] = _megatron_core(
         framework="megatron-bridge", version=_release, grad_accum_dtype="bf16", cross_entropy="fused",
-        fp8_recipe="current", description=f"Megatron-Bridge in the NeMo {_release} container")
+        fp8_recipe="current", fp8_param_gather=True, description=f"Megatron-Bridge in the NeMo {_release} container")
 for _name, _fields in SOFTWARE_PRESETS.items():
     _fields.setdefault("name", _name)

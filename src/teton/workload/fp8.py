@@ -225,3 +225,26 @@ def quantized_copy_bytes(job: JobSpec) -> float:
     if job.precision != "fp8" or not job.software.fp8_saves_quantized:
         return 0.0
     return FP8_RECIPES[job.software.fp8_recipe].saved_bytes
+
+
+def weights_quantised(job: JobSpec) -> bool:
+    """Whether the job holds its transformer layers' weights in the recipe's quantised form only
+    (``software.fp8_param_gather`` in an fp8 job)."""
+    return job.precision == "fp8" and job.software.fp8_param_gather
+
+
+def weight_bytes(job: JobSpec) -> float:
+    """Bytes per parameter of a transformer layer's weights on the GPU: the recipe's quantised
+    copies (``Fp8Recipe.weight_bytes``: rowwise and columnwise; 2 per-tensor, 2 + 1/16 MXFP8,
+    1 + 1/128 NVFP4) where :func:`weights_quantised`, else bf16. The embedding, the output layer
+    and the norms stay bf16; so do the layers an fp8 job keeps in bf16 (``fp8_bf16_layers``,
+    not separated here)."""
+    return recipe_of(job).weight_bytes if weights_quantised(job) else ACT_BYTES
+
+
+def param_gather_bytes(job: JobSpec) -> float:
+    """Bytes per parameter of a transformer layer's weights in the ZeRO / FSDP parameter
+    all-gather: the recipe's rowwise copy where :func:`weights_quantised` (``Fp8Recipe
+    .param_gather_bytes``: 1 per-tensor, 2 MXFP8 through the bf16 gradient buffer, 1/2 + 1/256
+    NVFP4), else bf16."""
+    return recipe_of(job).param_gather_bytes if weights_quantised(job) else ACT_BYTES

@@ -1,6 +1,8 @@
 """Memory per GPU: weights, gradients, optimizer state, activations, working buffers.
 
-Model state (mixed-precision Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3): bf16 weights (2 B),
+Model state (mixed-precision Adam, Rajbhandari et al. 2020, ZeRO, Sec. 3): bf16 weights (2 B; an
+fp8 job of a stack that keeps its layers' weights quantised only, ``software.fp8_param_gather``:
+the recipe's copies, ``workload.fp8.weight_bytes``),
 gradients (fp32 accumulation 4 B, or bf16 2 B), fp32 master weights + Adam m + v (12 B; 8 B with
 the moments in bf16, ``job.adam_moments``: DeepSeek-V3 Sec. 3.3.2) per parameter. ZeRO-1 shards
 the optimizer state over DP, ZeRO-2 also the gradients (but a job that reduces them once per step
@@ -56,6 +58,7 @@ from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
 from teton.workload.activations import checkpoint_bytes, layer_activation_bytes, layer_saved_bytes
 from teton.workload.dualpipe import mirrored, peak_activation_bytes
+from teton.workload.fp8 import weight_bytes
 from teton.workload.head import head_peak_bytes
 from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.layer_kinds import kind_model, layer_kind_counts, layer_type_counts, model_layer_types
@@ -225,6 +228,19 @@ NOT_IN_ACTIVATIONS = frozenset({"zero", "grad_reduce", "adam_moments", "grad_acc
 _ACTIVATIONS = ValueMemo(32768)
 
 
+def _weight_bytes_per_param(model: ModelSpec, job: JobSpec, split: PipelineSplit, params: np.ndarray):
+    """Bytes per parameter each rank holds its weights in: bf16, or under ``software
+    .fp8_param_gather`` its layers' quantised copies beside the bf16 rest
+    (``workload.step_work.chunk_weight_bytes``)."""
+    from teton.workload.step_work import chunk_weight_bytes
+
+    per_param = weight_bytes(job)
+    if per_param == ACT_BYTES:
+        return ACT_BYTES
+    held = split.held(chunk_weight_bytes(model, job, split, per_param))
+    return np.divide(held, params, out=np.full(params.shape, float(ACT_BYTES)), where=params > 0)
+
+
 @cached(32768)
 def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int]:
     """The breakdown of the fullest GPU and its pipeline rank (memoised per model and job)."""
@@ -236,7 +252,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     # ZeRO shards over DP x CP; the routed experts' parameters over their expert-DP group (lay.edp)
     shard = dp_shard(params, split.held(expert_params), lay)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
-    weights = (shard if job.zero >= 3 else params) * ACT_BYTES
+    weights = (shard if job.zero >= 3 else params) * _weight_bytes_per_param(model, job, split, params)
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
     # buffer lives through the step whenever there is more than one micro-batch.
     sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or lay.micro_batches == 1)

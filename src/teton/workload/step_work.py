@@ -16,7 +16,7 @@ from teton.memo import ValueMemo, cached, fields_key
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.workload.activations import layer_saved_bytes
-from teton.workload.fp8 import bf16_block
+from teton.workload.fp8 import bf16_block, param_gather_bytes
 from teton.workload.items import HostCopy
 from teton.workload.layer_kinds import (
     LayerKind,
@@ -51,7 +51,7 @@ class StepWork:
     p2p_bytes: float  # sent by one GPU to the next pipeline stage per micro-batch
     chunk_params: np.ndarray  # (p, v) parameters per GPU of each chunk (TP-sharded)
     grad_reduce_bytes_per_param: int  # gradients reduced over DP in this width
-    param_gather_bytes_per_param: int = ACT_BYTES
+    param_gather_bytes_per_param: float = ACT_BYTES  # of the ZeRO / FSDP parameter all-gather
     # (p, v) the routed experts' share of ``chunk_params`` (TP- and EP-sharded; zeros for a dense
     # model): replicated over the expert-data-parallel group of dp / ep ranks, not over all of DP
     chunk_expert_params: np.ndarray | None = None
@@ -104,6 +104,15 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
     if model.mtp_depth:
         out[-1, -1] += mtp_params_per_gpu(model, job, split.p * split.v)[0]
     return out
+
+
+def chunk_weight_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit, layer_bytes: float) -> np.ndarray:
+    """(p, v) bytes of each chunk's weights on one GPU: its transformer layers' parameters at
+    ``layer_bytes`` each (``workload.fp8.weight_bytes`` / ``param_gather_bytes``), the rest of
+    :func:`chunk_params` (embedding, output head, final norm, MTP modules) in bf16."""
+    total = step_params(model, job)[1]
+    layers = per_layer_type(model, job, split, lambda m: layer_params_per_gpu(m, job))
+    return layers * layer_bytes + (total - layers) * ACT_BYTES
 
 
 def chunk_expert_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
@@ -220,6 +229,16 @@ def kind_block(model: ModelSpec, job: JobSpec, kind: LayerKind) -> Block:
     return _KIND_BLOCKS.put(key, block)
 
 
+def _gathered_bytes_per_param(model: ModelSpec, job: JobSpec, split: PipelineSplit, params: np.ndarray) -> float:
+    """Bytes per parameter of the ZeRO / FSDP parameter all-gather, over the whole model: the
+    layers' quantised weights under ``software.fp8_param_gather`` (``workload.fp8
+    .param_gather_bytes``), bf16 for the rest."""
+    per_param = param_gather_bytes(job)
+    if per_param == ACT_BYTES or not params.sum():
+        return ACT_BYTES
+    return float(chunk_weight_bytes(model, job, split, per_param).sum() / params.sum())
+
+
 def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
     split, params, expert_params = step_params(model, job)
     layer, embedding, head = blocks(model, job)
@@ -235,6 +254,7 @@ def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
         p2p_gather_bytes=pipeline_p2p_gather_bytes(model, job),
         chunk_params=params,
         grad_reduce_bytes_per_param=FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES,
+        param_gather_bytes_per_param=_gathered_bytes_per_param(model, job, split, params),
         chunk_expert_params=expert_params,
         kinds=kinds,
     )

@@ -59,7 +59,6 @@ NO_MEANING = {
                      "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-persist-layer-norm"), _FUSION),
     **dict.fromkeys(("--fp8-margin", "--fp8-interval", "--fp8-amax-history-len", "--fp8-amax-compute-algo",
                      "--no-fp8-wgrad"), Why.FP8_KNOB),
-    "--fp8-param-gather": Why.NOT_MODELLED + " (parameters are all-gathered in bf16)",
     "--moe-grouped-gemm": Why.NOT_MODELLED + " (one expert GEMM pricing)",
     "--moe-permute-fusion": _FUSION,
     "--make-vocab-size-divisible-by": "read with the vocabulary: it pads model.vocab",
@@ -353,6 +352,9 @@ def _precision(m: Mapper) -> None:
             raise SpecError("--num-layers-at-end-in-bf16", end, f"teton keeps as many bf16 layers at each end "
                             f"(software.fp8_bf16_layers); --num-layers-at-start-in-bf16 is {start}")
         m.put("software.fp8_bf16_layers", start, "--first-last-layers-bf16", True, "layers at each end in bf16")
+    if m.get("--fp8-param-gather"):
+        m.put("software.fp8_param_gather", True, "--fp8-param-gather", True,
+              "the layers' weights kept in fp8 only and all-gathered in fp8")
 
 
 def _stack(m: Mapper) -> None:

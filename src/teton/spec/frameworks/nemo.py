@@ -214,6 +214,10 @@ def _precision_v2(m: Mapper) -> None:
         recipe_key = find(m, "trainer.plugins", "fp8_recipe")
         if recipe_key:
             mcore.fp8_recipe(m, recipe_key, m.get(recipe_key))
+        gather_key = find(m, "trainer.plugins", "fp8_param_gather")
+        if gather_key:
+            m.put("software.fp8_param_gather", as_bool(gather_key, m.get(gather_key)), gather_key,
+                  m.config[gather_key], "the layers' weights kept in fp8 only and all-gathered in fp8")
     elif prec_key is None:
         m.default("job.precision", "bf16", "trainer.plugins.precision not given: NeMo's recipes train in bf16-mixed")
     else:
@@ -331,6 +335,9 @@ def _v1_precision(m: Mapper, p: str) -> None:
     if m.has(p + "fp8") and as_bool(p + "fp8", m.get(p + "fp8")):
         m.put("job.precision", "fp8", p + "fp8", True, "TE fp8 GEMMs")
         m.default("software.fp8_recipe", "delayed", "NeMo 1.0's fp8 is TE's delayed scaling")
+        if m.has(p + "fp8_params"):
+            m.put("software.fp8_param_gather", as_bool(p + "fp8_params", m.get(p + "fp8_params")), p + "fp8_params",
+                  m.config[p + "fp8_params"], "the layers' weights kept in fp8 only and all-gathered in fp8")
         m.get("trainer.precision")
         return
     m.get(p + "fp8")
