@@ -56,6 +56,8 @@ QK_NORM_TYPES = ("qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma3", "gemma3_text"
 
 
 def _qk_norm(cfg: dict) -> bool:
+    """Whether the model normalises each query and key head: Llama 4's ``use_qk_norm``, else its
+    model type (:data:`QK_NORM_TYPES`)."""
     if cfg.get("use_qk_norm") is not None:
         return bool(cfg["use_qk_norm"])
     return str(cfg.get("model_type", "")) in QK_NORM_TYPES

@@ -228,16 +228,17 @@ NOT_IN_ACTIVATIONS = frozenset({"zero", "grad_reduce", "adam_moments", "grad_acc
 _ACTIVATIONS = ValueMemo(32768)
 
 
-def _weight_bytes_per_param(model: ModelSpec, job: JobSpec, split: PipelineSplit, params: np.ndarray):
-    """Bytes per parameter each rank holds its weights in: bf16, or under ``software
-    .fp8_param_gather`` its layers' quantised copies beside the bf16 rest
-    (``workload.step_work.chunk_weight_bytes``)."""
+def _weight_bytes_per_param(model: ModelSpec, job: JobSpec, split: PipelineSplit, chunk_params: np.ndarray,
+                            params: np.ndarray):
+    """Bytes per parameter each rank holds its weights in (``params``: the rank's, of its
+    ``chunk_params``): bf16, or under ``software.fp8_param_gather`` its layers' quantised copies
+    beside the bf16 rest (``workload.step_work.chunk_weight_bytes``)."""
     from teton.workload.step_work import chunk_weight_bytes
 
     per_param = weight_bytes(job)
     if per_param == ACT_BYTES:
         return ACT_BYTES
-    held = split.held(chunk_weight_bytes(model, job, split, per_param))
+    held = split.held(chunk_weight_bytes(model, job, split, chunk_params, per_param))
     return np.divide(held, params, out=np.full(params.shape, float(ACT_BYTES)), where=params > 0)
 
 
@@ -252,7 +253,7 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     # ZeRO shards over DP x CP; the routed experts' parameters over their expert-DP group (lay.edp)
     shard = dp_shard(params, split.held(expert_params), lay)
     grad_bytes = FP32 if job.grad_accum_dtype == "fp32" else ACT_BYTES
-    weights = (shard if job.zero >= 3 else params) * _weight_bytes_per_param(model, job, split, params)
+    weights = (shard if job.zero >= 3 else params) * _weight_bytes_per_param(model, job, split, chunk_params, params)
     # ZeRO-2/3 shard gradients, but reducing once per step means the unsharded accumulation
     # buffer lives through the step whenever there is more than one micro-batch.
     sharded_grads = job.zero >= 2 and (job.grad_reduce_mode == "per_microbatch" or lay.micro_batches == 1)

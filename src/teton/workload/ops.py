@@ -120,7 +120,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     lay = job.layout
     t = lay.tp
     acc = accum_bytes(job)
-    act_in = model.hidden * lay.tokens * ACT_BYTES  # one full hidden-state tensor of this CP rank
+    hidden_elements = model.hidden * lay.tokens  # one full hidden-state tensor of this CP rank
+    act_in = hidden_elements * ACT_BYTES
     rows = moe_rows(model, job) if model.experts > 1 else None
     qkv, out, up, down = _layer_gemms(model, lay, acc, rows)
     attn_fwd, attn_bwd, score_bytes, dropout_bytes = attention_core(model, lay, job.flash_attention,
@@ -129,8 +130,9 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     ((norm_b, norm_bwd_b), (resid_b, resid_bwd_b), (rope_b, rope_bwd_b),
      (act_b, act_bwd_b)) = _layer_elementwise(model, lay, job.kernel_fusion)
     copies = eager_copy_bytes(model, lay.tokens, t) if job.kernel_fusion == "eager" else {}
-    qk_b, qk_bwd_b = (elementwise_bytes(model.norm, job.kernel_fusion, lay.tokens * (model.q_width + model.kv_width) / t)
-                      if model.qk_norm else (0.0, 0.0))  # per-head norms of this rank's queries and keys
+    # per-head norms of this rank's queries and keys (model.qk_norm)
+    qk_elements = lay.tokens * (model.q_width + model.kv_width) / t
+    qk_b, qk_bwd_b = elementwise_bytes(model.norm, job.kernel_fusion, qk_elements) if model.qk_norm else (0.0, 0.0)
 
     def copy(name: str, backward: bool = False) -> list[Item]:
         """The eager code's copy or gradient sum ``name`` as a memory-bound item (none when fused)."""
@@ -139,7 +141,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
         return [memory_op(name + (".bwd" if backward else ""), copies[name][backward], backward)]
 
     def ag(name: str, gemm: ComputeOp, grad: bool = False) -> list[Item]:
-        return _tp_gather(lay, name, gather_bytes(job, gemm, act_in / ACT_BYTES, grad))
+        return _tp_gather(lay, name, gather_bytes(job, gemm, hidden_elements, grad))
 
     def rs(name: str) -> list[Item]:
         return _tp_scatter(lay, name, act_in)
@@ -155,11 +157,12 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     ffn_fwd, ffn_bwd = (moe_items(model, job, acc, rows, (up, down), cast[2:], act_in) if rows else
                         mlp_items(lay, act_in, up, down, cast[2:], (act_b, act_bwd_b),
                                   grad_sum=copy("mlp_input_grad_sum", True),
-                                  gathered=(gather_bytes(job, up[0], act_in / ACT_BYTES),
-                                            gather_bytes(job, down[0], act_in / ACT_BYTES, grad=True))))
+                                  gathered=(gather_bytes(job, up[0], hidden_elements),
+                                            gather_bytes(job, down[0], hidden_elements, grad=True))))
 
     mixer_fwd: list[Item] = [
-        norm("attn_norm", True), *ag("tp.ag_qkv", qkv[0]), *cast[0][0], qkv[0], memory_op("qk_norm", qk_b), memory_op("rope", rope_b),
+        norm("attn_norm", True), *ag("tp.ag_qkv", qkv[0]), *cast[0][0], qkv[0], memory_op("qk_norm", qk_b),
+        memory_op("rope", rope_b),
         *copy("repeat_kv"), *cp_fwd, *attn_cast[0], attn_fwd, memory_op("attn_scores", score_bytes),
         memory_op("attn_dropout", dropout_bytes), *cast[1][0], out[0], *rs("tp.rs_attn"), memory_op("attn_residual", resid_b),
     ]

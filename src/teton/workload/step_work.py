@@ -106,13 +106,13 @@ def chunk_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.nda
     return out
 
 
-def chunk_weight_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit, layer_bytes: float) -> np.ndarray:
-    """(p, v) bytes of each chunk's weights on one GPU: its transformer layers' parameters at
-    ``layer_bytes`` each (``workload.fp8.weight_bytes`` / ``param_gather_bytes``), the rest of
-    :func:`chunk_params` (embedding, output head, final norm, MTP modules) in bf16."""
-    total = step_params(model, job)[1]
+def chunk_weight_bytes(model: ModelSpec, job: JobSpec, split: PipelineSplit, params: np.ndarray,
+                       layer_bytes: float) -> np.ndarray:
+    """(p, v) bytes of each chunk's weights on one GPU: of its ``params`` (:func:`chunk_params`),
+    the transformer layers' at ``layer_bytes`` each (``workload.fp8.weight_bytes`` /
+    ``param_gather_bytes``), the rest (embedding, output head, final norm, MTP modules) in bf16."""
     layers = per_layer_type(model, job, split, lambda m: layer_params_per_gpu(m, job))
-    return layers * layer_bytes + (total - layers) * ACT_BYTES
+    return layers * layer_bytes + (params - layers) * ACT_BYTES
 
 
 def chunk_expert_params(model: ModelSpec, job: JobSpec, split: PipelineSplit) -> np.ndarray:
@@ -236,7 +236,7 @@ def _gathered_bytes_per_param(model: ModelSpec, job: JobSpec, split: PipelineSpl
     per_param = param_gather_bytes(job)
     if per_param == ACT_BYTES or not params.sum():
         return ACT_BYTES
-    return float(chunk_weight_bytes(model, job, split, per_param).sum() / params.sum())
+    return float(chunk_weight_bytes(model, job, split, params, per_param).sum() / params.sum())
 
 
 def _step_work(model: ModelSpec, job: JobSpec) -> StepWork:
