@@ -58,7 +58,8 @@ def test_bad_calibrations_are_one_line_errors(tmp_path, cli):
 def test_validate_with_measured_efficiencies(tmp_path, cli):
     """Measured microbenchmarks replace the catalog's burst figures for the Hopper rows, and the
     in-situ fit is redone on top of them: burst predictions drop, the fit absorbs the rest."""
-    cal = _calibration(tmp_path, {"sustained_ratio": 0.8})
+    # 0.9: the Llama 3 stack's fitted tensor-core value (0.84) over it stays inside the bound (1.0)
+    cal = _calibration(tmp_path, {"sustained_ratio": 0.9})
     _, base, _ = cli("validate", "--case", "llama3-405b-table4", "--json")
     code, measured, _ = cli("validate", "--case", "llama3-405b-table4", "--json", "--calibration", str(cal))
     assert code == 0
@@ -70,7 +71,7 @@ def test_validate_with_measured_efficiencies(tmp_path, cli):
         old = before[(r["case"], r["metric"])]
         assert r["burst"] < old["burst"]  # slower kernels, fewer TFLOPs in the burst profile
         assert r["in_sample"] == pytest.approx(old["in_sample"], rel=0.03)  # the refit absorbs most of it
-        assert "sustained_ratio=0.8" in r["note"]
+        assert "sustained_ratio=0.9" in r["note"]
         # measured efficiencies don't widen the bands: rows 1-2 keep +-5 %
         assert r["tolerance"] == old["tolerance"]
     # Meta's Hopper tensor-core factor is relative to the measured (slower) burst figure

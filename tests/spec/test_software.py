@@ -30,7 +30,7 @@ def test_a_stack_sets_the_defaults_of_the_jobs_framework_fields():
     job = _spec("megatron-lm-2022").job
     assert (job.tp_overlap, job.pp_p2p, job.pp_scatter_gather, job.flash_attention) == ("bwd", "blocking", True, False)
     nemo = _spec("nemo-24.07").job
-    assert nemo.tp_overlap == "full" and nemo.cp_algo == "ring" and nemo.attention_kernel == "fa3"
+    assert nemo.tp_overlap == "full" and nemo.cp_algo == "ring" and nemo.attention_kernel == "cudnn"
     assert nemo.grad_accum_dtype == "bf16"
     plain = _spec().job
     assert plain.software.name == "unknown" and plain.tp_overlap == "none"
@@ -47,9 +47,18 @@ def test_a_field_the_job_gives_wins_over_the_stack():
 
 
 def test_cudnn_attention_is_priced_as_flashattention3_only_where_the_gpu_has_it():
-    assert _spec("nemo-25.02").job.attention_kernel == "fa3"
+    """A cuDNN stack runs the cudnn kernel everywhere; it is priced at FlashAttention-3's figures on
+    Hopper and at the family's flash figures elsewhere (Blackwell's are cuDNN's own), times the
+    fitted cudnn_attention_in_situ; FA3 asked for outright on a GPU without it is refused."""
+    from teton.hardware import efficiency_for
+    from teton.hardware.gpus import GPUS
+
+    assert _spec("nemo-25.02").job.attention_kernel == "cudnn"
     b200 = load_spec({"cluster": "dgx-b200-superpod", "model": "llama3-8b", "job": JOB, "software": "nemo-25.02"})
-    assert b200.job.attention_kernel == "fa2"
+    assert b200.job.attention_kernel == "cudnn"
+    hopper, blackwell = efficiency_for(GPUS["h100-sxm"]), efficiency_for(GPUS["b200"])
+    assert hopper.attention("cudnn", True) == hopper.attention("fa3", True) != hopper.attention("fa2", True)
+    assert blackwell.attention("cudnn", False) == blackwell.attention("fa2", False)
     with pytest.raises(SpecError, match="job.attention_kernel"):  # asked for outright: not silently fa2
         load_spec({"cluster": "dgx-b200-superpod", "model": "llama3-8b", "job": JOB,
                    "software": {"base": "unknown", "attention": "fa3"}})

@@ -177,7 +177,7 @@ def test_ep_on_a_dense_model_is_a_one_line_error(cli, tmp_path):
 def test_a_staged_moe_search_finds_the_exhaustive_best():
     """An MoE search refines EP, then expert TP and the rank order, on the best layouts of a first
     pass: on Mixtral's 256 GPUs over 3 TP x 3 PP x 2 v x 2 micro-batch x 2 recompute x 4 EP
-    degrees its fastest six fitting layouts are the exhaustive search's, in order, from under half
+    degrees its fastest ten fitting layouts are the exhaustive search's, in order, from under half
     the layouts."""
     spec = load_spec(MOE)
     space = dict(tp=(1, 2, 4), cp=(1,), pp=(1, 2, 4), virtual_stages=(1, 2), micro_batch=(1, 2),
@@ -191,9 +191,9 @@ def test_a_staged_moe_search_finds_the_exhaustive_best():
         return (r["tp"], r["pp"], r["ep"], r["etp"], tuple(r["parallel_order"]), r["virtual_stages"],
                 r["micro_batch"], r["recompute"], r["step_time_s"])
 
-    assert [key(r) for r in staged["rows"][:6]] == [key(r) for r in every["rows"][:6]]
+    assert [key(r) for r in staged["rows"][:10]] == [key(r) for r in every["rows"][:10]]
     # a layout whose first expert choice does not fit is refined from the choice that does
-    assert any(r["ep"] == 4 and r["etp"] == 2 for r in staged["rows"][:6])
+    assert any(r["ep"] == 4 and r["etp"] == 2 for r in staged["rows"][:10])
 
 
 def test_search_cli_exhaustive_switch(cli, tmp_path):

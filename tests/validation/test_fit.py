@@ -288,7 +288,7 @@ def test_tflops_per_gpu_runs_become_step_times(tmp_path):
     ({"runs": []}, ["runs.yaml"], "non-empty list"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--params", "tensor_core"], "--params"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--params",
-     "kernel_gap_s,step_overhead_s,collective_in_situ,tensor_core_in_situ,attention_in_situ"], "one to 4"),
+     "kernel_gap_s,step_overhead_s,collective_in_situ,tensor_core_in_situ,attention_in_situ,gpu_speed_cv"], "one to 5"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--write-catalog"], "--write-catalog"),
     ({"runs": [{"spec": "job.yaml", "step_time_s": 1}]}, ["runs.yaml", "--stack", " "], "--stack"),
     ({"runs": [{"name": "a", "spec": "job.yaml", "step_time_s": 1},

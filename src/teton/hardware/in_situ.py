@@ -71,6 +71,12 @@ PARAMETERS: dict[str, InSituParameter] = {p.key: p for p in (
         "attention kernels' throughput inside a job relative to the tensor-core factor above (flash "
         "attention's benchmark, or the unfused batched GEMMs of Megatron's core attention)"),
     InSituParameter(
+        "cudnn_attention_in_situ", "family", (0.3, 1.0), 1.0, "fraction of the flash figures",
+        "throughput of cuDNN's fused attention (Transformer Engine's FusedAttention, ``software.attention: "
+        "cudnn``) inside a job, as a fraction of the flash-attention figures the catalog prices it at "
+        "(FlashAttention-3's on Hopper, the Blackwell cuDNN figure, else FlashAttention-2's): a different "
+        "kernel from the benchmarked one, for which no public cuDNN attention sweep is in the catalog"),
+    InSituParameter(
         "kernel_gap_s", "global", (0.0, 100e-6), 0.0, "seconds per kernel",
         "idle GPU time per kernel of an eager framework (launch, cross-stream event waits, the tail of "
         "one kernel before the next fills the SMs), which back-to-back microbenchmarks never see"),

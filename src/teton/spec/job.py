@@ -77,7 +77,10 @@ class JobSpec(Section):
     recompute_interval: int = Field(default=RECOMPUTE_INTERVAL_DEFAULT, ge=1)
     sequence_parallel: bool = True
     flash_attention: bool = True
-    attention_kernel: Literal["fa2", "fa3"] = "fa2"  # FlashAttention-2, or -3 (Hopper only)
+    # FlashAttention-2, -3 (Hopper only), or cuDNN's fused attention (Transformer Engine's
+    # FusedAttention: priced at FA3's figures where the GPU has them, else FA2's, times the fitted
+    # cudnn_attention_in_situ; teton.engine.compute)
+    attention_kernel: Literal["fa2", "fa3", "cudnn"] = "fa2"
     # elementwise kernels: fused (Megatron/TE/torch.compile) or eager PyTorch (HF reference code)
     kernel_fusion: Literal["fused", "eager"] = "fused"
     # DualPipe (DeepSeek-V3): bidirectional, two mirrored stages per rank (teton.workload.dualpipe)

@@ -331,7 +331,7 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
     software = _build(SoftwareSpec, "software",
                       _resolve_named("software", data.get("software") or "unknown", SOFTWARE_PRESETS, base_dir),
                       path, where)
-    job, defaults = _build_job(data["job"], software, cluster, path, where)
+    job, defaults = _build_job(data["job"], software, path, where)
     network = _build(NetworkSpec, "network", {} if data.get("network") is None else data["network"], path, where)
     try:
         job = check_job(job, model, cluster)
@@ -368,12 +368,10 @@ def _section_file(value: Any, base_dir: Path | None, field: str) -> Any:
     return read_file(path)
 
 
-def _build_job(fields: Any, software: SoftwareSpec, cluster: ClusterSpec, path: Path | None, where
+def _build_job(fields: Any, software: SoftwareSpec, path: Path | None, where
                ) -> tuple[JobSpec, tuple[str, ...]]:
     """(job, the job fields it did not give): the job as given, with the software stack's
     defaults for the framework fields it leaves out (``SoftwareSpec.job_defaults``)."""
-    from teton.hardware import efficiency_for
-
     if isinstance(fields, dict) and "software" in fields:  # a resolved job handed back (a dumped spec)
         given = fields["software"]
         carried = given if isinstance(given, SoftwareSpec) else _build(SoftwareSpec, "job.software", given, path, where)
@@ -384,7 +382,7 @@ def _build_job(fields: Any, software: SoftwareSpec, cluster: ClusterSpec, path: 
         return job, job_defaults(job)
     job = _build(JobSpec, "job", fields, path, where)
     defaults = job_defaults(job)  # before check_job fills dp in
-    stack = software.job_defaults(efficiency_for(cluster.gpu_spec).attn_fa3_fwd is not None, job.precision)
+    stack = software.job_defaults(job.precision)
     fill = {k: v for k, v in stack.items() if f"job.{k}" in defaults}
     return _build(JobSpec, "job", {**fields, **fill, "software": software}, path, where), defaults
 

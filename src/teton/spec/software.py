@@ -42,8 +42,9 @@ class SoftwareSpec(Section):
     # elementwise kernels fused (Megatron / TE / torch.compile) or run op by op (reference PyTorch)
     elementwise: Literal["fused", "eager"] = "fused"
     # attention kernel: unfused (s x s scores in HBM, Megatron 2021-22), FlashAttention-2, -3, or
-    # cuDNN's fused attention (TE's FusedAttention; priced at FlashAttention-3's figures on Hopper,
-    # FlashAttention-2's elsewhere)
+    # cuDNN's fused attention (TE's FusedAttention; job.attention_kernel cudnn: priced at
+    # FlashAttention-3's figures on Hopper, FlashAttention-2's elsewhere, times the fitted
+    # cudnn_attention_in_situ)
     attention: Literal["unfused", "fa2", "fa3", "cudnn"] = "fa2"
     tp_comm_overlap: Literal["none", "bwd", "full"] = "none"  # job.tp_overlap
     cp_comm: Literal["all_gather", "ring"] = "all_gather"  # job.cp_algo
@@ -113,15 +114,14 @@ class SoftwareSpec(Section):
     cpu_offload_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     description: str = ""
 
-    def job_defaults(self, has_fa3: bool, precision: str = "bf16") -> dict:
-        """The job fields this stack sets the defaults of (``has_fa3``: the GPU has FlashAttention-3
-        figures, so cuDNN's fused attention is priced at them; ``precision``: the job's). An NVFP4
+    def job_defaults(self, precision: str = "bf16") -> dict:
+        """The job fields this stack sets the defaults of (``precision``: the job's). An NVFP4
         job runs the TP collectives without the userbuffers overlap: Transformer Engine 2.9's
         userbuffers take fp8 and MXFP8 quantisers only (``pytorch/module/base.py``,
         ``fill_userbuffers_buffer_for_all_gather``: "Unsupported quantizer for Userbuffers"), and
         every NVFP4 recipe of Megatron-Bridge 0.6 sets ``tp_comm_overlap = False``; what remains is
         TE's async backward gathers and scatters (``bwd``)."""
-        kernel = {"fa3": "fa3", "cudnn": "fa3" if has_fa3 else "fa2"}.get(self.attention, "fa2")
+        kernel = {"fa3": "fa3", "cudnn": "cudnn"}.get(self.attention, "fa2")
         nvfp4 = precision == "fp8" and self.fp8_recipe == "nvfp4"
         tp_overlap = "bwd" if nvfp4 and self.tp_comm_overlap == "full" else self.tp_comm_overlap
         return {"kernel_fusion": self.elementwise, "flash_attention": self.attention != "unfused",

@@ -47,13 +47,15 @@ from teton.validation.surrogate import (
 
 # The parameters teton keeps, per (stack, family), on the training sets' evidence (``teton fit
 # --candidates``; docs/fidelity.md): tensor-core throughput (prior per GPU family), collective
-# bandwidth and the MXFP8 and NVFP4 GEMMs' throughput (one value each for every stack and family)
-# inside a job, relative to the microbenchmarks. A recipe's factor acts on that recipe's runs alone
-# (``engine.compute.in_situ_acts_on``), so a run's surrogate varies at most three of them.
-KEPT = ("tensor_core_in_situ", "collective_in_situ", "mxfp8_gemm_in_situ", "nvfp4_gemm_in_situ")
-MAX_PARAMETERS = 4
+# bandwidth, the MXFP8 and NVFP4 GEMMs' and cuDNN attention's throughput (one value each for every
+# stack: the collective and MXFP8 one for every family too) inside a job, relative to the
+# microbenchmarks. A kernel's factor acts on the runs of that kernel alone
+# (``engine.compute.in_situ_acts_on``), so a run's surrogate varies at most four of them.
+KEPT = ("tensor_core_in_situ", "collective_in_situ", "mxfp8_gemm_in_situ", "nvfp4_gemm_in_situ",
+        "cudnn_attention_in_situ")
+MAX_PARAMETERS = 5
 # keys every stack shares (one value per prior group, no per-stack deviation), on the evidence
-SHARED: tuple[str, ...] = ("collective_in_situ", "mxfp8_gemm_in_situ", "nvfp4_gemm_in_situ")
+SHARED: tuple[str, ...] = ("collective_in_situ", "mxfp8_gemm_in_situ", "nvfp4_gemm_in_situ", "cudnn_attention_in_situ")
 
 
 def check_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
