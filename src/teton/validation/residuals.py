@@ -84,6 +84,7 @@ CANDIDATE_SETS: tuple[tuple[str, ...], ...] = (
     ("tensor_core_in_situ", "collective_in_situ"),
     ("tensor_core_in_situ", "collective_in_situ", "mxfp8_gemm_in_situ"),
     ("tensor_core_in_situ", "collective_in_situ", "mxfp8_gemm_in_situ", "nvfp4_gemm_in_situ"),
+    ("tensor_core_in_situ", "collective_in_situ", "mxfp8_gemm_in_situ", "nvfp4_gemm_in_situ", "cudnn_attention_in_situ"),
     ("tensor_core_in_situ", "attention_in_situ", "collective_in_situ"),
     ("tensor_core_in_situ", "collective_in_situ", "kernel_gap_s"),
     ("tensor_core_in_situ", "collective_in_situ", "step_overhead_s"),
