@@ -17,8 +17,9 @@ KERNEL_FACTORS = RECIPE_FACTORS | {"cudnn_attention_in_situ"}
 
 def in_situ_acts_on(key: str, job) -> bool:
     """Whether the in-situ parameter ``key`` can change ``job``'s step time: a block-scaled recipe's
-    GEMM factor only that of an fp8 job under that recipe (:meth:`ComputeModel.gemm_roofline_s`);
-    every other parameter any job's. A fit's surrogate grid and a calibrated band skip the
+    GEMM factor only that of an fp8 job under that recipe (:meth:`ComputeModel.gemm_roofline_s`),
+    cuDNN's attention factor only that of a job running cuDNN's flash kernel
+    (:meth:`ComputeModel.attention_s`); every other parameter any job's. A fit's surrogate grid and a calibrated band skip the
     simulations of a parameter that cannot act."""
     if key == "cudnn_attention_in_situ":
         return job.flash_attention and job.attention_kernel == "cudnn"
@@ -38,12 +39,14 @@ class ComputeModel:
     """Times ``ComputeOp`` s on ``gpu``.
 
     GEMM:      t = max(F / (P_prec * egemm(m, n, k) * r), B / (BW * e_mem))   (see hardware.efficiency)
-    attention: t = max(F / (P_bf16 * e_attn(pass) * f(s_kv) * r * a), B / (BW * e_mem)),
+    attention: t = max(F / (P_bf16 * e_attn(pass) * f(s_kv) * r * a * c), B / (BW * e_mem)),
                f(s) = s/(s + S_HALF) / (16384/(16384 + S_HALF)), s_kv the job's sequence or the op's window
     r = sustained / burst x in-situ tensor-core throughput (``Efficiency.tensor_core``), times the
         in-situ ``mxfp8_gemm_in_situ`` / ``nvfp4_gemm_in_situ`` for a GEMM under that block-scaled
         recipe (``Fp8Recipe.gemm_in_situ``);
-    a = the in-situ attention factor (``Efficiency.attention_in_situ``, unfused attention too).
+    a = the in-situ attention factor (``Efficiency.attention_in_situ``, unfused attention too);
+    c = cuDNN's fused attention against the flash figures it is priced at
+        (``Efficiency.cudnn_attention_in_situ``) for ``attention_kernel: cudnn``, else 1.
     A GEMM that accumulates into its output (beta = 1) adds the rest of its C traffic after the
     main loop (``epilogue_s``). Every kernel is followed by the in-situ idle gap ``kernel_gap_s``
     (0 in the burst profile).
@@ -111,7 +114,8 @@ class ComputeModel:
     def attention_s(self, op: ComputeOp) -> float:
         """Flash attention: ``flops / (peak * e_attn(pass) * s/(s + S_HALF) / norm)``, the kernel
         benchmark's efficiency at the job's key length (``op.n`` where set: a windowed layer's
-        window), and no faster than its HBM bytes (a window's few keys, Mamba-2's scan). Unfused attention (``op.k`` = head dim):
+        window), times cuDNN's fitted factor for ``attention_kernel: cudnn`` (the class docstring's
+        ``c``), and no faster than its HBM bytes (a window's few keys, Mamba-2's scan). Unfused attention (``op.k`` = head dim):
         batched GEMMs on the GEMM curve, half shaped like Q K^T (m, n = keys, k = head dim) and half
         like P V (m, n = head dim, k = keys)."""
         if op.k:

@@ -115,7 +115,9 @@ class SoftwareSpec(Section):
     description: str = ""
 
     def job_defaults(self, precision: str = "bf16") -> dict:
-        """The job fields this stack sets the defaults of (``precision``: the job's). An NVFP4
+        """The job fields this stack sets the defaults of (``precision``: the job's): a cuDNN stack
+        runs ``attention_kernel: cudnn`` (priced by ``engine.compute`` at the GPU's flash figures
+        times the fitted ``cudnn_attention_in_situ``), a FlashAttention one its own. An NVFP4
         job runs the TP collectives without the userbuffers overlap: Transformer Engine 2.9's
         userbuffers take fp8 and MXFP8 quantisers only (``pytorch/module/base.py``,
         ``fill_userbuffers_buffer_for_all_gather``: "Unsupported quantizer for Userbuffers"), and

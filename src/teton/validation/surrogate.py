@@ -25,7 +25,7 @@ import numpy as np
 from teton.hardware.in_situ import PARAMETERS
 from teton.memo import cached
 
-GRID = {1: 9, 2: 7, 3: 5, 4: 4, 5: 4}  # grid points per parameter, by the parameters acting on the run
+GRID = {1: 9, 2: 7, 3: 5, 4: 4, 5: 4}  # grid points per parameter, by how many parameters act on the run
 DEGREE = {1: 6, 2: 4, 3: 3, 4: 3, 5: 3}  # total degree, by the number of parameters fitted
 # A kernel's own factor (a recipe's GEMMs, cuDNN's attention) scales a few ops' time, almost
 # log-linearly: three points and a quadratic along it carry it, where GRID's density would multiply
@@ -61,6 +61,7 @@ def _unit(keys: tuple[str, ...], z: np.ndarray, acting: np.ndarray | None) -> np
 
 
 def _factor(key: str) -> bool:
+    """Whether ``key`` is one kernel's own factor (``engine.compute.KERNEL_FACTORS``)."""
     from teton.engine.compute import KERNEL_FACTORS
 
     return key in KERNEL_FACTORS
