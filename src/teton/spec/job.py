@@ -11,6 +11,7 @@ from teton.errors import SpecError
 from teton.hardware import GPUS
 from teton.hardware.efficiency import cluster_efficiency
 from teton.memo import IdentityMemo
+from teton.spec import pipeline_layout
 from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
 from teton.spec.headroom import HeadroomSpec
@@ -106,6 +107,11 @@ class JobSpec(Section):
     # the output head and multi-token prediction on the last stage, DualPipe's mirrored pairs), the
     # middle stages even (teton.workload.pipeline.balanced_ends); pipelines of one chunk per rank
     pp_split: Literal["even", "balanced"] = "even"
+    # The layers of every virtual stage, in Megatron-Core's --pipeline-model-parallel-layout
+    # syntax (e.g. DeepSeek-V3's "Et*4|(t*4|)*14tmL": E embedding, t layer, m multi-token
+    # prediction, L loss; teton.spec.pipeline_layout); the embedding opens the first stage, the
+    # loss closes the last
+    pp_layout: str | None = Field(default=None, min_length=1, max_length=4096)
     # Without sequence parallelism, each TP rank sends only its 1/tp slice of the (replicated)
     # hidden state to the next stage, which all-gathers it over NVLink (Megatron-LM's
     # scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, Sec. 4.1). Off: every TP rank
@@ -167,6 +173,8 @@ class JobSpec(Section):
             self._check_stage_layers()
         if self.pp_split == "balanced":
             self._check_balanced()
+        if self.pp_layout is not None:
+            self._check_pp_layout()
         if self.recompute_modules is not None and self.recompute != "selective":
             raise SpecError("job.recompute_modules", list(self.recompute_modules),
                             f"only applies to job.recompute = selective (is {self.recompute})")
@@ -196,6 +204,17 @@ class JobSpec(Section):
             if bad(value):
                 raise SpecError(field, value, "job.pp_split = balanced picks the end stages' layers itself, with one "
                                 "chunk per rank: leave this out")
+
+    def _check_pp_layout(self) -> None:
+        pipeline_layout.parse(self.pp_layout)
+        for field, value, bad in (("job.pp_first_stage_layers", self.pp_first_stage_layers, lambda v: v is not None),
+                                  ("job.pp_last_stage_layers", self.pp_last_stage_layers, lambda v: v is not None),
+                                  ("job.pp_embedding_slots", self.pp_embedding_slots, bool),
+                                  ("job.pp_split", self.pp_split, lambda v: v != "even"),
+                                  ("job.pp_schedule", self.pp_schedule, lambda v: v == "dualpipe")):
+            if bad(value):
+                raise SpecError(field, value, "job.pp_layout places every stage's layers itself: leave this out "
+                                "(or the layout)")
 
     def _check_dualpipe(self) -> None:
         why = "with job.pp_schedule = dualpipe"

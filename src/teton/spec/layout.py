@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from teton.errors import SpecError
+from teton.spec.pipeline_layout import stage_layers
 
 if TYPE_CHECKING:
     from teton.spec.model import ModelSpec
@@ -273,6 +274,8 @@ class Layout:
             raise SpecError("job.pp", self.pp,
                             f"pp*virtual_stages = {self.chunks} exceeds the model's {model.layers} layers")
         self._check_stage_layers(job, model)
+        if job.pp_layout is not None:
+            stage_layers(job.pp_layout, self.pp, self.virtual_stages, model.layers, model.mtp_depth)
         if self.seq_len % (2 * self.cp) and self.cp > 1:
             raise SpecError("job.seq_len", self.seq_len,
                             f"must be divisible by 2*cp = {2 * self.cp} (load-balanced chunks)")

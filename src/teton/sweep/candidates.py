@@ -148,7 +148,8 @@ def _layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple
             pp_round=lay.pp_round if own_pipeline else None,
             pp_embedding_slots=job.pp_embedding_slots and pp > 1,
             # the job's uneven stage sizes belong to its own pipeline only
-            **({} if own_pipeline else {"pp_first_stage_layers": None, "pp_last_stage_layers": None}))
+            **({} if own_pipeline else {"pp_first_stage_layers": None, "pp_last_stage_layers": None,
+                                        "pp_layout": None}))
 
 
 def _every_choice(spec: Spec, space: SearchSpace, updates, degrees: tuple[int, int, int], refused: set[tuple],
@@ -216,7 +217,7 @@ SAVER_FIELDS = frozenset({"job.recompute", "job.recompute_interval", "job.recomp
 # choice, not a saver): a refusal naming one refuses every candidate of the layout.
 DEGREE_FIELDS = frozenset({"job.dp", "job.tp", "job.pp", "job.virtual_stages", "job.seq_len", "job.micro_batch",
                            "job.global_batch", "job.global_batch_tokens", "job.pp_round", "job.pp_first_stage_layers",
-                           "job.pp_last_stage_layers"})
+                           "job.pp_last_stage_layers", "job.pp_layout"})
 WHOLE_LAYOUT = "whole layout"  # the mark in ``refused`` of a layout a degree rule refuses
 
 

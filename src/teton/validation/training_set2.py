@@ -238,6 +238,27 @@ def _model(row: PublishedRow) -> str | dict:
 MODEL_QUALIFIERS = {"(tokendrop)": {"capacity_factor": 1.0, "pad_to_capacity": True}, "(w/o MTP)": {"mtp_depth": 0}}
 
 
+# DeepSeek-V3's pipeline layouts by the number of virtual stages (pp x vp), as NVIDIA's DeepSeek-V3
+# recipes set them: NeMo 2.4.0 scripts/performance/llm/pretrain_deepseek_v3.py's map_pp_vp_to_layout
+# and Megatron-Bridge 0.2.0rc6 ... 0.6.2's set_deepseek_v3_pipeline_model_parallel_layout (the same
+# map: (4, 1); (8, 1) and (4, 2); (16, 1), (8, 2) and (4, 4); Megatron-Bridge 0.6.2's GB300 recipes
+# write PP 2 x VP 8 as the same sixteen stages, "Et*4|(t*4|)*14tmL"): the embedding with the first
+# layers, the MTP module and loss with the last, the stages between even
+DEEPSEEK_V3_LAYOUTS = {4: "Et*16|t*16|t*16|t*13{last}", 8: "Et*8|(t*8|)*6t*5{last}", 16: "Et*4|(t*4|)*14t{last}"}
+
+
+def deepseek_v3_layout(row: PublishedRow) -> str | None:
+    """The recipe's ``job.pp_layout`` of a DeepSeek-V3 row (:data:`DEEPSEEK_V3_LAYOUTS`), None for
+    another model or a stage count the recipes do not map (Megatron-Core's even split)."""
+    if MODELS.get(row.base_model) != "deepseek-v3" or row.source not in "CD":
+        return None
+    stages = (row.pp or 1) * (row.vp or 1)
+    if stages not in DEEPSEEK_V3_LAYOUTS:
+        return None
+    mtp = "" if "(w/o MTP)" in row.model else "m"
+    return DEEPSEEK_V3_LAYOUTS[stages].format(last=mtp + "L")
+
+
 def _cluster(row: PublishedRow) -> str:
     name = SYSTEMS[row.system]
     return "dgx-h100-superpod-8k" if name == "dgx-h100-superpod" and (row.gpus or 0) > 1024 else name
@@ -280,6 +301,9 @@ def row_spec(row: PublishedRow, recompute: str | tuple[str, ...] = "none", offlo
         # (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split): the only
         # reading under which their PP x VP (8 x 8, 16 x 8, 8 x 4) divides the layers
         job["pp_embedding_slots"] = True
+    layout = deepseek_v3_layout(row)
+    if layout is not None:
+        job["pp_layout"] = layout
     if isinstance(recompute, tuple):
         job["recompute_modules"] = list(recompute)
     software = {"base": stack} if recipe is None else {"base": stack, "fp8_recipe": recipe}

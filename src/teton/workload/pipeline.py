@@ -9,6 +9,7 @@ import numpy as np
 from teton.memo import cached
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
+from teton.spec.pipeline_layout import stage_layers
 from teton.workload.dualpipe import held_per_rank
 
 
@@ -43,10 +44,13 @@ class PipelineSplit:
 
 def split_layers(model: ModelSpec, job: JobSpec) -> PipelineSplit:
     """The job's split (:func:`_split_layers`): ``virtual_stages`` chunks per rank under the
-    interleaved schedule, else one; under DualPipe the (p, 1) split of the model's stages, marked
-    ``mirrored`` (each rank also holds stage p-1-r)."""
+    interleaved schedule, else one; the stages ``job.pp_layout`` names where it is given; under
+    DualPipe the (p, 1) split of the model's stages, marked ``mirrored`` (each rank also holds
+    stage p-1-r)."""
     lay = job.layout
     v = lay.virtual_stages if job.pp_schedule == "interleaved" else 1
+    if job.pp_layout is not None:
+        return PipelineSplit(_given_split(job.pp_layout, lay.pp, v, model.layers, model.mtp_depth))
     dual = job.pp_schedule == "dualpipe"
     ends = (job.pp_first_stage_layers, job.pp_last_stage_layers)
     if job.pp_split == "balanced" and v == 1 and lay.pp > 2:
@@ -79,6 +83,14 @@ def balanced_ends(model: ModelSpec, p: int, seq_len: int, mirrored: bool) -> tup
             if best is None or key[:2] < best[:2]:
                 best = key
     return best[2]
+
+
+@cached(256)
+def _given_split(layout: str, p: int, v: int, layers: int, mtp_depth: int) -> np.ndarray:
+    """The split ``job.pp_layout`` names (Megatron-Core's layout string)."""
+    out = stage_layers(layout, p, v, layers, mtp_depth)
+    out.flags.writeable = False
+    return out
 
 
 @cached(1024)

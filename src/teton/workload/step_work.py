@@ -175,7 +175,7 @@ def step_work(model: ModelSpec, job: JobSpec) -> StepWork:
 _NOT_IN_BLOCKS = frozenset({
     "gpus", "pp", "dp", "global_batch", "global_batch_tokens", "attention_kernel", "pp_schedule",
     "virtual_stages", "pp_round", "pp_embedding_slots", "pp_first_stage_layers", "pp_last_stage_layers", "pp_split",
-    "pp_scatter_gather", "pp_p2p", "zero", "overlap_dp_comm",
+    "pp_layout", "pp_scatter_gather", "pp_p2p", "zero", "overlap_dp_comm",
     "overlap_param_gather", "grad_reduce", "placement", "parallel_order", "recompute_interval",
 })
 _BLOCKS = ValueMemo(8192)  # by the block fields

@@ -127,6 +127,9 @@ def _layout(m: Mapper) -> None:
                         ("--decoder-last-pipeline-num-layers", "job.pp_last_stage_layers")):
         if m.has(flag):
             m.put(field, as_int(flag, m.get(flag), minimum=0), flag, m.get(flag), "the stage's layers; the middle stages share the rest")
+    if m.has("--pipeline-model-parallel-layout"):
+        m.put("job.pp_layout", m.get("--pipeline-model-parallel-layout"), "--pipeline-model-parallel-layout",
+              m.get("--pipeline-model-parallel-layout"), "every virtual stage's layers (Megatron-Core's syntax)")
     if m.get("--account-for-embedding-in-pipeline-split") and m.get("--account-for-loss-in-pipeline-split"):
         m.put("job.pp_embedding_slots", True, "--account-for-embedding-in-pipeline-split", True,
               "with --account-for-loss-in-pipeline-split: each takes one layer's slot")
