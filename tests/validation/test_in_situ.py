@@ -57,6 +57,9 @@ def test_blackwell_has_its_own_values_and_a_family_without_runs_borrows(monkeypa
     ("cluster.efficiency.profile=bursty", "cluster.efficiency.profile"),
     ("cluster.efficiency.tensor_core_in_situ=3", "cluster.efficiency.tensor_core_in_situ"),
     ("cluster.efficiency.kernel_gap_s=1", "seconds per kernel"),
+    # an in-situ fraction stays inside the box its fit searches, not any fraction of peak
+    ("cluster.efficiency.cudnn_attention_in_situ=1.5", "fraction of the flash figures in [0.3, 1]"),
+    ("cluster.efficiency.tensor_core_in_situ=0.1", "fraction of burst in [0.5, 1]"),
     ("cluster.efficiency.band_low=2", "cluster.efficiency.band_low"),
     ("cluster.efficiency.in_situ=0.9", "unknown"),
 ])

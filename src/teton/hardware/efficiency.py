@@ -279,7 +279,9 @@ def family_of(gpu: GPU) -> str:
 def with_overrides(eff: Efficiency, overrides: dict[str, float | str] | None) -> Efficiency:
     """``eff`` with a cluster spec's ``efficiency:`` overrides applied (``gemm_<prec>`` sets the
     MAMF of that precision; the others replace the field of the same name; ``profile`` and the
-    band keys are read by :func:`cluster_efficiency` and the engine)."""
+    band keys are read by :func:`cluster_efficiency` and the engine). A microbenchmark figure is a
+    fraction of peak in (0, 2]; an in-situ value must lie in its parameter's fit bounds
+    (``teton.hardware.in_situ``), the box ``teton fit`` searches."""
     if not overrides:
         return eff
     from dataclasses import replace
@@ -305,7 +307,7 @@ def with_overrides(eff: Efficiency, overrides: dict[str, float | str] | None) ->
                             f"{', '.join((*OVERRIDE_KEYS, 'profile', *BAND_KEYS, 'sd_<parameter>', 'corr_<a>__<b>'))}")
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         param = IN_SITU_PARAMETERS.get(key)
-        if param is not None and param.burst == 0.0:  # a duration, not a fraction of peak
+        if param is not None:  # an in-situ value: within the box its fit searches
             lo, hi = param.bounds
             if not (number and lo <= value <= hi):
                 raise SpecError(f"cluster.efficiency.{key}", value, f"must be {param.unit} in [{lo:g}, {hi:g}]")

@@ -173,7 +173,8 @@ def layer_comparison(layer: dict, provenance: dict, default_gpu: str, overrides:
 
 def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
     """A cluster spec mapping: the preset with ``overrides`` merged over its own ``efficiency``,
-    validated as every spec is (unknown keys and values outside (0, 2] are one-line errors)."""
+    validated as every spec is (unknown keys, microbenchmark figures outside (0, 2] and in-situ
+    values outside their fit bounds are one-line errors)."""
     from teton.hardware import cluster_efficiency
     from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 
