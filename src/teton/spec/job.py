@@ -11,12 +11,12 @@ from teton.errors import SpecError
 from teton.hardware import GPUS
 from teton.hardware.efficiency import cluster_efficiency
 from teton.memo import IdentityMemo
-from teton.spec import pipeline_layout
 from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
 from teton.spec.headroom import HeadroomSpec
 from teton.spec.layout import BASE_AXES, Layout, data_parallel_degree, default_order
 from teton.spec.model import ModelSpec
+from teton.spec.pipeline_layout import parse as parse_pp_layout
 from teton.spec.software import SoftwareSpec
 
 RECOMPUTE_INTERVAL_DEFAULT = 2  # job.recompute_interval (torchtitan's selective_ac_option default "2")
@@ -206,7 +206,7 @@ class JobSpec(Section):
                                 "chunk per rank: leave this out")
 
     def _check_pp_layout(self) -> None:
-        pipeline_layout.parse(self.pp_layout)
+        parse_pp_layout(self.pp_layout)
         for field, value, bad in (("job.pp_first_stage_layers", self.pp_first_stage_layers, lambda v: v is not None),
                                   ("job.pp_last_stage_layers", self.pp_last_stage_layers, lambda v: v is not None),
                                   ("job.pp_embedding_slots", self.pp_embedding_slots, bool),

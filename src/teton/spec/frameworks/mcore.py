@@ -127,6 +127,21 @@ def recompute(m: Mapper, keys: tuple[str, str, str], layers_per_chunk: int | Non
                     "groups of layers and partial blocks keep other activations (not modelled)")
 
 
+def pipeline_split(m: Mapper, first: str, last: str, layout: str, slots: tuple[str, str]) -> None:
+    """The stages' layers Megatron-Core is told, under the framework's names: the first / last
+    stage's (``num_layers_in_first_pipeline_stage`` / ``_last_``; the middle stages share the rest),
+    every stage's (``pipeline_model_parallel_layout``: ``job.pp_layout``), or the embedding and the
+    loss each taking a layer's slot (``account_for_embedding_in_pipeline_split`` and
+    ``account_for_loss_in_pipeline_split``, both: ``job.pp_embedding_slots``)."""
+    for key, field in ((first, "job.pp_first_stage_layers"), (last, "job.pp_last_stage_layers"), (layout, "job.pp_layout")):
+        if m.has(key):
+            raw = m.get(key)
+            value = raw if field == "job.pp_layout" else as_int(key, raw, minimum=0)
+            m.put(field, value, key, raw, "the stages' layers, as Megatron-Core splits them")
+    if all(m.get(k) for k in slots):
+        m.put("job.pp_embedding_slots", True, slots[0], True, f"with {slots[1]}: each takes one layer's slot")
+
+
 def fp8_recipe(m: Mapper, key: str, raw: Any) -> None:
     """Megatron-Core / NeMo ``fp8_recipe`` names -> teton's software.fp8_recipe."""
     recipe = choice(key, raw, {"delayed": "delayed", "tensorwise": "current", "mxfp8": "mxfp8",

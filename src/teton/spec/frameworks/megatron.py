@@ -1,11 +1,11 @@
 """Megatron-LM: a ``pretrain_gpt.py`` argument list (megatron/training/arguments.py), optionally
 under ``torchrun --nnodes N --nproc-per-node G``, in a launch script or an argument file.
 
-Flags take Megatron-LM's defaults when absent, as ``arguments.py`` sets them: no sequence
-parallelism, no distributed optimizer, no DP overlap, GELU, LayerNorm, learned absolute
-positions, tied embeddings, biases, dropout 0.1, fp32 unless ``--bf16`` / ``--fp16`` /
-``--fp8-format`` (fp32 is an error: teton prices bf16 and fp8). The stack is Megatron-Core with
-Transformer Engine (``megatron-core-0.8``), with what the flags say over it.
+Flags take Megatron-LM's defaults when absent, as ``arguments.py`` sets them: no sequence parallelism,
+no distributed optimizer, no DP overlap, GELU, LayerNorm, learned absolute positions, tied embeddings,
+biases, dropout 0.1, fp32 unless ``--bf16`` / ``--fp16`` / ``--fp8-format`` (fp32 is an error: teton
+prices bf16 and fp8). The stack is Megatron-Core with Transformer Engine (``megatron-core-0.8``), with
+what the flags say over it.
 """
 
 from __future__ import annotations
@@ -123,16 +123,9 @@ def _layout(m: Mapper) -> None:
         raw = m.get("--cp-comm-type")
         m.put("software.cp_comm", choice("--cp-comm-type", raw, {"p2p": "ring", "all_gather": "all_gather"},
                                          "a2a (Ulysses) is not modelled"), "--cp-comm-type", raw)
-    for flag, field in (("--decoder-first-pipeline-num-layers", "job.pp_first_stage_layers"),
-                        ("--decoder-last-pipeline-num-layers", "job.pp_last_stage_layers")):
-        if m.has(flag):
-            m.put(field, as_int(flag, m.get(flag), minimum=0), flag, m.get(flag), "the stage's layers; the middle stages share the rest")
-    if m.has("--pipeline-model-parallel-layout"):
-        m.put("job.pp_layout", m.get("--pipeline-model-parallel-layout"), "--pipeline-model-parallel-layout",
-              m.get("--pipeline-model-parallel-layout"), "every virtual stage's layers (Megatron-Core's syntax)")
-    if m.get("--account-for-embedding-in-pipeline-split") and m.get("--account-for-loss-in-pipeline-split"):
-        m.put("job.pp_embedding_slots", True, "--account-for-embedding-in-pipeline-split", True,
-              "with --account-for-loss-in-pipeline-split: each takes one layer's slot")
+    mcore.pipeline_split(m, "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+                         "--pipeline-model-parallel-layout", ("--account-for-embedding-in-pipeline-split",
+                                                               "--account-for-loss-in-pipeline-split"))
     if m.get("--use-torch-fsdp2"):
         m.put("job.zero", 3, "--use-torch-fsdp2", True, "FSDP2 shards parameters, gradients and optimizer state")
         if m.has("--use-distributed-optimizer"):
