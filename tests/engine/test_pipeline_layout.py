@@ -74,3 +74,20 @@ def test_megatrons_flag_maps_to_the_layout():
 def test_the_cli_names_the_field(cli):
     code, _, err = cli("run", EXAMPLE, "--set", "job.pp_schedule=1f1b", "--set", "job.pp_layout=Et*60|tmL")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "job.pp_layout" in err and "has 2 stages" in err
+
+
+def test_nemos_list_of_layer_names_maps_to_the_layout():
+    """NeMo 2.0's MegatronStrategy (and Megatron-Bridge) write the layout as lists of LayerType names."""
+    from pathlib import Path
+
+    from teton.spec.frameworks import import_config
+
+    stages = [["embedding"] + ["decoder"] * 4] + [["decoder"] * 4] * 18 + [["decoder"] * 4 + ["loss"]]
+    text = Path("tests/data/frameworks/nemo2-llama3-70b.yaml").read_text().replace(
+        "    context_parallel_size: 1\n", f"    context_parallel_size: 1\n    pipeline_model_parallel_layout: {stages}\n")
+    spec, report = import_config(text, "nemo")
+    assert spec["job"]["pp_layout"] == "Etttt|" + "tttt|" * 18 + "ttttL"
+    s = load_spec(spec)
+    assert (step_work(s.model, s.job).split.layers == 4).all()
+    with pytest.raises(SpecError, match="a stage's layers are embedding, decoder, mtp, loss"):
+        import_config(text.replace("'loss'", "'head'"), "nemo")

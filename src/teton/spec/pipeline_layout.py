@@ -23,6 +23,9 @@ from teton.errors import SpecError
 
 FIELD = "job.pp_layout"
 _SYMBOLS = set("EtmL")
+# Megatron-Core's LayerType names (a layout given as a list of stages, each a list of names, as
+# NeMo 2.0's MegatronStrategy and Megatron-Bridge's recipes write it) -> the string's symbols
+_NAMES = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
 _GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
 _REPEAT = re.compile(r"(.)\*(\d+)")
 
@@ -39,6 +42,18 @@ def parse(layout: str) -> list[str]:
         raise SpecError(FIELD, layout, f"has {''.join(bad)!r}: a layout is stages of E, t, m, L separated by |, "
                         "with x*n and (...)*n repeats (Megatron-Core's syntax)")
     return text.split("|")
+
+
+def layout_string(stages, key: str = FIELD) -> str:
+    """A layout given as a list of stages, each a list of LayerType names (``[["embedding",
+    "decoder"], ["decoder", "loss"]]``), in the string syntax (``Et|tL``); ``key`` names it in an
+    error."""
+    if not isinstance(stages, (list, tuple)) or not all(isinstance(s, (list, tuple)) for s in stages):
+        raise SpecError(key, stages, "must be a layout string or a list of stages, each a list of layer names")
+    bad = sorted({str(n) for s in stages for n in s if str(n).strip().lower() not in _NAMES})
+    if bad:
+        raise SpecError(key, stages, f"names {', '.join(bad)}; a stage's layers are {', '.join(_NAMES)}")
+    return "|".join("".join(_NAMES[str(n).strip().lower()] for n in s) for s in stages)
 
 
 def stage_layers(layout: str, pp: int, virtual_stages: int, layers: int, mtp_depth: int) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import Any
 from teton.errors import SpecError
 from teton.spec.frameworks.common import Mapped, Mapper, as_int, choice
 from teton.spec.model import MODEL_PRESETS
+from teton.spec.pipeline_layout import layout_string
 
 KeyOf = Callable[[str], str]
 
@@ -134,10 +135,14 @@ def pipeline_split(m: Mapper, first: str, last: str, layout: str, slots: tuple[s
     loss each taking a layer's slot (``account_for_embedding_in_pipeline_split`` and
     ``account_for_loss_in_pipeline_split``, both: ``job.pp_embedding_slots``)."""
     for key, field in ((first, "job.pp_first_stage_layers"), (last, "job.pp_last_stage_layers"), (layout, "job.pp_layout")):
-        if m.has(key):
-            raw = m.get(key)
-            value = raw if field == "job.pp_layout" else as_int(key, raw, minimum=0)
-            m.put(field, value, key, raw, "the stages' layers, as Megatron-Core splits them")
+        raw = m.get(key)
+        if raw is None:
+            continue
+        if field != "job.pp_layout":
+            value = as_int(key, raw, minimum=0)
+        else:  # NeMo 2.0 / Megatron-Bridge write it as lists of layer names
+            value = raw if isinstance(raw, str) else layout_string(raw, key)
+        m.put(field, value, key, raw, "the stages' layers, as Megatron-Core splits them")
     if all(m.get(k) for k in slots):
         m.put("job.pp_embedding_slots", True, slots[0], True, f"with {slots[1]}: each takes one layer's slot")
 

@@ -128,6 +128,12 @@ def _layout(m: Mapper, *prefixes: str) -> None:
     v = _put_int(m, keys("virtual_pipeline_model_parallel_size"), "job.virtual_stages", "chunks per pipeline rank")
     if v and v > 1:
         m.put("job.pp_schedule", "interleaved", keys("virtual_pipeline_model_parallel_size")[0], v)
+    def given(name: str) -> str:
+        return next((k for k in keys(name) if m.has(k) and m.config[k] is not None), keys(name)[0])
+
+    mcore.pipeline_split(m, given("num_layers_in_first_pipeline_stage"), given("num_layers_in_last_pipeline_stage"),
+                         given("pipeline_model_parallel_layout"), (given("account_for_embedding_in_pipeline_split"),
+                                                                  given("account_for_loss_in_pipeline_split")))
     key, raw = m.first(*keys("sequence_parallel"))
     if key is not None:
         m.put("job.sequence_parallel", as_bool(key, raw), key, raw)
