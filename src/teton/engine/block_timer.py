@@ -32,7 +32,7 @@ from teton.collectives.algorithms import nccl_channels
 from teton.collectives.node_limited import node_limited_all_to_all_s
 from teton.engine.compute import ComputeModel
 from teton.engine.overlap import overlapped_exposed_s, ring_exposed_s
-from teton.hardware.kernels import EAGER_LAUNCH_S, host_copy_bytes_s
+from teton.hardware.kernels import EAGER_KERNEL_GAP_S, EAGER_LAUNCH_S, host_copy_bytes_s
 from teton.memo import IdentityMemo
 from teton.placement import Placement
 from teton.workload.items import Block, Collective, ComputeOp, HostCopy
@@ -123,20 +123,27 @@ class BlockTimer:
         """CPU launches of ``items``: each kernel of a compute op, each collective and host copy."""
         return sum(it.kernels if isinstance(it, ComputeOp) else 1 for it in items)
 
+    @staticmethod
+    def eager_s(launches: int, gpu_s: float) -> float:
+        """What issuing ``launches`` kernels one by one adds to ``gpu_s`` of GPU work: the GPU's idle
+        gap after each (``EAGER_KERNEL_GAP_S``) or, where the CPU is slower, its launch time
+        (``EAGER_LAUNCH_S``): ``max(launches x gap, launches x EAGER_LAUNCH_S - gpu_s)``."""
+        return max(launches * EAGER_KERNEL_GAP_S, launches * EAGER_LAUNCH_S - gpu_s)
+
     def launch_s(self, items, gpu_s: float) -> float:
-        """CPU-bound seconds of an eager pass of ``items`` that keeps the GPU busy ``gpu_s``. With host
-        syncs, the sum over the segments they end of ``max(0, launches x EAGER_LAUNCH_S - segment's
-        GPU time)`` (module docstring), a segment's GPU time being its kernels' and its collectives'
+        """Seconds an eager pass of ``items`` that keeps the GPU busy ``gpu_s`` loses to issuing its
+        kernels one by one (:meth:`eager_s`). With host syncs, the sum of that over the segments
+        they end (module docstring), a segment's GPU time being its kernels' and its collectives'
         exposed time (host copies run on their own stream: ``gpu_s``'s offload is pass-wide)."""
         if not any(isinstance(it, ComputeOp) and it.host_sync for it in items):
-            return max(0.0, self.launches(items) * EAGER_LAUNCH_S - gpu_s)
+            return self.eager_s(self.launches(items), gpu_s)
         excess, segment = 0.0, []
         for i, it in enumerate(items):
             segment.append(it)
             if i == len(items) - 1 or isinstance(it, ComputeOp) and it.host_sync:
                 gpu = sum(self.compute.time_s(x) if isinstance(x, ComputeOp) else self.item_s(x, items)[1]
                           for x in segment if not isinstance(x, HostCopy))
-                excess += max(0.0, self.launches(segment) * EAGER_LAUNCH_S - gpu)
+                excess += self.eager_s(self.launches(segment), gpu)
                 segment = []
         return excess
 

@@ -145,7 +145,7 @@ class ComputeModel:
     def time_s(self, op: ComputeOp) -> float:
         """The op's kernel time plus the in-situ idle gap an eager framework leaves per kernel."""
         if op.kind == "gemm":
-            return self.gemm_s(op) + self.eff.kernel_gap_s
+            return self.gemm_s(op) + op.kernels * self.eff.kernel_gap_s
         if op.kind == "attention":
-            return self.attention_s(op) + self.eff.kernel_gap_s
-        return self.memory_s(op) + self.eff.kernel_gap_s
+            return self.attention_s(op) + op.kernels * self.eff.kernel_gap_s
+        return self.memory_s(op) + op.kernels * self.eff.kernel_gap_s

@@ -78,8 +78,9 @@ PARAMETERS: dict[str, InSituParameter] = {p.key: p for p in (
         "kernel from the benchmarked one, for which no public cuDNN attention sweep is in the catalog"),
     InSituParameter(
         "kernel_gap_s", "global", (0.0, 100e-6), 0.0, "seconds per kernel",
-        "idle GPU time per kernel of an eager framework (launch, cross-stream event waits, the tail of "
-        "one kernel before the next fills the SMs), which back-to-back microbenchmarks never see"),
+        "idle GPU time per kernel beyond the measured eager gap (``hardware.kernels.EAGER_KERNEL_GAP_S``, "
+        "charged to eager passes): cross-stream event waits, the tail of one kernel before the next fills "
+        "the SMs, which back-to-back microbenchmarks never see"),
     InSituParameter(
         "step_overhead_s", "global", (0.0, 2.0), 0.0, "seconds per step",
         "per-step framework work outside the modelled kernels: data loader, logging, gradient-norm and "

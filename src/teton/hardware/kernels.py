@@ -25,6 +25,15 @@ from teton.hardware.storage import d2h_bytes_s_per_gpu
 # between ops). The value is the two traces' mid-point; tests/workload/test_stack_mechanisms.py
 # re-measures both and checks it lies between them.
 EAGER_LAUNCH_S = 13e-6
+# GPU idle time after each kernel of an eager pass whose CPU is ahead (the front end starting the
+# next queued kernel): the 25th percentile of the idle gaps under 1 ms between consecutive kernels
+# on the stream that runs the GEMMs, in the same two traces (``teton.validation.trace``'s gap
+# reader): 3.0 us (a100-16rank-rank0: quartiles 3, 3, 4 us of 7,148 gaps; whole-microsecond
+# timestamps) and 2.0 us (a100-2rank-nccl, whose median, 55 us, is CPU-bound). The two traces'
+# mid-point, as for the launches; tests/workload/test_stack_mechanisms.py re-measures both.
+# ASSUMPTION: the same on Hopper and Blackwell (no trace of theirs is bundled); a CUDA graph's
+# replay is taken to have none.
+EAGER_KERNEL_GAP_S = 2.5e-6
 
 
 # --- cross-entropy ---------------------------------------------------------------------------------
