@@ -24,9 +24,9 @@ def test_lighter_ends_balance_dualpipes_end_ranks():
     multi-token prediction): giving the end stages fewer layers shortens the busiest rank."""
     even = simulate_step(load_spec(EXAMPLE))
     uneven = simulate_step(load_spec(EXAMPLE, ["job.pp_first_stage_layers=3", "job.pp_last_stage_layers=2"]))
-    # about 4 % on this example (the heads' share of a rank's work: its 58 MoE layers' cuDNN
-    # attention at the fitted in-situ value keeps the layers the larger part)
-    assert uneven.step_time_s < 0.97 * even.step_time_s
+    # about 11 % on this example (with its selective recompute the heads weigh more against the
+    # layers than under full recompute, where it was 4-5 %)
+    assert uneven.step_time_s < 0.95 * even.step_time_s
 
 
 @pytest.mark.parametrize("sets, match", [
