@@ -45,6 +45,7 @@ def test_the_recipes_layout_unloads_the_output_heads_stage():
     ("Et*4|(t*4|)*13t*4m|tL", "close with the loss"),
     ("t*4|E(t*4|)*14tmL", "open with the embedding"),
     ("Et*4|(t*4|)*14txL", "has 'x'"),
+    ("E(t*4|)*99999999999tmL", "unrolls to more than"),
 ])
 def test_a_bad_layout_is_a_one_line_error(layout, match):
     with pytest.raises(SpecError, match=match) as err:

@@ -28,15 +28,23 @@ _SYMBOLS = set("EtmL")
 _NAMES = {"embedding": "E", "decoder": "t", "mtp": "m", "loss": "L"}
 _GROUP = re.compile(r"\(([^()]*)\)\*(\d+)")
 _REPEAT = re.compile(r"(.)\*(\d+)")
+MAX_SYMBOLS = 1 << 20  # a layout unrolls to at most this many symbols (a model's layers are fewer)
 
 
 def parse(layout: str) -> list[str]:
     """The layout's stages, each its string of symbols, in virtual-stage order (Megatron-Core's
     ``parse_str_to_list``: groups unrolled first, then single symbols)."""
+    def unroll(g: re.Match) -> str:
+        if len(g.group(1)) * int(g.group(2)) > MAX_SYMBOLS:
+            raise SpecError(FIELD, layout, f"unrolls to more than {MAX_SYMBOLS:,} symbols")
+        return g.group(1) * int(g.group(2))
+
     text = layout.replace(",", "").replace(" ", "")
     while _GROUP.search(text):
-        text = _GROUP.sub(lambda g: g.group(1) * int(g.group(2)), text)
-    text = _REPEAT.sub(lambda g: g.group(1) * int(g.group(2)), text)
+        text = _GROUP.sub(unroll, text)
+        if len(text) > MAX_SYMBOLS:
+            raise SpecError(FIELD, layout, f"unrolls to more than {MAX_SYMBOLS:,} symbols")
+    text = _REPEAT.sub(unroll, text)
     bad = sorted(set(text) - _SYMBOLS - {"|"})
     if bad:
         raise SpecError(FIELD, layout, f"has {''.join(bad)!r}: a layout is stages of E, t, m, L separated by |, "
