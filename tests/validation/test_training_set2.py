@@ -209,3 +209,18 @@ def test_an_moe_row_that_needs_memory_saving_recomputes_the_cheap_modules_first(
     assert cheap_modules(qwen.spec.model) == ("layernorm", "moe_act")  # no MLA
     dense = {unstated_memory_saving(r, row_spec)[0] for r in published_rows() if row_status(r)[0] == JUDGED}
     assert dense <= {"none", "full"} and "full" in dense
+
+
+def test_deepseek_v3_rows_run_their_recipes_pipeline_layout():
+    """NVIDIA's DeepSeek-V3 recipes map PP x VP to a layout (16 stages: the embedding and 4 layers,
+    14 x 4, then one layer with the MTP module and the loss); a row of a stage count the map lacks
+    keeps the even split, and a row without MTP closes with the loss alone."""
+    from teton.workload.pipeline import split_layers
+
+    runs = {r.name: r for r in moe_runs_2() if "deepseekv3" in r.name}
+    gb200 = runs["d-26.02-gb200-deepseekv3-256-mxfp8"].spec  # PP 4 x VP 4
+    assert gb200.job.pp_layout == "Et*4|(t*4|)*14tmL"
+    layers = split_layers(gb200.model, gb200.job).layers
+    assert layers[3, 3] == 1 and layers.sum() == gb200.model.layers and (layers.T.ravel()[:-1] == 4).all()
+    assert runs["d-25.11-gb200-deepseekv3-wo-mtp-256-bf16"].spec.job.pp_layout == "Et*4|(t*4|)*14tL"
+    assert runs["d-25.11-gb200-deepseekv3-wo-mtp-256-fp8-mx"].spec.job.pp_layout is None  # PP 8 x VP 4
