@@ -289,3 +289,24 @@ def test_a_rule_of_the_degrees_alone_refuses_the_layout_once(monkeypatch):
     monkeypatch.setattr(candidates, "DEGREE_FIELDS", frozenset())
     assert (layouts(False), layouts(True)) == fast
     assert fast[0]
+
+
+def test_a_staged_search_simulates_each_layout_once_and_counts_the_rest_dominated(monkeypatch):
+    """Every valid layout of a staged MoE search is simulated once or counted dominated: the EP
+    pass's dominated savers are counted too (they were dropped uncounted), and a candidate that two
+    of the best layouts both propose at some EP is simulated once."""
+    import teton.sweep.search as search
+    from teton.sweep.candidates import _candidates
+
+    calls = []
+    real = search.simulate_step
+    monkeypatch.setattr(search, "simulate_step", lambda s: calls.append(search._identity(s)) or real(s))
+    spec = load_spec(MOE)
+    space = SearchSpace(tp=(1, 2, 4), cp=(1,), pp=(1, 2, 4), virtual_stages=(1, 2), micro_batch=(1, 2),
+                        recompute=("none", "selective", "full"), zero=(1, 2))
+    d = search_layouts(spec, space)
+    # simulated once each; the rest of the valid layouts dominated, or (a refinement that does not
+    # fit while the best so far does) counted and left unsimulated
+    assert len(calls) == len(set(calls)) <= d["evaluated"] - d["dominated"]
+    first_pass = sum(dominated for _, _, dominated in _candidates(spec, space, True))
+    assert d["dominated"] > first_pass

@@ -116,10 +116,18 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
         for refinements in ((_ep_refinements, _refinements) if staged else ()):
             seen = {_identity(c.spec) for c in ranked}
             best = _sorted(ranked)[:space.refine_top]
-            refine = [(c, fits) for c, fits in refinements(spec, space, best) if _identity(c) not in seen]
+            refine, skipped = [], 0
+            for c, fits, d in refinements(spec, space, best):
+                if _identity(c) in seen:  # simulated already, or proposed by another of the best
+                    continue
+                seen.add(_identity(c))
+                if d:
+                    skipped += 1  # dominated at its EP degree: counted, not simulated
+                else:
+                    refine.append((c, fits))
             # a refinement that does not fit ranks below every layout that does
             more, extra = _simulate(refine, progress, fitting_only or bool(best and best[0].result.fits_in_memory))
-            evaluated, ranked = evaluated + more, ranked + extra
+            evaluated, ranked, dominated = evaluated + more + skipped, ranked + extra, dominated + skipped
         unique, seen_keys = [], set()
         for c in _sorted(ranked):
             lay = c.spec.job.layout
@@ -163,22 +171,23 @@ def _one_layout(c: RankedLayout, space: SearchSpace, **choices) -> SearchSpace:
                           "micro_batch": (lay.micro_batch,), "etp": space.etp, "refine_top": None, **choices})
 
 
-def _ep_refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> Iterator[tuple[Spec, bool | None]]:
-    """(spec, fits) of each of the ``best`` first-pass layouts at every EP degree of the space:
-    there, each memory saver at its first expert choice that fits, the savers dominated at that EP
-    left out (module docstring: pass 2)."""
+def _ep_refinements(spec: Spec, space: SearchSpace,
+                    best: list[RankedLayout]) -> Iterator[tuple[Spec, bool | None, bool]]:
+    """(spec, fits, dominated) of each of the ``best`` first-pass layouts at every EP degree of the
+    space: there, each memory saver at its first expert choice that fits, marked dominated where one
+    of no more work fits at that EP (module docstring: pass 2)."""
     for c in best:
         for ep in ep_degrees(spec, space):
             one = _one_layout(c, space, ep=(ep,), recompute=space.recompute, zero=space.zero)
-            yield from ((x, fits) for x, fits, dominated in _candidates(spec, one, True) if not dominated)
+            yield from _candidates(spec, one, True)
 
 
-def _refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> Iterator[tuple[Spec, None]]:
+def _refinements(spec: Spec, space: SearchSpace, best: list[RankedLayout]) -> Iterator[tuple[Spec, None, bool]]:
     """Every expert TP degree and rank order of each of the ``best`` layouts (module docstring: pass 3)."""
     for c in best:
         j = c.spec.job
         one = _one_layout(c, space, ep=(j.layout.ep,), recompute=(j.recompute,), zero=(j.zero,))
-        yield from ((x, None) for x in candidate_jobs(spec, one) if x.job.grad_reduce_mode == j.grad_reduce_mode)
+        yield from ((x, None, False) for x in candidate_jobs(spec, one) if x.job.grad_reduce_mode == j.grad_reduce_mode)
 
 
 def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
