@@ -446,7 +446,8 @@ def test_a_tiny_eager_model_is_launch_bound_and_cuda_graphs_remove_it():
     assert runs["full"].breakdown["launch_overhead"] == 0
     assert runs["full"].step_time_s == pytest.approx(runs["none"].step_time_s - eager)
     big = teton.simulate(_spec({"global_batch": 4}))
-    # GPU-bound: only the GPU's idle gap after each kernel (2.5 us), not the CPU's launch time
+    # GPU-bound: only the GPU's idle gap after each kernel (2.5 us), not the CPU's launch time;
+    # 2.3 % of compute here (Llama 3 8B at TP 8: many short kernels), against over 20 % above
     assert 0 < big.breakdown["launch_overhead"] < 0.05 * big.breakdown["compute"]
 
 

@@ -10,13 +10,14 @@ Two more things a pass can wait for besides its kernels:
   by the GPUs behind one switch) while the pass computes; the pass waits for what its compute
   does not hide, ``max(0, copy_s - compute_s)`` (category ``offload``).
 * **kernel launches** (``software.cuda_graphs``): an eager pass's kernels are issued by the CPU
-  one by one while the GPU runs the ones already issued, so the pass takes ``max(GPU time,
-  launches x EAGER_LAUNCH_S)`` (``hardware.kernels``, measured from PyTorch profiler traces);
-  the excess over the GPU time is CPU-bound time (category ``launch``). A launch is one
+  one by one while the GPU runs the ones already issued, and the GPU idles a moment after each
+  before the next starts, so the pass takes ``max(GPU time + launches x EAGER_KERNEL_GAP_S,
+  launches x EAGER_LAUNCH_S)`` (``hardware.kernels``, both measured from PyTorch profiler
+  traces); the excess over the GPU time is category ``launch``. A launch is one
   :class:`~teton.workload.items.ComputeOp` kernel (``ComputeOp.kernels`` of them), a collective
   or a host copy. A pass replayed from a CUDA graph (``Block.graphed``) costs no CPU issue time.
   A host sync (``ComputeOp.host_sync``: the CPU waits for a value the GPU computes) ends the
-  CPU's run-ahead, so such a pass is timed segment by segment, each ``max(GPU time, launches x
+  CPU's run-ahead, so such a pass is timed segment by segment, each ``max(GPU time + launches x gap, launches x
   EAGER_LAUNCH_S)`` between syncs: one segment's CPU-bound excess is not hidden under another's
   GPU work. ASSUMPTION: no run-ahead across blocks: a CPU-bound pass after a GPU-bound one gains nothing
   from the launches queued during the earlier one (exact when every pass is CPU-bound, an upper

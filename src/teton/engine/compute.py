@@ -143,7 +143,9 @@ class ComputeModel:
         return self.moved_bytes(op) / (self.gpu.hbm_bw_bytes_s * self.eff.mem)
 
     def time_s(self, op: ComputeOp) -> float:
-        """The op's kernel time plus the in-situ idle gap an eager framework leaves per kernel."""
+        """The op's kernel time plus the in-situ idle gap ``kernel_gap_s`` after each of the
+        ``op.kernels`` kernels it stands for (beyond the measured eager gap the block timer charges
+        eager passes: ``engine.block_timer``)."""
         if op.kind == "gemm":
             return self.gemm_s(op) + op.kernels * self.eff.kernel_gap_s
         if op.kind == "attention":

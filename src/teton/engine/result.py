@@ -13,8 +13,8 @@ class StepResult:
     ``breakdown`` sums to ``step_time_s``: compute, exposed tp/cp/ep/pp/dp communication, the
     pipeline bubble, the SMs DP collectives took from compute (``sm_contention``), the optimizer
     step, the fixed ``step_overhead``, the host copies of CPU activation offload the compute did
-    not hide (``cpu_offload``), the time eager passes wait for the CPU's kernel launches
-    (``launch_overhead``), as seen by the busiest pipeline rank, and what grows with the GPU count
+    not hide (``cpu_offload``), the time eager passes lose to issuing kernels one by one (the GPU's
+    gap after each, or the CPU's launches where they are slower: ``launch_overhead``), as seen by the busiest pipeline rank, and what grows with the GPU count
     (``teton.engine.scale``): the exposed DP communication splits into the last gradient bucket's
     reduce (``dp_last_bucket``) and the rest (``dp_comm``; both: :attr:`dp_exposed_s`), and the
     wait for the slowest rank (``stragglers``).

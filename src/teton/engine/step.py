@@ -6,7 +6,8 @@
    independent GEMM (charged what the GEMM does not hide, SMs held by NCCL included); CPU
    activation offload's host copies are charged what the pass's compute does not hide
    (``cpu_offload``), and a pass the CPU launches kernel by kernel (``software.cuda_graphs``)
-   takes at least its launches' CPU time (``launch_overhead``; ``engine.block_timer``).
+   pays the GPU's idle gap after each kernel, or its launches' CPU time where that is longer
+   (``launch_overhead``; ``engine.block_timer``).
 2. Chunk times (layers of a virtual stage - each kind of layer at its own block's time:
    ``selective_layer``'s checkpointed layers, an fp8 job's bf16 layers, CPU-offloaded layers,
    ``workload.layer_kinds`` - plus embedding / head) feed
@@ -346,7 +347,7 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
         "optimizer": opt_s,
         "step_overhead": overhead_s,
         "cpu_offload": comp["offload"],  # host copies of offloaded activations the compute did not hide
-        "launch_overhead": comp["launch"],  # eager passes bound by the CPU's kernel launches
+        "launch_overhead": comp["launch"],  # eager passes: the gap after each kernel, or CPU-bound launches
         "stragglers": stragglers,  # the slowest of the job's ranks (engine.scale)
     }
     comm_times = _comm_times(timer, p2p_s if p > 1 else None, embedding_s, (rs_s, ag_s) if replicas > 1 else None)
