@@ -357,3 +357,33 @@ def test_megatron_cuda_graph_impl_and_modules(flags, graphs):
     assert teton.load_spec(spec).job.software.cuda_graphs == graphs
     if "moe_router" in flags:
         assert any(r.field == "software.cuda_graphs" and "moe part stays eager" in r.note for r in report.mapped)
+
+
+@pytest.mark.parametrize(("flags", "recompute", "modules"), [
+    (" --recompute-granularity selective --recompute-modules moe_act layernorm", "selective", ["moe_act", "layernorm"]),
+    (" --recompute-granularity selective --recompute-modules moe", "selective", ["moe"]),
+    (" --recompute-granularity selective", "selective", None),  # Megatron-Core's default: core_attn
+    (" --recompute-granularity full --recompute-modules moe", "full", None),  # read only under selective
+])
+def test_megatron_recompute_modules(flags, recompute, modules):
+    """--recompute-modules names what selective recompute replays (Megatron-Core 0.16
+    TransformerConfig.recompute_modules); under another granularity Megatron does not read it."""
+    spec, report = import_config(DEEPSEEK_LIKE + flags, gpus=64)
+    job = teton.load_spec(spec).job
+    assert (job.recompute, list(job.recompute_modules) if job.recompute_modules else None) == (recompute, modules)
+    if "--recompute-modules" in flags:
+        rows = [r for r in (*report.mapped, *report.no_meaning) if r.key == "--recompute-modules"]
+        assert rows and (recompute == "selective") == any(getattr(r, "field", "") == "job.recompute_modules"
+                                                          for r in rows)
+    with pytest.raises(SpecError, match=r"^--recompute-modules = 'attn': not a Megatron-Core recompute module"):
+        import_config(DEEPSEEK_LIKE + " --recompute-granularity selective --recompute-modules attn", gpus=64)
+
+
+def test_nemo_recompute_modules():
+    text = NEMO2.read_text()
+    old = "    recompute_granularity: null\n"
+    assert old in text
+    spec, _ = import_config(text.replace(old, "    recompute_granularity: selective\n"
+                                              "    recompute_modules: [core_attn, layernorm]\n"), "nemo")
+    job = teton.load_spec(spec).job
+    assert (job.recompute, job.recompute_modules) == ("selective", ("core_attn", "layernorm"))

@@ -75,6 +75,22 @@ def test_mamba_layer_ops_follow_megatron_bridge_counts():
     assert layer_params_per_gpu(m, job) == pytest.approx(m.mamba_params() / 2 + m.norm_params())
 
 
+def test_ssd_scan_backward_runs_mamba_ssms_kernels_and_moves_their_bytes():
+    """mamba_ssm 2.3.2's combined scan: 5 forward kernels; the backward runs the forward's four
+    again and 17 more, reading x, dout, B, C, C B^T and the chunk states several times: more than
+    twice the forward's bytes, and launch-bound sooner when eager."""
+    from teton.workload.mamba import SSD_BWD_KERNELS, SSD_KERNELS
+
+    spec = _job("nemotron-h-8b")
+    m, job = spec.model.as_layer(LayerType("mamba", "none")), spec.job
+    blk = layer_block(m, job)
+    fwd, bwd = _ops(blk)["mamba.ssd_scan"], {i.name: i for i in blk.bwd}["mamba.ssd_scan.bwd"]
+    assert (fwd.kernels, bwd.kernels) == (SSD_KERNELS, SSD_BWD_KERNELS) == (5, 21)
+    tok, d_in = job.layout.tokens, m.mamba_inner / job.layout.tp
+    assert fwd.bytes > 3 * 2 * tok * d_in  # x read twice and the output written, in bf16, at least
+    assert 2.5 < bwd.bytes / fwd.bytes < 4
+
+
 def test_mamba_refuses_context_parallelism_and_tp_not_dividing_groups():
     spec = _job("nemotron-h-8b", cp=2)
     m = spec.model.as_layer(LayerType("mamba", "none"))

@@ -19,6 +19,8 @@ from teton.spec.model import ModelSpec
 from teton.spec.pipeline_layout import parse as parse_pp_layout
 from teton.spec.software import SoftwareSpec
 
+# Megatron-Core 0.16's TransformerConfig.recompute_modules choices
+RecomputeModule = Literal["core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts"]
 RECOMPUTE_INTERVAL_DEFAULT = 2  # job.recompute_interval (torchtitan's selective_ac_option default "2")
 
 _LAYOUTS = IdentityMemo(4096)  # JobSpec -> its Layout (JobSpec.layout)
@@ -66,9 +68,12 @@ class JobSpec(Section):
     # above), layernorm (the pre-attention and pre-MLP norms' outputs are not kept and the norms run
     # again in backward), mla_up_proj (MLA's latent norms, up-projections and rotary: Q, K, V and the
     # normed latents are not kept), moe_act (the routed experts' activation: teton's fused SwiGLU
-    # already keeps only gate and up). DeepSeek-V3 (arXiv 2412.19437, Sec. 3.2.3) recomputes its
+    # already keeps only gate and up); and, checkpointed whole (their input kept, their forward
+    # replayed in backward: Megatron-Core 0.16's TransformerLayer / MoELayer / SharedExpertMLP), mlp
+    # (a dense layer's MLP), moe (an MoE layer's router, dispatch, experts, combine and shared
+    # experts) and shared_experts. DeepSeek-V3 (arXiv 2412.19437, Sec. 3.2.3) recomputes its
     # RMSNorms and MLA up-projections: [layernorm, mla_up_proj].
-    recompute_modules: tuple[Literal["core_attn", "layernorm", "mla_up_proj", "moe_act"], ...] | None = None
+    recompute_modules: tuple[RecomputeModule, ...] | None = None
     # Adam's first and second moments in fp32 (12 bytes of optimizer state per parameter with the
     # fp32 master weights) or bf16 (8 bytes; DeepSeek-V3 Sec. 3.3.2, "Low-Precision Optimizer
     # States"; Megatron-Core's --exp-avg-dtype / --exp-avg-sq-dtype bf16)
@@ -285,6 +290,20 @@ def job_defaults(job: JobSpec) -> tuple[str, ...]:
     return tuple(f"job.{name}" for name in JobSpec.model_fields if name not in given and name != "software")
 
 
+def _module_missing(module: str, model: ModelSpec) -> str | None:
+    """Why ``model`` has nothing for the recompute module to recompute (None: it has)."""
+    kinds = model.layer_type_counts()
+    if module == "mla_up_proj" and not model.mla:
+        return f"mla_up_proj recomputes MLA's up-projections; {model.name} has no MLA (model.kv_lora_rank)"
+    if module == "mlp" and not any(k.ffn == "dense" for k in kinds):
+        return f"mlp recomputes a dense layer's MLP; every feed-forward layer of {model.name} is MoE (use moe)"
+    if module == "moe" and not model.has_moe:
+        return f"moe recomputes an MoE layer; {model.name} has none (model.experts)"
+    if module == "shared_experts" and not (model.has_moe and model.shared_experts):
+        return f"shared_experts recomputes the shared experts; {model.name} has none (model.shared_experts)"
+    return None
+
+
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     """Cross-field rules between job, model and cluster; returns the job with dp filled in, and the
     order an MoE model's job takes when its spec gives none (Megatron-Core's tp-cp-ep-dp-pp:
@@ -301,9 +320,9 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     if job.pp_schedule == "dualpipe":  # again: a search's model_copy(update=...) skips the validators
         job._check_dualpipe()
     _check_kernels(job, cluster)
-    if "mla_up_proj" in job.recomputed_modules and not model.mla:
-        raise SpecError("job.recompute_modules", list(job.recompute_modules),
-                        f"mla_up_proj recomputes MLA's up-projections; {model.name} has no MLA (model.kv_lora_rank)")
+    for module in sorted(job.recomputed_modules):
+        if (why := _module_missing(module, model)) is not None:
+            raise SpecError("job.recompute_modules", list(job.recompute_modules), why)
     if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
         why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else
                "Linear biases (aten.addmm is not in its save list)" if model.bias else

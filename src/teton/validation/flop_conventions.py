@@ -28,7 +28,9 @@ three times the forward terms: Mamba ``2 h (2 d_in + 2 G N + H) + 7 d_in N + 2 d
 attention ``4 h p (h + h g / a) + 2 h p s_core`` (``p h`` the query width; ``s_core = s``, ``2 w``
 for a window ``w``), MLP ``4 F h f`` (``f`` 1.5 for SwiGLU), MoE ``4 h F_e f (k + shared)``, logits
 ``2 h V (1 + mtp_depth)``; an MLA layer's attention as its projections' ``2 x`` parameters plus
-``s heads (d_qk + d_v)`` (Megatron-LM's MLA count as recalled: not in a stored source). The
+``s heads (d_qk + d_v)`` (Megatron-Bridge 0.6.0's ``flop_utils.py`` MLA branch: its q and kv
+terms are the down- and up-projections' and latent norms' parameters, ``d_qk`` with the rotary
+dimensions, the core halved for causality as ``s_core / 2`` per matmul). The
 older conventions predate these models and refuse them.
 """
 

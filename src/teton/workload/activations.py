@@ -30,7 +30,8 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     ``job.recomputed_modules``): ``core_attn`` drops the scores, ``layernorm`` the two pre-norms'
     outputs (the QKV / down-projection and MLP-up / router inputs), ``mla_up_proj`` MLA's normed
     latents and Q, K, V; ``moe_act`` drops nothing more (the fused SwiGLU already keeps only gate
-    and up). ``software.fp8_activation_cache`` (DeepSeek-V3 Sec. 3.3.2) keeps GEMM inputs in fp8
+    and up); ``mlp`` a dense MLP's tensors but its input, ``moe`` and ``shared_experts`` an MoE
+    layer's or its shared experts' (whole-module checkpoints: ``workload.ops.checkpointed_ffn``). ``software.fp8_activation_cache`` (DeepSeek-V3 Sec. 3.3.2) keeps GEMM inputs in fp8
     with 1x128 scales: the QKV and dense MLP-up inputs, MLA's projections' and the experts'
     (``workload.moe.moe_saved_bytes``); the attention output stays two bytes (DeepSeek's E5M6), as
     does an MoE layer's norm output (the bf16 router's input). An fp8 job of a Transformer Engine
@@ -54,7 +55,9 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     tok_e = lay.elementwise_tokens  # exact: the Layout's rules make b s / cp divide by tp under SP
     drop = 1 if model.dropout else 0
     g = saved_input_bytes(job)  # a kept GEMM input
-    ff_in = a if model.experts > 1 else g  # the MLP norm's output: the router's bf16 input in an MoE layer
+    # the MLP norm's output: the router's bf16 input in an MoE layer, the checkpoint's bf16 input
+    # under mlp recompute (te_checkpoint keeps the module's input, not the GEMM's quantised copy)
+    ff_in = a if model.experts > 1 or "mlp" in mods else g
     hidden_saved = (
         gqa * a * tok_e * h  # attention-norm input
         + gqa * norm_out * g * tok_e * h  # QKV GEMM input (SP: the shard; re-gathered in backward)
@@ -66,12 +69,13 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
         + ff * norm_out * ff_in * tok_e * h  # MLP-up GEMM input
         + ff * drop * tok_e * h  # dropout mask after the MLP
     )
-    if model.mlp == "swiglu":
-        mlp_saved = 2 * a * tok * f / t  # gate and up projections (fused SwiGLU recomputes the product)
-    else:
-        mlp_saved = 2 * a * tok * f / t  # GELU input and GELU output (= down-projection input)
+    # SwiGLU: gate and up projections (the fused SwiGLU recomputes the product); GELU / squared
+    # ReLU: the activation's input and output (= down-projection input)
+    mlp_saved = 2 * a * tok * f / t
     if model.experts > 1:  # the router's, the routed and the shared experts' (workload.moe)
-        mlp_saved = moe_saved_bytes(model, job)
+        mlp_saved = moe_saved_bytes(model, job, mods)
+    elif "mlp" in mods:  # checkpointed whole: its input (the norm's output, above) alone kept
+        mlp_saved = 0.0
     mlp_saved = mlp_saved if ff else 0.0
     if gqa and c > 1 and job.cp_algo == "all_gather" and not job.cp_regather_kv:
         hidden_saved += a * b * s * 2 * kv / t  # gathered K, V of the whole sequence (a ring keeps its own)

@@ -32,10 +32,17 @@ from teton.workload.items import ACT_BYTES, FP32, ComputeOp, Item, gemm_ops, mem
 from teton.workload.mixers import MixerKit
 from teton.workload.mlp import tp_gather, tp_scatter
 
-# SSD chunk length Q: Megatron-Core MambaMixer's default chunk_size (ASSUMPTION: 128, as recalled;
-# the Mamba-2 reference module's default is 256; not read in a stored source)
+# SSD chunk length Q: Megatron-Core's MambaMixer default (megatron/core/ssm/mamba_mixer.py,
+# ``chunk_size=128``, Megatron-Core 0.16 sdist; the Mamba-2 reference module's default is 256)
 SSD_CHUNK = 128
-SSD_KERNELS = 5  # mamba_ssm's combined scan: chunk cumsum, chunk state, state passing, C B^T, chunk scan
+# mamba_ssm 2.3.2's combined scan (ops/triton/ssd_combined.py) as Megatron-Core's MambaMixer calls it
+# (z=None, its gated norm outside): forward, _mamba_chunk_scan_combined_fwd: chunk cumsum, chunk
+# state, state passing, C B^T (bmm_chunk), chunk scan
+SSD_KERNELS = 5
+# backward, _mamba_chunk_scan_combined_bwd: dt's clone, the four forward kernels again (cumsum, C B^T,
+# chunk state, state passing), dstates, state passing bwd, dx, dB, dC, dCB, two bmm_chunk bwd, the
+# ddA update, flip, cumsum, flip, ddA_cumsum (stable), two adds, chunk cumsum bwd
+SSD_BWD_KERNELS = 21
 
 
 def check_mamba(model: ModelSpec, job: JobSpec) -> None:
@@ -58,24 +65,43 @@ def ssd_scan_ops(model: ModelSpec, tokens: int, tp: int) -> tuple[ComputeOp, Com
     listing) over ``tokens`` on one TP rank: per chunk of ``Q`` tokens the intra-chunk quadratic
     part ``C B^T`` (``2 Q N`` per token and group) and its product with X (``2 Q P`` per token and
     head), the chunk states ``B^T X`` and the inter-chunk output ``C h`` (``2 N P`` each per token
-    and head); state passing is ``O(1/Q)``. Bytes: x, B, C, dt read and y written in bf16, the
-    fp32 chunk states written and read back.
+    and head); state passing is ``O(1/Q)``. Bytes: :func:`ssd_scan_bytes`.
 
     Throughput (ASSUMPTION): the kernels are tensor-core matmuls over chunk tiles, fused like a
     flash-attention kernel, so the op is an ``attention`` op priced at the flash kernel's measured
     efficiency, bounded by its HBM bytes (``engine.compute``'s roofline); no stored source gives
     SSD's achieved fraction of peak (Dao & Gu 2024 report its time against FlashAttention-2, not
     a fraction). Backward: the gradients of each matmul (2x) plus the chunk states recomputed
-    (mamba_ssm's combined scan keeps its inputs and recomputes the states: ASSUMPTION, as recalled).
+    (mamba_ssm 2.3.2's ``ops/triton/ssd_combined.py``: ``_mamba_chunk_scan_combined_bwd`` runs
+    ``_chunk_state_fwd`` and ``_state_passing_fwd`` again from the saved inputs).
     """
     d_in, gn, heads = _local(model, tp)
     q, n = SSD_CHUNK, model.mamba_state_dim
     flops = tokens * (2.0 * q * gn + 2.0 * q * d_in + 4.0 * n * d_in)
-    states = FP32 * tokens / q * d_in * n
-    nbytes = ACT_BYTES * tokens * (2 * d_in + 2 * gn + heads) + 2 * states
-    return (ComputeOp("mamba.ssd_scan", "attention", flops, nbytes, kernels=SSD_KERNELS),
-            ComputeOp("mamba.ssd_scan.bwd", "attention", 2 * flops + tokens * 2.0 * n * d_in, 2 * nbytes + states,
-                      backward=True, kernels=SSD_KERNELS))
+    fwd_bytes, bwd_bytes = ssd_scan_bytes(model, tokens, tp)
+    return (ComputeOp("mamba.ssd_scan", "attention", flops, fwd_bytes, kernels=SSD_KERNELS),
+            ComputeOp("mamba.ssd_scan.bwd", "attention", 2 * flops + tokens * 2.0 * n * d_in, bwd_bytes,
+                      backward=True, kernels=SSD_BWD_KERNELS))
+
+
+def ssd_scan_bytes(model: ModelSpec, tokens: int, tp: int) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of the SSD scan over ``tokens`` on one TP rank, kernel by
+    kernel as mamba_ssm 2.3.2's combined scan reads and writes them (:data:`SSD_KERNELS`,
+    :data:`SSD_BWD_KERNELS`), per token in units of x or dout (``d_in`` bf16), B or C (``G N``
+    bf16), the chunk's C B^T (``G Q`` fp32) and the chunk states (``d_in N / Q``, fp32 as
+    computed, bf16 where state passing hands them on):
+
+    * forward: x 3 (chunk state, chunk scan read; the output written), B and C 4, C B^T 2, states 2
+      fp32 + 2 bf16;
+    * backward: x and dout 11, B and C 15, C B^T 6, states 6 fp32 + 5 bf16 (the forward's four
+      kernels again, then dstates, their passing, dx, dB, dC, dCB and the two bmm backwards; the
+      per-head dt and dA terms are small and not counted)."""
+    d_in, gn, _ = _local(model, tp)
+    a, cb = ACT_BYTES, FP32 * model.mamba_groups // tp * SSD_CHUNK
+    st = d_in * model.mamba_state_dim / SSD_CHUNK
+    fwd = a * 3 * d_in + a * 4 * gn + 2 * cb + (2 * FP32 + 2 * a) * st
+    bwd = a * 11 * d_in + a * 15 * gn + 6 * cb + (6 * FP32 + 5 * a) * st
+    return tokens * fwd, tokens * bwd
 
 
 def mamba_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tuple[list[Item], list[Item], tuple]:

@@ -68,8 +68,9 @@ from teton.workload.mtp import mtp_saved_bytes
 from teton.workload.pipeline import PipelineSplit, chunk_orders, ep_overlap_warmup, in_flight_microbatches
 from teton.workload.recompute import sac_op_recomputed_bytes
 
-# recompute_modules whose outputs a layer discards after its forward and recomputes for its backward
-DISCARDED_OUTPUTS = frozenset({"layernorm", "mla_up_proj"})
+# recompute_modules whose saved tensors a layer drops after its forward and rebuilds for its backward:
+# the output-discarding ones and the whole-module checkpoints (workload.ops.checkpointed_ffn)
+DISCARDED_OUTPUTS = frozenset({"layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"})
 # cuBLAS's workspace, which PyTorch allocates per handle from its caching allocator: 32 MiB, the
 # size cuBLAS recommends on Hopper (cuBLAS docs, cublasSetWorkspace); one compute stream's
 # (ASSUMPTION). The CUDA context
@@ -164,7 +165,7 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         out += _per_rank(model, job, split, ckpt,
                          lambda k: layer_saved_bytes(k, job) - checkpoint_bytes(k, job))
     elif job.recompute == "selective" and job.recomputed_modules & DISCARDED_OUTPUTS:
-        # what the output-discarding recompute of one layer's norms / up-projections brings back
+        # what the recompute of one layer's norms / up-projections / checkpointed modules brings back
         kept = job.recomputed_modules - DISCARDED_OUTPUTS
         out += _per_rank(model, job, split, split.layers,
                          lambda k: layer_activation_bytes(k, job, kept) - layer_activation_bytes(k, job))

@@ -178,7 +178,7 @@ def moe_ffn_elements(model: ModelSpec, job: JobSpec) -> float:
             + lay.tokens * model.shared_experts * model.expert_ffn / lay.tp)
 
 
-def moe_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
+def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = frozenset()) -> float:
     """Bytes an MoE block keeps for backward beyond its norm's output, one micro-batch on one GPU:
 
         4 T E  +  g R h  +  2 s R f / etp  +  2 s N S f / tp
@@ -198,14 +198,21 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     ``MoEAlltoAllTokenDispatcher.token_unpermutation`` calls ``unpermute`` without ``probs``)
     weights each copy by its probability in the experts' activation, whose saved input gives the
     probabilities' gradient, so the unpermute is a plain sum of the copies. ASSUMPTION: the NeMo
-    2.0 containers of early 2025 (Megatron-Core 0.11-0.13) did the same."""
+    2.0 containers of early 2025 (Megatron-Core 0.11-0.13) did the same.
+
+    Recompute ``modules`` that checkpoint a whole module keep only its input, the norm's output
+    counted by the caller: ``moe`` keeps nothing of the block, ``shared_experts`` nothing of the
+    shared experts (Megatron-Core 0.16 ``MoELayer`` / ``SharedExpertMLP``)."""
+    if "moe" in modules:
+        return 0.0
     lay = job.layout
     rows = moe_rows(model, job)
     a, h = ACT_BYTES, model.hidden
     g = saved_input_bytes(job)
     s = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # the SwiGLU's inputs: GEMM outputs
     routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + 2 * s * rows.expert * model.expert_ffn / lay.etp
-    return routed + 2 * s * lay.tokens * model.shared_experts * model.expert_ffn / lay.tp
+    shared = 0 if "shared_experts" in modules else model.shared_experts
+    return routed + 2 * s * lay.tokens * shared * model.expert_ffn / lay.tp
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:

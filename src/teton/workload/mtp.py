@@ -21,8 +21,10 @@ their GEMMs run again. Megatron-Core builds the modules on the last pipeline sta
   (:func:`mtp_saved_bytes`).
 
 The projection ``M_k``: column-parallel over TP, its SP input all-gathered first and its output
-gathered back to the full hidden state (ASSUMPTION: Megatron-Core's ``eh_proj`` as recalled, not
-read in a stored source).
+gathered back to the full hidden state (Megatron-Core 0.16 ``multi_token_prediction.py``,
+``MultiTokenPredictionLayer._concat_embeddings``: ``eh_proj`` a column-parallel linear with
+``gather_output=False``, then ``gather_from_tensor_model_parallel_region`` and, under SP, a split
+back to the sequence shard, which moves no bytes).
 """
 
 from __future__ import annotations

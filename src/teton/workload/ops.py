@@ -213,6 +213,32 @@ _MODULE_OPS = {
 }
 
 
+def checkpointed_ffn(fwd: list[Item], modules: frozenset[str]) -> set[str]:
+    """Names of the forward items that Megatron-Core's whole-module checkpoints among ``modules``
+    replay (``tensor_parallel.checkpoint`` / ``te_checkpoint`` of the module: its input kept, its
+    forward run again ahead of its backward; Megatron-Core 0.16 ``TransformerLayer._forward_mlp``,
+    ``MoELayer.forward``, ``SharedExpertMLP``): ``mlp`` the feed-forward sub-block of a dense
+    layer, ``moe`` that of an MoE layer (router, dispatch, experts, combine, shared experts), each
+    everything between the pre-MLP norm and the residual add, which stay outside the module;
+    ``shared_experts`` the shared experts' GEMMs, activation and TP collectives (their sum into the
+    routed output is the MoE layer's)."""
+    names = [i.name for i in fwd]
+    if "mlp_norm" not in names or "mlp_residual" not in names:
+        return set()
+    ffn = names[names.index("mlp_norm") + 1:names.index("mlp_residual")]
+    moe = "router" in ffn
+    out: set[str] = set()
+    if ("moe" if moe else "mlp") in modules:
+        out.update(ffn)
+    if moe and "shared_experts" in modules:
+        out.update(n for n in ffn if n.startswith("shared_expert_") or n in _SHARED_EXPERT_TP)
+    return out
+
+
+# an MoE layer's TP collectives around its shared experts (workload.moe: they stand in for the dense MLP's)
+_SHARED_EXPERT_TP = frozenset({"tp.ag_mlp", "tp.rs_mlp"})
+
+
 def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, job: JobSpec,
                      acc: int) -> list[Item]:
     """The ``recompute.*`` items ahead of a layer's backward (``job.recompute``; docs/recompute.md).
@@ -221,7 +247,8 @@ def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, 
     attention core ``attn`` (core, scores, dropout), only without flash attention, and the ops of
     the other ``recompute_modules`` it names (Megatron-Core's ``TransformerConfig``: ``layernorm``
     the two pre-norms, ``mla_up_proj`` MLA's latent norms, their TP gather, the up-projections with
-    their fp8 casts and rotary; ``moe_act``'s activation is already recomputed by the fused SwiGLU);
+    their fp8 casts and rotary; ``moe_act``'s activation is already recomputed by the fused SwiGLU;
+    ``mlp``, ``moe`` and ``shared_experts`` their whole sub-block, :func:`checkpointed_ffn`);
     ``selective_op`` (torchtitan's per-op SAC, ``torchtitan/distributed/activation_checkpoint.py``,
     ``_custom_policy`` and the model's ``_save_list``) every op its policy does not save: the 2nd,
     4th, ... ``aten.mm`` of the block (wk, wo, w3 of Llama's separate projections) and the
@@ -234,7 +261,7 @@ def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, 
     if job.recompute == "selective":
         mods = job.recomputed_modules
         core = [as_recompute(i) for i in attn] if "core_attn" in mods and not job.flash_attention else []
-        names = set().union(*(_MODULE_OPS[m] for m in mods if m in _MODULE_OPS))
+        names = set().union(*(_MODULE_OPS[m] for m in mods if m in _MODULE_OPS), checkpointed_ffn(fwd, mods))
         return [*core, *(as_recompute(i) for i in fwd if i.name in names)]
     if job.recompute == "selective_op":
         return list(sac_op_recompute(fwd, model, job, acc))

@@ -97,14 +97,18 @@ def dropout(m: Mapper, key_of: KeyOf, default: float | None,
         m.default("model.dropout", on, f"{', '.join(absent)} not given: the framework's default rate {default:g}")
 
 
-def recompute(m: Mapper, keys: tuple[str, str, str], layers_per_chunk: int | None, default_why: str) -> None:
+def recompute(m: Mapper, keys: tuple[str, str, str], layers_per_chunk: int | None, default_why: str,
+              modules_key: str | None = None) -> None:
     """Activation recomputation from (granularity, method, num_layers) keys: selective is
-    Megatron's core-attention recompute (teton's selective); full with the uniform method and one
-    layer a group, or the block method over every layer of a chunk, is teton's full. Other
-    groupings keep different activations: an error, not an approximation."""
+    Megatron's selective recompute (teton's selective) of the modules ``modules_key`` lists
+    (:func:`recompute_modules`); full with the uniform method and one layer a group, or the block
+    method over every layer of a chunk, is teton's full. Other groupings keep different
+    activations: an error, not an approximation."""
     gran_key, method_key, num_key = keys
     gran = m.get(gran_key)
     method, num = m.get(method_key), m.get(num_key)
+    if modules_key is not None and m.has(modules_key) and gran != "selective":
+        m.ignore(modules_key, m.get(modules_key), f"read only under {gran_key} selective")
     if gran in (None, "null", "None", False):
         if m.has(gran_key):
             m.put("job.recompute", "none", gran_key, gran)
@@ -114,6 +118,8 @@ def recompute(m: Mapper, keys: tuple[str, str, str], layers_per_chunk: int | Non
     mode = choice(gran_key, gran, {"full": "full", "selective": "selective"})
     if mode == "selective":
         m.put("job.recompute", "selective", gran_key, gran)
+        if modules_key is not None and m.has(modules_key):
+            recompute_modules(m, modules_key)
         return
     n = 1 if num is None else as_int(num_key, num)
     method = method or "uniform"
@@ -180,3 +186,21 @@ def layers_per_chunk(m: Mapper) -> int | None:
     job = m.spec["job"]
     chunks = job.get("pp", 1) * job.get("virtual_stages", 1)
     return layers // chunks if layers and chunks and layers % chunks == 0 else None
+
+
+# Megatron-Core 0.16 TransformerConfig.recompute_modules choices (the order teton lists them in)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+
+
+def recompute_modules(m: Mapper, key: str) -> None:
+    """``job.recompute_modules`` from Megatron's ``--recompute-modules`` / ``recompute_modules``
+    (one name or a list; Megatron-Core's default without it: ``core_attn``)."""
+    raw = m.get(key)
+    names = [raw] if isinstance(raw, str) else list(raw or [])
+    for name in names:
+        if name not in RECOMPUTE_MODULES:
+            raise SpecError(key, name, f"not a Megatron-Core recompute module ({', '.join(RECOMPUTE_MODULES)})")
+    if not names:  # an empty list recomputes nothing under selective
+        m.put("job.recompute", "none", key, raw, "an empty list: nothing recomputed")
+        return
+    m.put("job.recompute_modules", list(dict.fromkeys(names)), key, raw)

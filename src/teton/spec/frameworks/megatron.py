@@ -77,7 +77,8 @@ def import_megatron(text: str, gpus: int | None = None) -> Mapper:
     _precision(m)
     _stack(m)
     mcore.recompute(m, ("--recompute-granularity", "--recompute-method", "--recompute-num-layers"),
-                    mcore.layers_per_chunk(m), "no --recompute-granularity: Megatron-LM keeps every activation")
+                    mcore.layers_per_chunk(m), "no --recompute-granularity: Megatron-LM keeps every activation",
+                    "--recompute-modules")
     if m.get("--recompute-activations"):  # the old spelling of selective
         m.put("job.recompute", "selective", "--recompute-activations", True)
     m.leftovers()

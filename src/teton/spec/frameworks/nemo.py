@@ -157,7 +157,8 @@ def _v2(m: Mapper) -> None:
     c = "model.config."
     _stack_common(m, c, tp_overlap_key=find(m, "trainer.callbacks", "tp_comm_overlap") or c + "tp_comm_overlap")
     mcore.recompute(m, (c + "recompute_granularity", c + "recompute_method", c + "recompute_num_layers"),
-                    mcore.layers_per_chunk(m), "model.config.recompute_granularity not given: no recompute")
+                    mcore.layers_per_chunk(m), "model.config.recompute_granularity not given: no recompute",
+                    c + "recompute_modules")
 
 
 def _model_v2(m: Mapper) -> None:
