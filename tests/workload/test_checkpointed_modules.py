@@ -75,3 +75,19 @@ def test_a_module_the_model_lacks_is_a_one_line_error():
         with pytest.raises(SpecError, match=needle) as err:
             _selective(model, module)
         assert "job.recompute_modules" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_megatron_core_before_0_13_keeps_the_expert_outputs_for_the_unpermute():
+    """Megatron-Core 0.10-0.12 weighted the expert outputs by their routing probabilities in the
+    combine's unpermute, which keeps its input for the probabilities' gradient; from 0.13 the
+    experts' activation applies them and the unpermute keeps nothing (the NeMo 25.04 preset:
+    moe_probs_in_experts off)."""
+    def mixtral(stack):
+        return load_spec({"cluster": "dgx-h100-superpod", "model": "mixtral-8x7b", "software": {"base": stack},
+                          "job": {"gpus": 64, "tp": 1, "ep": 8, "global_batch": 256, "micro_batch": 2,
+                                  "seq_len": 4096}})
+    old, new = mixtral("nemo-25.04"), mixtral("nemo-25.07")
+    assert old.job.software.moe_probs_in_experts is False and new.job.software.moe_probs_in_experts is True
+    m, lay = _kind(old, "moe"), old.job.layout
+    kept = layer_activation_bytes(m, old.job) - layer_activation_bytes(m, new.job)
+    assert kept == pytest.approx(ACT_BYTES * lay.tokens * m.top_k * m.hidden)

@@ -72,7 +72,7 @@ class ModelSpec(Section):
     mamba_head_dim: int = Field(default=64, gt=0, le=MAX_WIDTH)
     mamba_state_dim: int = Field(default=128, gt=0, le=MAX_WIDTH)  # N, ssm_state_size
     mamba_groups: int = Field(default=8, gt=0, le=MAX_WIDTH)  # G, n_groups of B and C
-    mamba_conv_kernel: int = Field(default=4, gt=0, le=1024)  # ASSUMPTION: Mamba's usual d_conv
+    mamba_conv_kernel: int = Field(default=4, gt=0, le=1024)  # Megatron-Core 0.16 MambaMixer's d_conv default
     sliding_window: int | None = Field(default=None, gt=0, le=MAX_SEQ_LEN)  # keys a windowed layer sees
     global_attention_every: int = Field(default=0, ge=0, le=MAX_LAYERS)  # every N-th layer full (0: none)
     published_params: float | None = None  # as the model card prints it, for checks

@@ -104,6 +104,12 @@ class SoftwareSpec(Section):
     # --overlap-moe-expert-parallel-comm): each steady-state forward runs together with an earlier
     # micro-batch's backward, one's dispatch and combine under the other's compute (with ep > 1)
     ep_comm_overlap: bool = False
+    # the routed experts weight each token copy by its routing probability inside their activation
+    # (Megatron-Core 0.13 on: TEGroupedMLP's activation_func_with_probs; the unpermute a plain sum,
+    # keeping nothing); off: the combine's unpermute weights and sums the copies and keeps them for
+    # the probabilities' gradient (Megatron-Core 0.10-0.12's MoEAlltoAllTokenDispatcher:
+    # unpermute(..., probs=self.probs)) (teton.workload.moe.moe_saved_bytes)
+    moe_probs_in_experts: bool = True
     # transformer layers at each end of the model kept in bf16 under an fp8 recipe
     fp8_bf16_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     # CUDA graphs: none (every kernel launched by the CPU), layers (each layer's forward and
@@ -200,22 +206,24 @@ SOFTWARE_PRESETS: dict[str, dict] = {
                                  description="NeMo 24.03 (Megatron-Core 0.6, TE), H100"),
     "nemo-24.07": _megatron_core(framework="nemo", version="24.07", grad_accum_dtype="bf16", nccl_pat=False,
                                  description="NeMo 24.07 (Megatron-Core 0.8, TE), H100"),
-    # NeMo 2.0 (25.02-25.07, Megatron-Core 0.11-0.13): perf scripts keep and reduce gradients in
+    # NeMo 2.0 (25.02-25.07, Megatron-Core 0.11-0.13; the MoE unpermute weights the expert outputs
+    # up to 0.12, moe_probs_in_experts off): perf scripts keep and reduce gradients in
     # bf16 (grad_reduce_in_fp32 False: Megatron-Core's DDP main_grad in bf16) and GPTConfig fuses the cross-entropy (cross_entropy_loss_fusion);
     # 25.02 scales fp8 with delayed scaling, 25.04 and 25.07 with per-tensor current scaling (the
     # performance summary pages say so); fp8 weights only (NeMo 2.4's recipes/precision/mixed_precision.py:
     # fp8_param_gather True in every fp8 recipe).
     "nemo-25.02": _megatron_core(framework="nemo", version="25.02", grad_accum_dtype="bf16", cross_entropy="fused",
-                                 fp8_param_gather=True,
+                                 fp8_param_gather=True, moe_probs_in_experts=False,
                                  description="NeMo 25.02 (NeMo 2.0, Megatron-Core 0.11, TE)"),
     "nemo-25.04": _megatron_core(framework="nemo", version="25.04", grad_accum_dtype="bf16", cross_entropy="fused",
-                                 fp8_param_gather=True,
+                                 fp8_param_gather=True, moe_probs_in_experts=False,
                                  fp8_recipe="current", description="NeMo 25.04 (NeMo 2.0, Megatron-Core 0.12, TE)"),
     "nemo-25.07": _megatron_core(framework="nemo", version="25.07", grad_accum_dtype="bf16", cross_entropy="fused",
                                  fp8_param_gather=True,
                                  fp8_recipe="current", description="NeMo 25.07 (NeMo 2.0, Megatron-Core 0.13, TE)"),
     # Megatron-LM examples/llama (README @ bd32927e, mid 2025): "follows NeMo Framework's performance
-    # scripts" (fp8 hybrid; delayed scaling: ASSUMPTION, Megatron-LM's --fp8-recipe default).
+    # scripts" (fp8 hybrid; delayed scaling: the README names no recipe, and delayed is
+    # Megatron-Core's TransformerConfig.fp8_recipe default, 0.16 sdist).
     "megatron-lm-2025": _megatron_core(framework="megatron-lm", version="examples/llama (2025)",
                                        grad_accum_dtype="bf16", cross_entropy="fused",
                                        description="Megatron-LM's Llama example of 2025 (Megatron-Core + TE), H100"),

@@ -12,8 +12,9 @@ scaling recipe (``software.fp8_recipe``; bytes per element in ``hardware.kernels
   all-reduced over TP first (a 4-byte all-reduce, latency-bound and exposed): the input of QKV
   and MLP-up in forward, the output gradient of attention-out and MLP-down in backward (TE
   Linear's current-scaling quantizers with ``with_amax_reduction`` for a column-parallel
-  layer's SP input and a row-parallel layer's SP output gradient). ASSUMPTION: a MoE layer's
-  grouped expert GEMMs see dispatched tokens and reduce no amax.
+  layer's SP input and a row-parallel layer's SP output gradient). A MoE layer's grouped expert
+  GEMMs see dispatched tokens and reduce no amax (TE 2.9 ``GroupedLinear``'s current-scaling
+  quantizers set no ``with_amax_reduction``).
 * ``blockwise`` and ``mxfp8``: one kernel quantises rowwise and columnwise with per-block
   scales (read 2, write 1 + 1 + scales).
 

@@ -181,7 +181,7 @@ def moe_ffn_elements(model: ModelSpec, job: JobSpec) -> float:
 def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = frozenset()) -> float:
     """Bytes an MoE block keeps for backward beyond its norm's output, one micro-batch on one GPU:
 
-        4 T E  +  g R h  +  2 s R f / etp  +  2 s N S f / tp
+        4 T E  +  g R h  +  2 s R f / etp  +  2 s N S f / tp  (+ 2 T k h)
 
     for N the micro-batch's tokens on the rank, T = N / tp the ones it routes (its SP shard), E
     experts, R the rows its grouped GEMMs run (``moe_rows``), h hidden, f the expert FFN width, S
@@ -193,12 +193,14 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = fr
     Megatron-Core's ``recompute_modules: moe_act`` does) and the shared experts' two FFN-wide
     tensors (their input is the SP-sharded norm output, re-gathered).
 
-    ``unpermute`` keeps nothing: Megatron-Core 0.15 (``TEGroupedMLP.forward``'s
+    ``unpermute`` keeps nothing: Megatron-Core 0.13 on (``TEGroupedMLP.forward``'s
     ``weighted_bias_swiglu_impl`` / ``activation_func_with_probs``;
     ``MoEAlltoAllTokenDispatcher.token_unpermutation`` calls ``unpermute`` without ``probs``)
     weights each copy by its probability in the experts' activation, whose saved input gives the
-    probabilities' gradient, so the unpermute is a plain sum of the copies. ASSUMPTION: the NeMo
-    2.0 containers of early 2025 (Megatron-Core 0.11-0.13) did the same.
+    probabilities' gradient, so the unpermute is a plain sum of the copies. Megatron-Core 0.10-0.12
+    (``unpermute(..., probs=self.probs)``, read in their sdists) weighted the copies in the
+    unpermute, which keeps them (``T k h`` bf16) for that gradient: ``software.moe_probs_in_experts``
+    off, the NeMo 25.02 and 25.04 presets.
 
     Recompute ``modules`` that checkpoint a whole module keep only its input, the norm's output
     counted by the caller: ``moe`` keeps nothing of the block, ``shared_experts`` nothing of the
@@ -212,7 +214,8 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = fr
     s = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # the SwiGLU's inputs: GEMM outputs
     routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + 2 * s * rows.expert * model.expert_ffn / lay.etp
     shared = 0 if "shared_experts" in modules else model.shared_experts
-    return routed + 2 * s * lay.tokens * shared * model.expert_ffn / lay.tp
+    unpermute = 0 if job.software.moe_probs_in_experts else a * rows.tokens * model.top_k * h
+    return routed + unpermute + 2 * s * lay.tokens * shared * model.expert_ffn / lay.tp
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:
