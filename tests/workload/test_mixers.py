@@ -91,11 +91,34 @@ def test_ssd_scan_backward_runs_mamba_ssms_kernels_and_moves_their_bytes():
     assert 2.5 < bwd.bytes / fwd.bytes < 4
 
 
-def test_mamba_refuses_context_parallelism_and_tp_not_dividing_groups():
-    spec = _job("nemotron-h-8b", cp=2)
+def test_mamba_context_parallelism_is_megatrons_all_to_all():
+    """Megatron-Core 0.16's MambaContextParallel: z, x, B, C and dt go from sequence- to
+    head-sharded (five all-to-alls over CP) before the conv and scan, y comes back after; the scan
+    then runs the whole sequence for 1/cp of the heads, the same elements as cp = 1's shard."""
+    plain, cp2 = _job("nemotron-h-8b", tp=2, gpus=8), _job("nemotron-h-8b", tp=2, cp=2, gpus=8)
+    m = plain.model.as_layer(LayerType("mamba", "none"))
+    blk, blk2 = layer_block(m, plain.job), layer_block(m, cp2.job)
+    colls = {i.name: i for i in blk2.fwd if isinstance(i, Collective)}
+    assert set(colls) >= {"cp.a2a_z", "cp.a2a_x", "cp.a2a_B", "cp.a2a_C", "cp.a2a_dt", "cp.a2a_y"}
+    assert all(c.op == "all_to_all" and c.axis == "cp" for c in colls.values() if c.name.startswith("cp."))
+    tok, d_in = cp2.job.layout.tokens, m.mamba_inner // 2
+    assert colls["cp.a2a_x"].bytes == colls["cp.a2a_y"].bytes == 2 * tok * d_in
+    assert {f"{n}.bwd" for n in colls if n.startswith("cp.")} <= {i.name for i in blk2.bwd}
+    # the scan's work per rank follows the rank's tokens: half of cp = 1's at the same micro-batch
+    assert _ops(blk2)["mamba.ssd_scan"].flops == pytest.approx(_ops(blk)["mamba.ssd_scan"].flops / 2)
+    assert not any(i.name.startswith("cp.") for i in blk.fwd)
+
+
+def test_mamba_cp_repeats_groups_and_refuses_what_megatron_refuses():
+    # 8 groups over tp 2: 4 per rank; cp 8 repeats each group on two CP ranks
+    spec = _job("nemotron-h-8b", tp=2, cp=8, gpus=16, global_batch=16)
     m = spec.model.as_layer(LayerType("mamba", "none"))
-    with pytest.raises(SpecError, match="job.cp"):
-        layer_block(m, spec.job)
+    colls = {i.name: i for i in layer_block(m, spec.job).fwd if isinstance(i, Collective)}
+    tok = spec.job.layout.tokens
+    assert colls["cp.a2a_B"].bytes == 2 * tok * (8 // 2) * m.mamba_state_dim * 2
+    with pytest.raises(SpecError, match="job.cp = 3: must divide the Mamba-2 heads"):
+        layer_block(m.model_copy(update={"mamba_heads": 64}), _job("nemotron-h-8b", tp=2, cp=3, gpus=6,
+                                                                  global_batch=12, seq_len=4098).job)
     with pytest.raises(SpecError, match="job.tp"):
         layer_block(m.model_copy(update={"mamba_groups": 3, "mamba_heads": 129}), _job("nemotron-h-8b").job)
 

@@ -17,9 +17,10 @@ Mamba-2 (Dao & Gu 2024, "Transformers are SSMs", arXiv 2405.21060) as Megatron-C
 
 Model FLOPs follow Megatron-Bridge's hybrid formula (``training/utils/flop_utils.py`` at
 NVIDIA-NeMo/Megatron-Bridge@067f987): forward in_proj ``2 B s h (2 d_in + 2 G N + H)``, scan
-``7 B s d_in N``, out_proj ``2 B s d_in h``, three times that for training. Context parallelism of
-Mamba layers is not modelled (no stored source says how Megatron splits the scan's sequence):
-a job with ``cp > 1`` is refused.
+``7 B s d_in N``, out_proj ``2 B s d_in h``, three times that for training. Context parallelism
+(``job.cp``) is Megatron-Core's all-to-all one (:func:`cp_all_to_alls`): the conv and the scan run
+on the whole sequence for ``1 / cp`` of the rank's heads, the same elements as its sequence shard
+for all of them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from teton.errors import SpecError
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
 from teton.workload.fp8 import fp8_casts, gather_bytes
-from teton.workload.items import ACT_BYTES, FP32, ComputeOp, Item, gemm_ops, memory_op
+from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
 from teton.workload.mixers import MixerKit
 from teton.workload.mlp import tp_gather, tp_scatter
 
@@ -46,13 +47,54 @@ SSD_BWD_KERNELS = 21
 
 
 def check_mamba(model: ModelSpec, job: JobSpec) -> None:
-    """Megatron-Core's MambaMixer shards heads and B/C groups over TP; CP is not modelled."""
+    """Megatron-Core's MambaMixer shards heads and B/C groups over TP, and over CP after its
+    all-to-all (``MambaContextParallel``: every CP rank needs at least one head, and its groups
+    divide among the CP ranks or are repeated on them)."""
     lay = job.layout
-    if lay.cp > 1:
-        raise SpecError("job.cp", lay.cp, "must be 1 for Mamba-2 layers (their context parallelism is not modelled)")
     for field, n in (("mamba_groups", model.mamba_groups), ("mamba_heads", model.n_mamba_heads)):
         if n % lay.tp:
             raise SpecError("job.tp", lay.tp, f"must divide model.{field} ({n}) for Mamba-2 layers")
+    heads, groups = model.n_mamba_heads // lay.tp, model.mamba_groups // lay.tp
+    if lay.cp > 1 and heads % lay.cp:
+        raise SpecError("job.cp", lay.cp, f"must divide the Mamba-2 heads of a TP rank ({heads}: model.mamba_heads "
+                        "/ job.tp) for Mamba-2 context parallelism")
+    if lay.cp > 1 and groups % lay.cp and lay.cp % groups:
+        raise SpecError("job.cp", lay.cp, f"must divide, or be a multiple of, the Mamba-2 groups of a TP rank "
+                        f"({groups}: model.mamba_groups / job.tp)")
+
+
+def group_repeats(model: ModelSpec, lay) -> int:
+    """How many CP ranks share one B / C group (``MambaContextParallel.group_repeat_count``: a TP
+    rank's groups repeated when there are fewer of them than CP ranks), 1 otherwise."""
+    groups = model.mamba_groups // lay.tp
+    return lay.cp // groups if lay.cp > groups else 1
+
+
+def cp_all_to_alls(model: ModelSpec, lay) -> tuple[list[Item], list[Item], list[Item], list[Item]]:
+    """(before the scan, after it, and their backward transposes) of Mamba-2's all-to-all context
+    parallelism (Megatron-Core 0.16 ``ssm/mamba_context_parallel.py``): before the conv and scan,
+    ``pre_conv_ssm`` moves z, x, B, C and dt from sequence-sharded to head-sharded (five
+    all-to-alls over CP; B and C repeated ``group_repeats`` times first), each split and
+    concatenated around its all-to-all, then the halves the attention layers' load balancing
+    permuted put back in order; after the scan, ``post_conv_ssm`` reorders y and sends it back
+    (one all-to-all). Each reorder is a copy: read and write the tensor. None without CP."""
+    if lay.cp == 1:
+        return [], [], [], []
+    d_in, gn, heads = _local(model, lay.tp)
+    tok, r = lay.tokens, group_repeats(model, lay)
+    widths = {"z": d_in, "x": d_in, "B": gn * r, "C": gn * r, "dt": heads}
+    sent = [Collective(f"cp.a2a_{k}", "all_to_all", "cp", ACT_BYTES * tok * w) for k, w in widths.items()]
+    copies = 2 * ACT_BYTES * tok * sum(widths.values())  # read + write, per reorder
+    y = ACT_BYTES * tok * d_in
+    pre = [memory_op("mamba.cp_split", copies), *sent, memory_op("mamba.cp_reorder", 2 * copies)]
+    post = [memory_op("mamba.cp_reorder_y", 2 * y), Collective("cp.a2a_y", "all_to_all", "cp", y),
+            memory_op("mamba.cp_concat_y", 2 * y)]
+    post_bwd = [memory_op("mamba.cp_concat_y.bwd", 2 * y, True), Collective("cp.a2a_y.bwd", "all_to_all", "cp", y),
+                memory_op("mamba.cp_reorder_y.bwd", 2 * y, True)]
+    pre_bwd = [memory_op("mamba.cp_reorder.bwd", 2 * copies, True),
+               *(Collective(f"{c.name}.bwd", "all_to_all", "cp", c.bytes) for c in sent),
+               memory_op("mamba.cp_split.bwd", copies, True)]
+    return pre, post, post_bwd, pre_bwd
 
 
 def _local(model: ModelSpec, tp: int) -> tuple[int, int, int]:
@@ -60,7 +102,7 @@ def _local(model: ModelSpec, tp: int) -> tuple[int, int, int]:
     return model.mamba_inner // tp, model.mamba_groups * model.mamba_state_dim // tp, model.n_mamba_heads // tp
 
 
-def ssd_scan_ops(model: ModelSpec, tokens: int, tp: int) -> tuple[ComputeOp, ComputeOp]:
+def ssd_scan_ops(model: ModelSpec, tokens: int, tp: int, repeats: int = 1) -> tuple[ComputeOp, ComputeOp]:
     """(forward, backward) of the SSD chunked scan (Dao & Gu 2024, Sec. 6-7, the ``ssd_minimal``
     listing) over ``tokens`` on one TP rank: per chunk of ``Q`` tokens the intra-chunk quadratic
     part ``C B^T`` (``2 Q N`` per token and group) and its product with X (``2 Q P`` per token and
@@ -76,15 +118,16 @@ def ssd_scan_ops(model: ModelSpec, tokens: int, tp: int) -> tuple[ComputeOp, Com
     ``_chunk_state_fwd`` and ``_state_passing_fwd`` again from the saved inputs).
     """
     d_in, gn, heads = _local(model, tp)
+    gn *= repeats
     q, n = SSD_CHUNK, model.mamba_state_dim
     flops = tokens * (2.0 * q * gn + 2.0 * q * d_in + 4.0 * n * d_in)
-    fwd_bytes, bwd_bytes = ssd_scan_bytes(model, tokens, tp)
+    fwd_bytes, bwd_bytes = ssd_scan_bytes(model, tokens, tp, repeats)
     return (ComputeOp("mamba.ssd_scan", "attention", flops, fwd_bytes, kernels=SSD_KERNELS),
             ComputeOp("mamba.ssd_scan.bwd", "attention", 2 * flops + tokens * 2.0 * n * d_in, bwd_bytes,
                       backward=True, kernels=SSD_BWD_KERNELS))
 
 
-def ssd_scan_bytes(model: ModelSpec, tokens: int, tp: int) -> tuple[float, float]:
+def ssd_scan_bytes(model: ModelSpec, tokens: int, tp: int, repeats: int = 1) -> tuple[float, float]:
     """(forward, backward) HBM bytes of the SSD scan over ``tokens`` on one TP rank, kernel by
     kernel as mamba_ssm 2.3.2's combined scan reads and writes them (:data:`SSD_KERNELS`,
     :data:`SSD_BWD_KERNELS`), per token in units of x or dout (``d_in`` bf16), B or C (``G N``
@@ -97,7 +140,8 @@ def ssd_scan_bytes(model: ModelSpec, tokens: int, tp: int) -> tuple[float, float
       kernels again, then dstates, their passing, dx, dB, dC, dCB and the two bmm backwards; the
       per-head dt and dA terms are small and not counted)."""
     d_in, gn, _ = _local(model, tp)
-    a, cb = ACT_BYTES, FP32 * model.mamba_groups // tp * SSD_CHUNK
+    gn *= repeats
+    a, cb = ACT_BYTES, FP32 * model.mamba_groups // tp * repeats * SSD_CHUNK
     st = d_in * model.mamba_state_dim / SSD_CHUNK
     fwd = a * 3 * d_in + a * 4 * gn + 2 * cb + (2 * FP32 + 2 * a) * st
     bwd = a * 11 * d_in + a * 15 * gn + 6 * cb + (6 * FP32 + 5 * a) * st
@@ -115,23 +159,25 @@ def mamba_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tupl
     out_proj = gemm_ops("out_proj", tok, h, d_in, acc)
     c_in = fp8_casts(job, in_proj, fused_input=True, sharded_input=True)
     c_out = fp8_casts(job, out_proj, sharded_grad=True)
-    conv = ACT_BYTES * tok * (d_in + 2 * gn)  # x, B, C: read once, written once (forward)
-    scan_f, scan_b = ssd_scan_ops(model, tok, t)
+    r = group_repeats(model, lay)
+    conv = ACT_BYTES * tok * (d_in + 2 * gn * r)  # x, B, C: read once, written once (forward)
+    scan_f, scan_b = ssd_scan_ops(model, tok, t, r)
+    cp_pre, cp_post, cp_post_bwd, cp_pre_bwd = cp_all_to_alls(model, lay)
     # gated RMSNorm: read y and z, write the output; backward reads dy, y, z and writes dy, dz
     gate = ACT_BYTES * tok * d_in
     act = ACT_BYTES * tok * h
     resid_f, resid_b = kit.residual_bytes
     fwd: list[Item] = [
         kit.norm("mamba_norm", True), *tp_gather(lay, "tp.ag_in_proj", gather_bytes(job, in_proj[0], tok * h)),
-        *c_in[0], in_proj[0],
-        memory_op("mamba.conv1d", 2 * conv), scan_f, memory_op("mamba.gated_norm", 3 * gate),
+        *c_in[0], in_proj[0], *cp_pre,
+        memory_op("mamba.conv1d", 2 * conv), scan_f, *cp_post, memory_op("mamba.gated_norm", 3 * gate),
         *c_out[0], out_proj[0], *tp_scatter(lay, "tp.rs_out_proj", act), memory_op("mamba_residual", resid_f),
     ]
     bwd: list[Item] = [
         memory_op("mamba_residual.bwd", resid_b, True),
         *tp_gather(lay, "tp.ag_out_proj_grad", gather_bytes(job, out_proj[0], tok * h, grad=True)),
-        *c_out[1], out_proj[1], out_proj[2], memory_op("mamba.gated_norm.bwd", 5 * gate, True), scan_b,
-        memory_op("mamba.conv1d.bwd", 3 * conv, True),
+        *c_out[1], out_proj[1], out_proj[2], memory_op("mamba.gated_norm.bwd", 5 * gate, True), *cp_post_bwd,
+        scan_b, memory_op("mamba.conv1d.bwd", 3 * conv, True), *cp_pre_bwd,
         *tp_gather(lay, "tp.ag_in_proj_input", gather_bytes(job, in_proj[0], tok * h)),
         *c_in[1], in_proj[1], in_proj[2], *tp_scatter(lay, "tp.rs_in_proj_grad", act),
         memory_op("mamba_norm.bwd", kit.norm_bwd_bytes, True),
@@ -150,6 +196,7 @@ def mamba_saved_bytes(model: ModelSpec, job: JobSpec) -> float:
     lay = job.layout
     t, a, tok, tok_e, h = lay.tp, ACT_BYTES, lay.tokens, lay.elementwise_tokens, model.hidden
     d_in, gn, heads = _local(model, t)
+    gn *= group_repeats(model, lay)  # under CP the all-to-all's output, B and C repeated, is what is kept
     return (2 * a * tok_e * h + a * tok * (2 * d_in + 2 * gn + heads) + a * tok * (d_in + 2 * gn)
             + 2 * a * tok * d_in + (1 if model.dropout else 0) * tok_e * h
             + FP32 * tok * model.mamba_groups / t)
