@@ -54,7 +54,7 @@ def layouts(draw):
            "virtual_stages": draw(st.sampled_from([2, 3])) if interleaved else 1,
            "zero": draw(st.sampled_from([0, 1, 2, 3])), "recompute": draw(st.sampled_from(["none", "selective", "full"])),
            "precision": draw(st.sampled_from(["bf16", "fp8"])), "tp_overlap": draw(st.sampled_from(["none", "bwd", "full"])),
-           "cp_algo": draw(st.sampled_from(["all_gather", "ring"])), "overlap_dp_comm": draw(st.booleans()),
+           "cp_algo": draw(st.sampled_from(["all_gather", "ring", "a2a"])), "overlap_dp_comm": draw(st.booleans()),
            "grad_reduce": draw(st.sampled_from([None, "per_step", "per_microbatch"])),
            "grad_accum_fusion": draw(st.booleans()), "pp_embedding_slots": pp > 1 and draw(st.booleans()),
            "sequence_parallel": draw(st.booleans()),

@@ -10,7 +10,7 @@ from teton import simulate
 from teton.errors import SpecError
 from teton.spec.model import MODEL_PRESETS
 
-OPTIONS = {"tp_overlap": ["none", "bwd", "full"], "cp_algo": ["all_gather", "ring"], "precision": ["bf16", "fp8"],
+OPTIONS = {"tp_overlap": ["none", "bwd", "full"], "cp_algo": ["all_gather", "ring", "a2a"], "precision": ["bf16", "fp8"],
            "grad_accum_fusion": [True, False], "recompute": ["none", "full", "selective"],
            "cp_regather_kv": [False, True], "zero": [1, 2, 3]}
 _rng = random.Random(0)

@@ -387,3 +387,18 @@ def test_nemo_recompute_modules():
                                               "    recompute_modules: [core_attn, layernorm]\n"), "nemo")
     job = teton.load_spec(spec).job
     assert (job.recompute, job.recompute_modules) == ("selective", ("core_attn", "layernorm"))
+
+
+
+@pytest.mark.parametrize(("value", "algo"), [("p2p", "ring"), ("all_gather", "all_gather"), ("a2a", "a2a")])
+def test_cp_comm_type(value, algo):
+    """Megatron-Core's cp_comm_type, from Megatron-LM's flag and NeMo 2.0's config alike;
+    a2a+p2p (hierarchical) is refused in one line."""
+    spec, _ = import_config(DEEPSEEK_LIKE + f" --context-parallel-size 2 --cp-comm-type {value}", gpus=64)
+    assert teton.load_spec(spec).job.cp_algo == algo
+    text = NEMO2.read_text().replace("    recompute_granularity: null\n",
+                                     f"    recompute_granularity: null\n    cp_comm_type: {value}\n")
+    spec, _ = import_config(text, "nemo")
+    assert teton.load_spec(spec).job.software.cp_comm == algo
+    with pytest.raises(SpecError, match=r"^--cp-comm-type = 'a2a\+p2p': one of p2p, all_gather, a2a"):
+        import_config(DEEPSEEK_LIKE + " --cp-comm-type a2a+p2p", gpus=64)

@@ -147,3 +147,29 @@ def test_mla_and_mamba_refuse_the_eager_reference_code():
     m, job = _deepseek_dense()
     with pytest.raises(SpecError, match="kernel_fusion"):
         layer_block(m, job.model_copy(update={"kernel_fusion": "eager"}))
+
+
+def test_a2a_context_parallelism_sends_q_k_v_and_the_output_and_keeps_no_gathered_kv():
+    """cp_algo a2a (DeepSpeed-Ulysses; Transformer Engine 2.9's AttnFuncWithCPAndQKVOA2A): Q, K, V
+    sequence- to head-sharded before the core, the output back after, the gradients the other
+    way in backward; no K/V of the whole sequence is kept, and the core's work per rank is a
+    ring's."""
+    from teton.workload.activations import layer_activation_bytes
+
+    a2a, ring, ag = (_job("llama3-8b", tp=2, cp=4, seq_len=32768, global_batch=8, cp_algo=algo)
+                     for algo in ("a2a", "ring", "all_gather"))
+    m, lay = a2a.model, a2a.job.layout
+    blk = layer_block(m, a2a.job)
+    fwd = {i.name: i for i in blk.fwd if isinstance(i, Collective)}
+    bwd = {i.name: i for i in blk.bwd if isinstance(i, Collective)}
+    tok = lay.tokens
+    assert fwd["cp.a2a_qkv"].bytes == 2 * tok * (m.q_width + 2 * m.kv_width) / 2
+    assert fwd["cp.a2a_out"].bytes == bwd["cp.a2a_out_grad"].bytes == 2 * tok * m.q_width / 2
+    assert bwd["cp.a2a_qkv_grad"].bytes == fwd["cp.a2a_qkv"].bytes
+    assert all(c.op == "all_to_all" and c.axis == "cp" and not c.overlap for c in (*fwd.values(), *bwd.values())
+               if c.name.startswith("cp."))
+    assert _ops(blk)["attention"].flops == _ops(layer_block(m, ring.job))["attention"].flops
+    assert layer_activation_bytes(m, a2a.job) == layer_activation_bytes(m, ring.job) < layer_activation_bytes(m, ag.job)
+    # Llama 3 8B: 8 KV heads, 4 a TP rank at tp 2; cp 8 cannot split them
+    with pytest.raises(SpecError, match="job.cp = 8: must divide the key / value heads of a TP rank"):
+        layer_block(m, _job("llama3-8b", tp=2, cp=8, gpus=16, seq_len=32768, global_batch=8, cp_algo="a2a").job)

@@ -139,9 +139,11 @@ class JobSpec(Section):
     # forward gathers / scatters decomposed with their GEMMs (full: TransformerEngine userbuffers,
     # PyTorch async-TP).
     tp_overlap: Literal["none", "bwd", "full"] = "none"
-    # Context parallelism: all-gather K/V then attend (Llama 3), or pass K/V blocks round a ring
-    # under the attention blocks (ring attention; TransformerEngine's p2p context parallelism).
-    cp_algo: Literal["all_gather", "ring"] = "all_gather"
+    # Context parallelism: all-gather K/V then attend (Llama 3), pass K/V blocks round a ring
+    # under the attention blocks (ring attention; TransformerEngine's p2p context parallelism), or
+    # all-to-all Q, K, V from sequence- to head-sharded and the output back (a2a: DeepSpeed-Ulysses,
+    # TransformerEngine's a2a; the heads of a TP rank must divide by cp).
+    cp_algo: Literal["all_gather", "ring", "a2a"] = "all_gather"
     # all_gather CP: keep the gathered K/V for backward (what autograd does), or keep only this
     # rank's chunk and all-gather K/V again in backward (as Megatron re-gathers SP inputs).
     cp_regather_kv: bool = False

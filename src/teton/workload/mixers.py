@@ -111,8 +111,30 @@ def attention_cp_bytes(model: ModelSpec, lay: Layout) -> float:
     return ACT_BYTES * lay.micro_batch * lay.seq_len * 2 * model.kv_width / lay.tp
 
 
+def attention_a2a_bytes(model: ModelSpec, lay: Layout) -> tuple[float, float]:
+    """(Q, K and V; the output) bytes of one CP rank's sequence shard, this TP rank's heads: what
+    ``cp_algo = a2a`` sends over CP before and after the attention core."""
+    qw, kw, vw, ow = attention_widths(model) if model.mla else (model.q_width, model.kv_width, model.kv_width,
+                                                                  model.q_width)
+    per_token = ACT_BYTES * lay.tokens / lay.tp
+    return per_token * (qw + kw + vw), per_token * ow
+
+
+def check_cp_a2a(model: ModelSpec, job: JobSpec) -> None:
+    """Transformer Engine's a2a context parallelism (``AttnFuncWithCPAndQKVOA2A``) splits Q's and
+    K's heads over CP: each must divide among the CP ranks."""
+    lay = job.layout
+    if lay.cp == 1 or job.cp_algo != "a2a" or model.first_layer_type.mixer != "attention":
+        return
+    kv = model.heads if model.mla else model.n_kv_heads
+    for what, n in (("query", model.heads), ("key / value", kv)):
+        if (n // lay.tp) % lay.cp:
+            raise SpecError("job.cp", lay.cp, f"must divide the {what} heads of a TP rank ({n // lay.tp}) under "
+                            "job.cp_algo a2a (Transformer Engine splits the heads over CP)")
+
+
 def cp_comm(job: JobSpec, lay: Layout, kv_bytes: float, window: int | None = None,
-            ) -> tuple[list[Item], list[Item], list[Item]]:
+            a2a_bytes: tuple[float, float] = (0.0, 0.0)) -> tuple[list[Item], list[Item], list[Item]]:
     """(forward, backward, backward re-gather) CP collectives of one layer's K and V, ``kv_bytes``.
 
     Llama 3 (Sec. 3.3.2): all-gather K and V before attention, reduce-scatter their gradients after
@@ -121,9 +143,20 @@ def cp_comm(job: JobSpec, lay: Layout, kv_bytes: float, window: int | None = Non
     of ``cp - 1`` steps under the attention kernel. A windowed layer (``window``) gathers the whole
     K and V as a full one does; its ring stops once the window is covered: a rank's two
     load-balanced chunks of ``s / 2cp`` tokens need the ``ceil(2 cp w / s)`` chunks before each
-    (ASSUMPTION: the ring skips the steps whose blocks lie wholly outside every query's window).
+    (ASSUMPTION: the ring skips the steps whose blocks lie wholly outside every query's window;
+    Transformer Engine 2.9 itself refuses sliding windows under p2p, taking a2a or all_gather).
+    ``cp_algo = a2a`` (``a2a_bytes``: :func:`attention_a2a_bytes`): Q, K and V go from sequence- to
+    head-sharded by all-to-all before the core and the output back after it; backward sends the
+    output gradient one way and Q's, K's and V's gradients the other (Transformer Engine 2.9
+    ``AttnFuncWithCPAndQKVOA2A``), none of them under the attention kernel; the core then runs the
+    whole sequence for ``1 / cp`` of the heads, the same work as a shard of every head.
     """
     c = lay.cp
+    if c > 1 and job.cp_algo == "a2a":
+        qkv, out = a2a_bytes
+        return ([Collective("cp.a2a_qkv", "all_to_all", "cp", qkv), Collective("cp.a2a_out", "all_to_all", "cp", out)],
+                [Collective("cp.a2a_qkv_grad", "all_to_all", "cp", qkv)],
+                [Collective("cp.a2a_out_grad", "all_to_all", "cp", out)])
     if c > 1 and job.cp_algo == "ring":
         steps = c - 1 if not window else min(c - 1, math.ceil(2 * c * window / lay.seq_len))
         return ([Collective("cp.kv_ring", "all_gather", "cp", kv_bytes, overlap="attention", ring_steps=steps)],
@@ -173,6 +206,7 @@ def check_mixer(model: ModelSpec, job: JobSpec) -> None:
     """The job settings a layer other than Llama's attention + MLP block cannot run with: the
     eager reference code (``job.kernel_fusion = eager``, HF's Llama) and torchtitan's per-op
     policy (``selective_op``, its projections' save list) are modelled for that block only."""
+    check_cp_a2a(model, job)
     kind = model.first_layer_type
     if kind.mixer == "attention" and not model.mla and kind.ffn != "none":
         return
@@ -230,7 +264,8 @@ def mla_items(model: ModelSpec, job: JobSpec, acc: int, kit: MixerKit) -> tuple[
     casts = {g[0].name: fp8_casts(job, g, sharded_input=up, sharded_grad=g is out)
              for g, up in ((q_down, False), (kv_down, False), (q_up, True), (kv_up, True), (out, False)) if g}
     core_f, core_b, scores, dropout = attention_core(model, lay, job.flash_attention, fp8_attention(job))
-    cp_f, cp_b, cp_re = cp_comm(job, lay, attention_cp_bytes(model, lay), model.sliding_window)
+    cp_f, cp_b, cp_re = cp_comm(job, lay, attention_cp_bytes(model, lay), model.sliding_window,
+                                attention_a2a_bytes(model, lay))
     norms = [elementwise_bytes(model.norm, fusion, tok_e * r) for r in (q_lora or 0, kv_lora)]
     rope = elementwise_bytes("rope", fusion, tok * heads * 2 * model.qk_head_dim)
     latents = gather_bytes(job, kv_up[0], tok * (q_in + kv_in))  # the up-projections' inputs

@@ -52,6 +52,7 @@ from teton.workload.mixers import (
     MIXER_TP_OVERLAP_BWD,
     MIXER_TP_OVERLAP_FULL,
     MixerKit,
+    attention_a2a_bytes,
     attention_core,
     attention_cp_bytes,
     check_mixer,
@@ -126,7 +127,8 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     qkv, out, up, down = _layer_gemms(model, lay, acc, rows)
     attn_fwd, attn_bwd, score_bytes, dropout_bytes = attention_core(model, lay, job.flash_attention,
                                                                     fp8_attention(job))
-    cp_fwd, cp_bwd, cp_regather = cp_comm(job, lay, attention_cp_bytes(model, lay), model.sliding_window)
+    cp_fwd, cp_bwd, cp_regather = cp_comm(job, lay, attention_cp_bytes(model, lay), model.sliding_window,
+                                          attention_a2a_bytes(model, lay))
     ((norm_b, norm_bwd_b), (resid_b, resid_bwd_b), (rope_b, rope_bwd_b),
      (act_b, act_bwd_b)) = _layer_elementwise(model, lay, job.kernel_fusion)
     copies = eager_copy_bytes(model, lay.tokens, t) if job.kernel_fusion == "eager" else {}

@@ -204,3 +204,12 @@ def recompute_modules(m: Mapper, key: str) -> None:
         m.put("job.recompute", "none", key, raw, "an empty list: nothing recomputed")
         return
     m.put("job.recompute_modules", list(dict.fromkeys(names)), key, raw)
+
+
+def cp_comm_type(m: Mapper, key: str) -> None:
+    """``software.cp_comm`` from Megatron-Core's ``cp_comm_type``: p2p is the ring, all_gather and a2a
+    themselves; a2a+p2p (hierarchical) is not modelled. A per-layer list is refused too."""
+    if m.has(key):
+        raw = m.get(key)
+        m.put("software.cp_comm", choice(key, raw, {"p2p": "ring", "all_gather": "all_gather", "a2a": "a2a"},
+                                         "a2a+p2p (hierarchical) and per-layer lists are not modelled"), key, raw)

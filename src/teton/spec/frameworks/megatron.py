@@ -120,10 +120,7 @@ def _layout(m: Mapper) -> None:
     else:
         m.default("job.sequence_parallel", False, "no --sequence-parallel: Megatron-LM's default is off")
     _virtual(m)
-    if m.has("--cp-comm-type"):
-        raw = m.get("--cp-comm-type")
-        m.put("software.cp_comm", choice("--cp-comm-type", raw, {"p2p": "ring", "all_gather": "all_gather"},
-                                         "a2a (Ulysses) is not modelled"), "--cp-comm-type", raw)
+    mcore.cp_comm_type(m, "--cp-comm-type")
     mcore.pipeline_split(m, "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
                          "--pipeline-model-parallel-layout", ("--account-for-embedding-in-pipeline-split",
                                                                "--account-for-loss-in-pipeline-split"))
