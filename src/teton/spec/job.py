@@ -306,6 +306,32 @@ def _module_missing(module: str, model: ModelSpec) -> str | None:
     return None
 
 
+def check_head_split(job: JobSpec, model: ModelSpec) -> None:
+    """The heads and groups TP and CP split: a Mamba-2 layer's heads and B/C groups over TP, then
+    its heads over CP, its groups divided among the CP ranks or repeated on them (Megatron-Core
+    0.16 ``MambaContextParallel``); under ``cp_algo: a2a`` the query and key / value heads of a TP
+    rank over CP (Transformer Engine 2.9's ``AttnFuncWithCPAndQKVOA2A``)."""
+    lay = job.layout
+    kinds = model.layer_type_counts()
+    if any(k.mixer == "mamba" for k in kinds):
+        for field, n in (("mamba_groups", model.mamba_groups), ("mamba_heads", model.n_mamba_heads)):
+            if n % lay.tp:
+                raise SpecError("job.tp", lay.tp, f"must divide model.{field} ({n}) for Mamba-2 layers")
+        heads, groups = model.n_mamba_heads // lay.tp, model.mamba_groups // lay.tp
+        if heads % lay.cp:
+            raise SpecError("job.cp", lay.cp, f"must divide the Mamba-2 heads of a TP rank ({heads}: "
+                            "model.mamba_heads / job.tp) for Mamba-2 context parallelism")
+        if groups % lay.cp and lay.cp % groups:
+            raise SpecError("job.cp", lay.cp, f"must divide, or be a multiple of, the Mamba-2 groups of a TP rank "
+                            f"({groups}: model.mamba_groups / job.tp)")
+    if lay.cp > 1 and job.cp_algo == "a2a" and any(k.mixer == "attention" for k in kinds):
+        kv = model.heads if model.mla else model.n_kv_heads
+        for what, n in (("query", model.heads), ("key / value", kv)):
+            if (n // lay.tp) % lay.cp:
+                raise SpecError("job.cp", lay.cp, f"must divide the {what} heads of a TP rank ({n // lay.tp}) under "
+                                "job.cp_algo a2a (Transformer Engine splits the heads over CP)")
+
+
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     """Cross-field rules between job, model and cluster; returns the job with dp filled in, and the
     order an MoE model's job takes when its spec gives none (Megatron-Core's tp-cp-ep-dp-pp:
@@ -319,6 +345,7 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     if job.gpus > cluster.gpus:
         raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
     job.layout.check(job, model, cluster.domain_gpus)
+    check_head_split(job, model)
     if job.pp_schedule == "dualpipe":  # again: a search's model_copy(update=...) skips the validators
         job._check_dualpipe()
     _check_kernels(job, cluster)

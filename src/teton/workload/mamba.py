@@ -25,8 +25,7 @@ for all of them.
 
 from __future__ import annotations
 
-from teton.errors import SpecError
-from teton.spec.job import JobSpec
+from teton.spec.job import JobSpec, check_head_split
 from teton.spec.model import ModelSpec
 from teton.workload.fp8 import fp8_casts, gather_bytes
 from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
@@ -48,19 +47,8 @@ SSD_BWD_KERNELS = 21
 
 def check_mamba(model: ModelSpec, job: JobSpec) -> None:
     """Megatron-Core's MambaMixer shards heads and B/C groups over TP, and over CP after its
-    all-to-all (``MambaContextParallel``: every CP rank needs at least one head, and its groups
-    divide among the CP ranks or are repeated on them)."""
-    lay = job.layout
-    for field, n in (("mamba_groups", model.mamba_groups), ("mamba_heads", model.n_mamba_heads)):
-        if n % lay.tp:
-            raise SpecError("job.tp", lay.tp, f"must divide model.{field} ({n}) for Mamba-2 layers")
-    heads, groups = model.n_mamba_heads // lay.tp, model.mamba_groups // lay.tp
-    if lay.cp > 1 and heads % lay.cp:
-        raise SpecError("job.cp", lay.cp, f"must divide the Mamba-2 heads of a TP rank ({heads}: model.mamba_heads "
-                        "/ job.tp) for Mamba-2 context parallelism")
-    if lay.cp > 1 and groups % lay.cp and lay.cp % groups:
-        raise SpecError("job.cp", lay.cp, f"must divide, or be a multiple of, the Mamba-2 groups of a TP rank "
-                        f"({groups}: model.mamba_groups / job.tp)")
+    all-to-all (``teton.spec.job.check_head_split``, which the job checks run at load)."""
+    check_head_split(job, model)
 
 
 def group_repeats(model: ModelSpec, lay) -> int:

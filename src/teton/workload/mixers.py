@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from teton.errors import SpecError
-from teton.spec.job import JobSpec
+from teton.spec.job import JobSpec, check_head_split
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
@@ -120,19 +120,6 @@ def attention_a2a_bytes(model: ModelSpec, lay: Layout) -> tuple[float, float]:
     return per_token * (qw + kw + vw), per_token * ow
 
 
-def check_cp_a2a(model: ModelSpec, job: JobSpec) -> None:
-    """Transformer Engine's a2a context parallelism (``AttnFuncWithCPAndQKVOA2A``) splits Q's and
-    K's heads over CP: each must divide among the CP ranks."""
-    lay = job.layout
-    if lay.cp == 1 or job.cp_algo != "a2a" or model.first_layer_type.mixer != "attention":
-        return
-    kv = model.heads if model.mla else model.n_kv_heads
-    for what, n in (("query", model.heads), ("key / value", kv)):
-        if (n // lay.tp) % lay.cp:
-            raise SpecError("job.cp", lay.cp, f"must divide the {what} heads of a TP rank ({n // lay.tp}) under "
-                            "job.cp_algo a2a (Transformer Engine splits the heads over CP)")
-
-
 def cp_comm(job: JobSpec, lay: Layout, kv_bytes: float, window: int | None = None,
             a2a_bytes: tuple[float, float] = (0.0, 0.0)) -> tuple[list[Item], list[Item], list[Item]]:
     """(forward, backward, backward re-gather) CP collectives of one layer's K and V, ``kv_bytes``.
@@ -206,7 +193,7 @@ def check_mixer(model: ModelSpec, job: JobSpec) -> None:
     """The job settings a layer other than Llama's attention + MLP block cannot run with: the
     eager reference code (``job.kernel_fusion = eager``, HF's Llama) and torchtitan's per-op
     policy (``selective_op``, its projections' save list) are modelled for that block only."""
-    check_cp_a2a(model, job)
+    check_head_split(job, model)
     kind = model.first_layer_type
     if kind.mixer == "attention" and not model.mla and kind.ffn != "none":
         return
