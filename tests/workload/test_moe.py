@@ -262,3 +262,24 @@ def test_moe_saved_bytes_keep_no_unpermute_copies():
     rows, h, f = moe_rows(model, job), model.hidden, model.expert_ffn
     expect = FP32 * rows.tokens * model.experts + 2 * rows.expert * h + 2 * 2 * rows.expert * f / job.layout.etp
     assert moe_saved_bytes(model, job) == pytest.approx(expect)
+
+
+def test_expert_down_bias_is_added_expert_by_expert_outside_the_gemm():
+    """Megatron-Core's TEGroupedMLP returns the down projection's bias unapplied and adds it expert
+    by expert, scaled by the routing probability (``_apply_bias``): memory-bound passes over the
+    routed rows, kernels per local expert; a model without biases has none."""
+    from teton.workload.moe import EXPERT_BIAS_BYTES, moe_rows
+
+    spec = load_spec({"cluster": "dgx-b200-superpod", "model": "gpt-oss-120b",
+                      "job": {"gpus": 64, "ep": 8, "seq_len": 4096, "micro_batch": 4, "global_batch": 1280}})
+    m = spec.model.as_layer(spec.model.layer_types()[0])
+    blk = layer_block(m, spec.job)
+    fwd = {i.name: i for i in blk.fwd}
+    bwd = {i.name: i for i in blk.bwd}
+    rows = moe_rows(m, spec.job)
+    assert rows.local_experts == 16
+    assert fwd["expert_down.bias"].bytes == EXPERT_BIAS_BYTES[0] * rows.expert * m.hidden
+    assert (fwd["expert_down.bias"].kernels, bwd["expert_down.bias.bwd"].kernels) == (33, 64)
+    names = [i.name for i in blk.fwd]
+    assert names.index("expert_down") < names.index("expert_down.bias") < names.index("moe.unsort_chunks")
+    assert not any("bias" in i.name for i in layer_block(_spec().model, _spec().job).fwd)

@@ -275,17 +275,40 @@ def _routed_items(model: ModelSpec, job: JobSpec, rows: MoeRows, routed: tuple[G
     fwd: list[Item] = [
         memory_op("moe.permute", perm, host_sync=not model.pad_to_capacity), *_a2a("ep.dispatch", a2a_in, model, ep),
         *_collective("etp.dispatch_gather", "all_gather", axis, gathered, etp), memory_op("moe.sort_chunks", sort),
-        *casts[0][0], up[0], memory_op("expert_act", act_f), *casts[1][0], down[0],
+        *casts[0][0], up[0], memory_op("expert_act", act_f), *casts[1][0], down[0], *_down_bias(model, rows)[0],
         memory_op("moe.unsort_chunks", sort), *_collective("etp.combine_scatter", "reduce_scatter", axis, gathered, etp),
         *_a2a("ep.combine", a2a, model, ep), memory_op("moe.unpermute", perm)]
     bwd: list[Item] = [
         memory_op("moe.unpermute.bwd", perm, True), *_a2a("ep.combine_grad", a2a_in, model, ep),
         *_collective("etp.combine_grad_gather", "all_gather", axis, gathered, etp),
-        memory_op("moe.unsort_chunks.bwd", sort, True), *casts[1][1], down[1], down[2],
+        memory_op("moe.unsort_chunks.bwd", sort, True), *_down_bias(model, rows)[1], *casts[1][1], down[1], down[2],
         memory_op("expert_act.bwd", act_b, True), *casts[0][1], up[1], up[2], memory_op("moe.sort_chunks.bwd", sort, True),
         *_collective("etp.dispatch_grad_scatter", "reduce_scatter", axis, gathered, etp),
         *_a2a("ep.dispatch_grad", a2a, model, ep), memory_op("moe.permute.bwd", perm, True)]
     return fwd, bwd
+
+
+# Bytes per element of the down projections' output that Megatron-Core's per-expert bias add moves
+# (TEGroupedMLP._apply_bias, 0.13-0.16: ``cat([t + b * p ...]).to(t.dtype)``, the routing
+# probabilities p in the router's dtype: bf16 unless moe_router_dtype asks for fp32, which GPT-OSS's
+# Megatron-Bridge 0.6 configuration does not): forward b * p written (2), the add reading t and it
+# and writing (6), the cat (4), the cast a no-op; backward b's and p's gradients, each a product
+# written and read back by a sum (2 + 2 + 2 each); the add's and the cat's gradients are views
+EXPERT_BIAS_BYTES = (12.0, 12.0)
+
+
+def _down_bias(model: ModelSpec, rows: MoeRows) -> tuple[list[Item], list[Item]]:
+    """(forward, backward) items of the routed experts' down-projection bias (``model.bias``):
+    Transformer Engine's GroupedLinear returns it unapplied (Megatron-Core's TEGroupedMLP builds
+    ``linear_fc2`` with ``skip_bias_add=True``) and ``_apply_bias`` adds it expert by expert, scaled
+    by each row's routing probability (:data:`EXPERT_BIAS_BYTES`; two kernels an expert and the cat
+    forward, four an expert backward). The up projection's bias is the GEMM's
+    epilogue (``skip_bias_add=False``), its gradient the weight-gradient GEMM's: nothing more."""
+    if not model.bias:
+        return [], []
+    elements, n = rows.expert * model.hidden, rows.local_experts
+    return ([memory_op("expert_down.bias", EXPERT_BIAS_BYTES[0] * elements, kernels=2 * n + 1)],
+            [memory_op("expert_down.bias.bwd", EXPERT_BIAS_BYTES[1] * elements, True, kernels=4 * n)])
 
 
 def _shared_items(model: ModelSpec, job: JobSpec, acc: int, act_in: float) -> tuple[list[Item], list[Item]]:
