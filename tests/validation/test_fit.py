@@ -39,6 +39,11 @@ def test_catalog_is_the_fit_of_the_training_sets(bundled_fit):
     for which in ("seen", "unseen", "moe"):
         assert cat["band"][which] == pytest.approx(fresh["band"][which], abs=2e-3)
         assert cat["coverage"][which] == pytest.approx(fresh["coverage"][which], abs=2e-3)
+    assert cat["band"]["seen_by_family"].keys() == fresh["band"]["seen_by_family"].keys()
+    for family, b in fresh["band"]["seen_by_family"].items():
+        assert cat["band"]["seen_by_family"][family] == pytest.approx(b, abs=2e-3)
+        assert cat["coverage"]["seen_by_family"][family] == pytest.approx(
+            fresh["coverage"]["seen_by_family"][family], abs=2e-3)
 
 
 def test_held_out_errors_on_both_training_sets(bundled_fit):
@@ -59,6 +64,28 @@ def test_bands_are_p10_p90_and_cover_about_80_percent_nested(bundled_fit):
     assert unseen[0] < seen[0] < 0 < seen[1] < unseen[1]
     assert 0.60 <= bundled_fit.coverage("loso") <= 0.95
     assert 0.60 <= bundled_fit.coverage("loo") <= 0.95
+
+
+def test_a_seen_stack_gets_its_gpu_familys_band(bundled_fit):
+    """The families' held-out errors scatter differently (Blackwell's about twice Hopper's): a job
+    gets its GPU family's leave-one-out band, which contains that family's rows as often as the
+    others' do theirs (nested, 60-95 % each), where the one band of every family covered Blackwell's
+    rows least."""
+    from teton.hardware.efficiency import in_situ_band
+    from teton.hardware.gpus import GPUS
+
+    fam = bundled_fit.family_bands()
+    assert set(fam) == {"a100", "hopper", "blackwell", "blackwell-ultra"}
+    width = {f: b[1] - b[0] for f, b in fam.items()}
+    assert width["blackwell"] > 1.4 * width["hopper"]
+    overall, per = bundled_fit.family_coverage()
+    assert 0.60 <= overall <= 0.95 and all(0.60 <= c <= 0.95 for c in per.values())
+    cat = fitted_catalog()["band"]["seen_by_family"]
+    for gpu, family in (("h100-sxm", "hopper"), ("b200", "blackwell")):
+        stack = "meta-llama3-2024" if family == "hopper" else "megatron-bridge-26.04"
+        assert in_situ_band(GPUS[gpu], None, stack) == pytest.approx(tuple(cat[family]))
+    # an unseen stack keeps the leave-one-stack-out band of every family together
+    assert in_situ_band(GPUS["b200"], None, "unknown") == pytest.approx(tuple(fitted_catalog()["band"]["unseen"]))
 
 
 def test_table4_rows_within_5_percent_by_default(example_spec):
@@ -140,7 +167,7 @@ def test_burst_and_in_situ_bands(example_spec):
     assert burst.step_time_s_low is None and burst.step_time_s_high is None
     assert burst.step_time_s < in_situ.step_time_s
     # a run predicted with error e measured t / (1 + e): the band is [t / (1 + e90), t / (1 + e10)]
-    lo, hi = fitted_catalog()["band"]["seen"]
+    lo, hi = fitted_catalog()["band"]["seen_by_family"]["hopper"]  # the H100's family
     assert in_situ.software == "meta-llama3-2024"
     assert in_situ.step_time_s_low == pytest.approx(in_situ.step_time_s / (1 + hi))
     assert in_situ.step_time_s_high == pytest.approx(in_situ.step_time_s / (1 + lo))

@@ -158,6 +158,13 @@ def _summary_lines(d: dict, console) -> None:
             f"bands (p10-p90 of held-out errors): seen stack {seen[0] * 100:+.1f} .. {seen[1] * 100:+.1f} %, "
             f"covering {ts['coverage_seen'] * 100:.0f} % of rows (nested); unseen stack {unseen[0] * 100:+.1f} .. "
             f"{unseen[1] * 100:+.1f} %, covering {ts['coverage_unseen'] * 100:.0f} % (nested leave-one-stack-out)")
+        fam = ts.get("band_seen_by_family", {})
+        if fam:
+            cov = ts["coverage_seen_by_family"]
+            parts = ", ".join(f"{f} {b[0] * 100:+.1f} .. {b[1] * 100:+.1f} % ({cov.get(f, float('nan')) * 100:.0f} %)"
+                              for f, b in fam.items())
+            console.print(f"seen-stack band by GPU family, the one a job gets (covering, nested): {parts}; "
+                          f"{cov['all'] * 100:.0f} % of all rows")
         for n in d.get("notes", [])[:3]:
             console.print(f"  note: {escape(n)}")
         hidden = len(d.get("notes", [])) - 3

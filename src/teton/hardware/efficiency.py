@@ -324,8 +324,8 @@ def in_situ_band(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK,
                  moe: bool = False) -> tuple[float, float] | None:
     """(p10, p90) relative errors of the fit behind a cluster's in-situ values: the cluster's own
     ``band_low`` / ``band_high`` (written by ``teton fit --cluster-out``), else the catalog's band
-    when its fitted values are in use unchanged: the leave-one-out band for a stack with training
-    runs on the GPU's family, the (wider) leave-one-stack-out band otherwise; for a model with MoE
+    when its fitted values are in use unchanged: the leave-one-out band of the GPU's family for a
+    stack with training runs on it, the (wider) leave-one-stack-out band otherwise; for a model with MoE
     layers (``moe``) the MoE rows' band instead (``teton.hardware.in_situ.band``); None in the
     burst profile or when in-situ values were set by hand (no fit to take a band from)."""
     o = overrides or {}
@@ -333,7 +333,8 @@ def in_situ_band(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK,
         return float(o["band_low"]), float(o["band_high"])
     if profile_of(o) != "in_situ" or any(k in IN_SITU_PARAMETERS for k in o):
         return None
-    return catalog_band(in_situ_values(family_of(gpu), stack)[1] == "stack", moe)
+    family = family_of(gpu)
+    return catalog_band(in_situ_values(family, stack)[1] == "stack", moe, family)
 
 
 def prediction_mode(gpu: GPU, overrides: dict | None, stack: str = UNKNOWN_STACK,

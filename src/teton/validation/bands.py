@@ -76,3 +76,39 @@ def small_sample_band(errors: np.ndarray, weights: np.ndarray, sigma: float, uni
     s = float(np.sqrt((np.average((e - mean) ** 2, weights=w) * n + sigma ** 2) / (n + 1)))
     s = max(s, sigma) if n < 3 else s
     return mean - Z_90 * s, mean + Z_90 * s
+
+
+def family_band(errors: np.ndarray, units: list, sigma: float) -> tuple[float, float]:
+    """(p10, p90) of one GPU family's held-out ``errors``, each of its ``units`` (configurations)
+    counted once: the weighted percentiles from ``MIN_EMPIRICAL`` units on, a normal shrunk towards
+    ``sigma`` below (:func:`small_sample_band`)."""
+    weights, n = inverse_counts(units), len(set(units))
+    if n >= MIN_EMPIRICAL:
+        return band(errors, weights)
+    return small_sample_band(errors, weights, sigma, n)
+
+
+def nested_family_coverage(errors: np.ndarray, units: list, families: list, sigma: float
+                           ) -> tuple[float, dict[str, float]]:
+    """(all rows, per family) weighted share of rows inside the band of their family's *other*
+    units (:func:`family_band`), each unit weighing one; a family of one unit has no such band."""
+    errors = np.asarray(errors, float)
+    units_a, fams = np.array(units, dtype=object), np.array(families, dtype=object)
+    weights = inverse_counts(units)
+    per: dict[str, float] = {}
+    inside_all = total_all = 0.0
+    for f in dict.fromkeys(families):
+        in_f = fams == f
+        inside = total = 0.0
+        for u in dict.fromkeys(units_a[in_f].tolist()):
+            mine, rest = in_f & (units_a == u), in_f & (units_a != u)
+            if not rest.any():
+                continue
+            lo, hi = family_band(errors[rest], list(units_a[rest]), sigma)
+            e = errors[mine]
+            inside += float(weights[mine][(e >= lo) & (e <= hi)].sum())
+            total += float(weights[mine].sum())
+        if total:
+            per[f] = inside / total
+        inside_all, total_all = inside_all + inside, total_all + total
+    return (inside_all / total_all if total_all else float("nan")), per

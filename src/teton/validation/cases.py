@@ -295,6 +295,9 @@ def fit_summary(fit, fitted: list[ValidationRow]) -> dict:
     for w, name in (("loo", "seen"), ("loso", "unseen")):
         out[f"band_{name}"] = list(fit.band(w))
         out[f"coverage_{name}"] = fit.coverage(w)
+    families, (cov_all, cov) = fit.family_bands(), fit.family_coverage()
+    out["band_seen_by_family"] = {f: list(b) for f, b in families.items()}
+    out["coverage_seen_by_family"] = {"all": cov_all, **cov}
     out["spread"] = {"sigma": fit.hyper.sigma, **{f"tau_{k}": v for k, v in fit.hyper.tau}}
     return out
 

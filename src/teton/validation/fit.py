@@ -133,6 +133,23 @@ class FitResult:
         units = [r.config for r in self.runs] if which != "loso" else [c[0] for c in self.cells]
         return bands.nested_coverage(self.errors(which), self.weights(which), units)
 
+    def family_bands(self) -> dict[str, tuple[float, float]]:
+        """Per GPU family, the (p10, p90) of its rows' leave-one-out errors: the seen-stack band a
+        job on that family gets (``bands.family_band``; a family's scatter is its own: Blackwell's
+        held-out errors spread about twice Hopper's)."""
+        fams = [c[1] for c in self.cells]
+        configs = [r.config for r in self.runs]
+        errors = self.errors("loo")
+        return {f: bands.family_band(errors[[i for i, g in enumerate(fams) if g == f]],
+                                     [configs[i] for i, g in enumerate(fams) if g == f], self.hyper.sigma)
+                for f in dict.fromkeys(fams)}
+
+    def family_coverage(self) -> tuple[float, dict[str, float]]:
+        """(all rows, per family) share of rows inside their family's band built without their
+        configuration (``bands.nested_family_coverage``)."""
+        return bands.nested_family_coverage(self.errors("loo"), [r.config for r in self.runs],
+                                            [c[1] for c in self.cells], self.hyper.sigma)
+
     def values(self, cell: tuple[str, str]) -> dict[str, float]:
         """Every key's value in ``cell``: fitted, or held at its prior (a user's unidentified key)."""
         merged = {**self.held.get(cell, {}), **self.solution.values(cell)}
