@@ -304,19 +304,22 @@ def fit_summary(fit, fitted: list[ValidationRow]) -> dict:
 
 def stack_summary(fit) -> list[dict]:
     """One row per (stack, family): runs, fitted values, leave-one-out and leave-one-stack-out
-    mean / max absolute errors, and the share of its rows inside their nested bands."""
+    mean / max absolute errors, and the share of its rows inside their nested bands (the seen band:
+    its GPU family's, built from the family's other configurations)."""
     import numpy as np
 
     from teton.validation import bands
 
     out = []
     loo, loso = fit.errors("loo"), fit.errors("loso")
-    configs, stacks = [r.config for r in fit.runs], [c[0] for c in fit.cells]
+    configs, stacks, fams = [r.config for r in fit.runs], [c[0] for c in fit.cells], [c[1] for c in fit.cells]
     for cell in dict.fromkeys(fit.cells):
         idx = [i for i, c in enumerate(fit.cells) if c == cell]
-        others_cfg = [i for i in range(len(fit.runs)) if configs[i] not in {configs[j] for j in idx}]
+        # the seen band a job of the cell gets: its GPU family's, from the family's other configurations
+        others_cfg = [i for i in range(len(fit.runs))
+                      if fams[i] == cell[1] and configs[i] not in {configs[j] for j in idx}]
         others_stack = [i for i in range(len(fit.runs)) if stacks[i] != cell[0]]
-        lo, hi = bands.band(loo[others_cfg], fit.weights("loo")[others_cfg])
+        lo, hi = bands.family_band(loo[others_cfg], [configs[i] for i in others_cfg], fit.hyper.sigma)
         ulo, uhi = bands.band(loso[others_stack], fit.weights("loso")[others_stack])
         out.append({"stack": cell[0], "family": cell[1], "rows": len(idx),
                     "values": fit.values(cell),
