@@ -173,3 +173,16 @@ def test_a2a_context_parallelism_sends_q_k_v_and_the_output_and_keeps_no_gathere
     # Llama 3 8B: 8 KV heads, 4 a TP rank at tp 2; cp 8 cannot split them
     with pytest.raises(SpecError, match="job.cp = 8: must divide the key / value heads of a TP rank"):
         layer_block(m, _job("llama3-8b", tp=2, cp=8, gpus=16, seq_len=32768, global_batch=8, cp_algo="a2a").job)
+
+
+def test_transformer_engine_refuses_ring_cp_with_windows_and_all_gather_cp_with_mla():
+    """TE 2.9's attn_forward_func_with_cp: sliding windows only under a2a or all_gather CP, MLA only
+    under p2p (ring); a job on cuDNN attention gets those refusals in one line, a FlashAttention
+    job keeps its ring."""
+    te = {"attention_kernel": "cudnn"}
+    with pytest.raises(SpecError, match="job.cp_algo = 'ring': Transformer Engine's attention"):
+        _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="ring", seq_len=8192, **te)
+    _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="all_gather", seq_len=8192, **te)
+    _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="ring", seq_len=8192)  # fa2: allowed
+    with pytest.raises(SpecError, match="runs MLA only under ring CP"):
+        _job("deepseek-v3", gpus=64, tp=2, ep=8, cp=2, cp_algo="all_gather", seq_len=8192, **te)

@@ -332,6 +332,21 @@ def check_head_split(job: JobSpec, model: ModelSpec) -> None:
                                 "job.cp_algo a2a (Transformer Engine splits the heads over CP)")
 
 
+def check_cp_kernel(job: JobSpec, model: ModelSpec) -> None:
+    """What Transformer Engine 2.9's context-parallel attention refuses (``attn_forward_func_with_cp``),
+    for a job that runs its attention there (``job.attention_kernel: cudnn``, TE's fused attention):
+    sliding-window layers under ring (p2p) CP, and MLA under all-gather or a2a CP."""
+    if job.layout.cp == 1 or job.attention_kernel != "cudnn" or not any(
+            k.mixer == "attention" for k in model.layer_type_counts()):
+        return
+    if model.sliding_window and job.cp_algo == "ring":
+        raise SpecError("job.cp_algo", "ring", "Transformer Engine's attention (job.attention_kernel cudnn) refuses "
+                        "ring CP with sliding-window layers: use a2a or all_gather")
+    if model.mla and job.cp_algo in ("all_gather", "a2a"):
+        raise SpecError("job.cp_algo", job.cp_algo, "Transformer Engine's attention (job.attention_kernel cudnn) runs "
+                        "MLA only under ring CP (p2p)")
+
+
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     """Cross-field rules between job, model and cluster; returns the job with dp filled in, and the
     order an MoE model's job takes when its spec gives none (Megatron-Core's tp-cp-ep-dp-pp:
@@ -346,6 +361,7 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
         raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
     job.layout.check(job, model, cluster.domain_gpus)
     check_head_split(job, model)
+    check_cp_kernel(job, model)
     if job.pp_schedule == "dualpipe":  # again: a search's model_copy(update=...) skips the validators
         job._check_dualpipe()
     _check_kernels(job, cluster)

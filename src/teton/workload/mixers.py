@@ -131,7 +131,8 @@ def cp_comm(job: JobSpec, lay: Layout, kv_bytes: float, window: int | None = Non
     K and V as a full one does; its ring stops once the window is covered: a rank's two
     load-balanced chunks of ``s / 2cp`` tokens need the ``ceil(2 cp w / s)`` chunks before each
     (ASSUMPTION: the ring skips the steps whose blocks lie wholly outside every query's window;
-    Transformer Engine 2.9 itself refuses sliding windows under p2p, taking a2a or all_gather).
+    Transformer Engine 2.9 refuses sliding windows under p2p, and so does a job that runs its
+    attention there: ``teton.spec.job.check_cp_kernel``).
     ``cp_algo = a2a`` (``a2a_bytes``: :func:`attention_a2a_bytes`): Q, K and V go from sequence- to
     head-sharded by all-to-all before the core and the output back after it; backward sends the
     output gradient one way and Q's, K's and V's gradients the other (Transformer Engine 2.9
