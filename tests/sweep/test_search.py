@@ -310,3 +310,27 @@ def test_a_staged_search_simulates_each_layout_once_and_counts_the_rest_dominate
     assert len(calls) == len(set(calls)) <= d["evaluated"] - d["dominated"]
     first_pass = sum(dominated for _, _, dominated in _candidates(spec, space, True))
     assert d["dominated"] > first_pass
+
+
+def test_search_tries_each_cp_algorithm_on_cp_layouts_only(cli, tmp_path):
+    """--cp-algo: a CP layout at each algorithm (a layout of its own, ranked with the others), a
+    layout without CP once at the job's own; an algorithm a layout's heads refuse (a2a with fewer
+    KV heads on a TP rank than CP ranks) drops out; a bad name is a one-line error."""
+    spec = load_spec({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+                      "job": {"gpus": 64, "tp": 2, "cp": 2, "seq_len": 32768, "global_batch": 64}})
+    space = SearchSpace(tp=(2, 8), cp=(1, 2, 4), pp=(1,), virtual_stages=(1,), micro_batch=(1,),
+                        recompute=("full",), zero=(1,), cp_algo=("ring", "a2a"))
+    rows = search_layouts(spec, space)["rows"]
+    algos = {(r["tp"], r["cp"]): set() for r in rows}
+    for r in rows:
+        algos[r["tp"], r["cp"]].add(r["cp_algo"])
+    assert algos[2, 2] == {"ring", "a2a"} and algos[2, 4] == {"ring", "a2a"}
+    assert algos[2, 1] == {spec.job.cp_algo}  # cp 1: the job's own, once
+    assert algos[8, 2] == {"ring"}  # 8 KV heads over tp 8: one a rank, which cp 2 cannot split
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
+                                "job": {"gpus": 64, "tp": 2, "cp": 2, "seq_len": 32768, "global_batch": 64}}))
+    code, out, _ = cli("search", path, "--tp", "2", "--cp", "2", "--pp", "1", "--cp-algo", "ring,a2a", "--top", "50")
+    assert code == 0 and "cp algo" in out and "a2a" in out
+    code, _, err = cli("search", path, "--cp-algo", "ulysses")
+    one_line_error(code, err, "--cp-algo")

@@ -26,6 +26,8 @@ def register(app: typer.Typer) -> None:
                                                "divisor of model.experts)")] = None,
         etp: Annotated[str | None, typer.Option("--etp", help="expert-TP degrees to try (MoE models; default: 1 "
                                                 "and tp)")] = None,
+        cp_algo: Annotated[str | None, typer.Option("--cp-algo", help="CP algorithms to try at cp > 1, e.g. "
+                                                    "ring,a2a (all_gather, ring, a2a; default: the job's own)")] = None,
         exhaustive: Annotated[bool, typer.Option(
             "--exhaustive", help="simulate every layout: dominated ones too (more recompute or ZeRO than a layout of the "
             "same degrees that fits, or misses the HBM by no more) and, on MoE models, every EP degree, expert-TP degree and "
@@ -38,7 +40,8 @@ def register(app: typer.Typer) -> None:
         from teton.sweep.search import ep_degrees, search_layouts, search_space
 
         s = load_spec(spec, set_)
-        space = search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep, etp=etp, exhaustive=exhaustive)
+        space = search_space(tp=tp, cp=cp, pp=pp, virtual_stages=vs, ep=ep, etp=etp, exhaustive=exhaustive,
+                             cp_algo=cp_algo)
         ep_degrees(s, space)  # --ep or --etp on a dense model: an error before anything runs
         with progress_bar(disable=json_) as bar:
             task = bar.add_task("simulating layouts", total=None)
@@ -70,13 +73,15 @@ def register(app: typer.Typer) -> None:
         peak = gemm_precision(s.job.precision, s.job.software.fp8_recipe)  # fp4 under NVFP4
         own_peak = [f"MFU ({peak} peak)"] if peak != "bf16" else []
         moe = s.model.experts > 1  # an MoE layout's expert TP and rank order (Megatron's tp-cp-ep-dp-pp spelling)
-        for col in ("tp", "cp", "pp", "ep", *(("etp", "order") if moe else ()), "dp", "v", "mb", "recompute", "zero",
+        algo = space.cp_algo is not None  # the CP algorithm, when the search tries several
+        for col in ("tp", "cp", *(("cp algo",) if algo else ()), "pp", "ep", *(("etp", "order") if moe else ()), "dp",
+                    "v", "mb", "recompute", "zero",
                     "step s", "MFU", *own_peak, "mem GiB", "headroom GiB", "fits"):
             t.add_column(col, justify="right")
         for r in d["rows"][:top]:
             zero = f"{r['zero']} (per mb)" if r["zero"] == 2 and r["grad_reduce"] == "per_microbatch" else str(r["zero"])
             expert = (str(r["etp"]), "-".join(r["parallel_order"])) if moe else ()
-            t.add_row(*(str(r[k]) for k in ("tp", "cp", "pp", "ep")), *expert,
+            t.add_row(*(str(r[k]) for k in ("tp", "cp", *(("cp_algo",) if algo else ()), "pp", "ep")), *expert,
                       *(str(r[k]) for k in ("dp", "virtual_stages", "micro_batch", "recompute")), zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
                       *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                       f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")

@@ -124,7 +124,17 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
 
 def _layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple[int, int, int], dict]]:
     """((tp, pp, dp), the job update) of every degree and micro-batch in ``space`` at each of
-    ``eps`` (None: EP left to the expert choice) that divides the GPUs and the batch."""
+    ``eps`` (None: EP left to the expert choice) that divides the GPUs and the batch; a CP layout
+    at each of ``space.cp_algo`` (a layout of its own: dominance is judged within it)."""
+    for degrees, layout in _degree_layouts(spec, space, eps):
+        if layout["cp"] > 1 and space.cp_algo:
+            yield from ((degrees, {**layout, "cp_algo": algo}) for algo in space.cp_algo)
+        else:
+            yield degrees, layout
+
+
+def _degree_layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple[int, int, int], dict]]:
+    """:func:`_layouts` at the job's own CP algorithm."""
     job = spec.job
     lay = job.layout
     tokens = lay.tokens_per_step

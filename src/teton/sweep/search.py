@@ -71,7 +71,7 @@ class RankedLayout:
         # an MoE layout's expert TP degree and rank order (a dense one's rows keep their keys)
         expert = {"etp": lay.etp, "parallel_order": list(lay.order)} if self.spec.model.experts > 1 else {}
         return {
-            "tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, **expert,
+            "tp": lay.tp, "cp": lay.cp, "cp_algo": j.cp_algo, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, **expert,
             "virtual_stages": lay.virtual_stages,
             "micro_batch": lay.micro_batch, "recompute": j.recompute,
             "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
@@ -158,9 +158,9 @@ def _sorted(ranked: list[RankedLayout]) -> list[RankedLayout]:
 
 
 def _identity(spec: Spec) -> tuple:
-    """What makes two candidates the same layout (degrees, order, etp, recompute, ZeRO)."""
+    """What makes two candidates the same layout (degrees, order, etp, CP algorithm, recompute, ZeRO)."""
     j = spec.job
-    return (j.layout, j.recompute, j.recompute_interval, j.zero, j.grad_reduce_mode)
+    return (j.layout, j.cp_algo, j.recompute, j.recompute_interval, j.zero, j.grad_reduce_mode)
 
 
 def _one_layout(c: RankedLayout, space: SearchSpace, **choices) -> SearchSpace:
@@ -168,7 +168,8 @@ def _one_layout(c: RankedLayout, space: SearchSpace, **choices) -> SearchSpace:
     TP degrees and memory savers a refinement tries): the space's own expert TP degrees unless given."""
     lay = c.spec.job.layout
     return SearchSpace(**{"tp": (lay.tp,), "cp": (lay.cp,), "pp": (lay.pp,), "virtual_stages": (lay.virtual_stages,),
-                          "micro_batch": (lay.micro_batch,), "etp": space.etp, "refine_top": None, **choices})
+                          "micro_batch": (lay.micro_batch,), "etp": space.etp,
+                          "cp_algo": (c.spec.job.cp_algo,) if space.cp_algo else None, "refine_top": None, **choices})
 
 
 def _ep_refinements(spec: Spec, space: SearchSpace,

@@ -24,6 +24,7 @@ EP_CHOICES = None  # every divisor of model.experts (ep 1 alone for a dense mode
 ETP_CHOICES = None  # 1 and tp (MoE models; a dense model has no expert TP)
 ORDER_CHOICES = (MOE_ORDER, with_ep(BASE_AXES))  # an MoE model's orders besides its own: Megatron-Core's, Llama 3's
 REFINE_TOP = 24  # an MoE search's best layouts whose EP, then expert TP and rank order, are refined
+CP_ALGOS = ("all_gather", "ring", "a2a")  # job.cp_algo: a CP layout's algorithms a search can try
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class SearchSpace:
     zero: tuple[int, ...] = ZERO_CHOICES
     ep: tuple[int, ...] | None = EP_CHOICES
     etp: tuple[int, ...] | None = ETP_CHOICES
+    cp_algo: tuple[str, ...] | None = None  # a CP layout's algorithms (job.cp_algo); None: the job's own
     refine_top: int | None = REFINE_TOP  # MoE: staged search (teton.sweep.search); None: exhaustive
     prune: bool = True  # leave out dominated layouts (teton.sweep.candidates); False: exhaustive
 
@@ -53,15 +55,25 @@ def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> t
     return values
 
 
+def _cp_algos(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    values = tuple(dict.fromkeys(x.strip() for x in str(text).split(",") if x.strip()))
+    if not values or any(v not in CP_ALGOS for v in values):
+        raise SpecError("cp_algo", text, f"expected a comma-separated list of {', '.join(CP_ALGOS)}")
+    return values
+
+
 def search_space(tp: str | None = None, cp: str | None = None, pp: str | None = None,
                  virtual_stages: str | None = None, ep: str | None = None, etp: str | None = None,
-                 exhaustive: bool = False) -> SearchSpace:
-    """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ... --etp ...`` (None:
-    every choice; ``--exhaustive``: no staged MoE search, no dominance pruning)."""
+                 exhaustive: bool = False, cp_algo: str | None = None) -> SearchSpace:
+    """The space of ``--tp 4,8 --cp ... --pp ... --virtual-stages ... --ep ... --etp ... --cp-algo
+    ring,a2a`` (None: every choice, the job's own CP algorithm; ``--exhaustive``: no staged MoE
+    search, no dominance pruning)."""
     return SearchSpace(tp=_degrees(tp, "tp", TP_CHOICES), cp=_degrees(cp, "cp", CP_CHOICES),
                        pp=_degrees(pp, "pp", PP_CHOICES),
                        virtual_stages=_degrees(virtual_stages, "virtual_stages", V_CHOICES),
-                       ep=_degrees(ep, "ep", None), etp=_degrees(etp, "etp", None),
+                       ep=_degrees(ep, "ep", None), etp=_degrees(etp, "etp", None), cp_algo=_cp_algos(cp_algo),
                        refine_top=None if exhaustive else REFINE_TOP, prune=not exhaustive)
 
 
