@@ -62,30 +62,9 @@ def register(app: typer.Typer) -> None:
         if json_:
             print_json({**d, "rows": d["rows"][:top]})
             return
-        from rich.table import Table
-
         from teton.cli._common import console as output_console
-        from teton.engine.compute import gemm_precision
 
-        t = Table(title=f"{d['evaluated']:,} layouts, {len(d['rows']):,} simulated, {d['fitting']:,} fit in memory "
-                        f"(top {top})")
-        # MFU against the bf16 peak (as every table shows it); an fp8 job's against its own peak too
-        peak = gemm_precision(s.job.precision, s.job.software.fp8_recipe)  # fp4 under NVFP4
-        own_peak = [f"MFU ({peak} peak)"] if peak != "bf16" else []
-        moe = s.model.experts > 1  # an MoE layout's expert TP and rank order (Megatron's tp-cp-ep-dp-pp spelling)
-        algo = space.cp_algo is not None  # the CP algorithm, when the search tries several
-        for col in ("tp", "cp", *(("cp algo",) if algo else ()), "pp", "ep", *(("etp", "order") if moe else ()), "dp",
-                    "v", "mb", "recompute", "zero",
-                    "step s", "MFU", *own_peak, "mem GiB", "headroom GiB", "fits"):
-            t.add_column(col, justify="right")
-        for r in d["rows"][:top]:
-            zero = f"{r['zero']} (per mb)" if r["zero"] == 2 and r["grad_reduce"] == "per_microbatch" else str(r["zero"])
-            expert = (str(r["etp"]), "-".join(r["parallel_order"])) if moe else ()
-            t.add_row(*(str(r[k]) for k in ("tp", "cp", *(("cp_algo",) if algo else ()), "pp", "ep")), *expert,
-                      *(str(r[k]) for k in ("dp", "virtual_stages", "micro_batch", "recompute")), zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
-                      *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
-                      f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
-        output_console().print(t)
+        output_console().print(_table(d, s, space, top))
         if d.get("dominated"):
             where = (" at an expert choice of the first pass" if d.get("refined_top")
                      else ", never slower")  # a staged MoE pass compares savers across EP degrees
@@ -95,3 +74,31 @@ def register(app: typer.Typer) -> None:
             output_console().print(f"  note: every EP degree, then expert TP and rank order, tried on the best "
                                    f"{d['refined_top']} layouts of a first pass at the largest EP that fits "
                                    "(--exhaustive: every combination)")
+
+
+def _table(d: dict, s, space, top: int):
+    """The search's rows as a rich Table: degrees, the CP algorithm when several were tried, an MoE
+    layout's expert TP and rank order, savers, step, MFU, memory."""
+    from rich.table import Table
+
+    from teton.engine.compute import gemm_precision
+
+    t = Table(title=f"{d['evaluated']:,} layouts, {len(d['rows']):,} simulated, {d['fitting']:,} fit in memory "
+                    f"(top {top})")
+    # MFU against the bf16 peak (as every table shows it); an fp8 job's against its own peak too
+    peak = gemm_precision(s.job.precision, s.job.software.fp8_recipe)  # fp4 under NVFP4
+    own_peak = [f"MFU ({peak} peak)"] if peak != "bf16" else []
+    moe = s.model.experts > 1  # an MoE layout's expert TP and rank order (Megatron's tp-cp-ep-dp-pp spelling)
+    algo = space.cp_algo is not None  # the CP algorithm, when the search tries several
+    for col in ("tp", "cp", *(("cp algo",) if algo else ()), "pp", "ep", *(("etp", "order") if moe else ()), "dp",
+                "v", "mb", "recompute", "zero",
+                "step s", "MFU", *own_peak, "mem GiB", "headroom GiB", "fits"):
+        t.add_column(col, justify="right")
+    for r in d["rows"][:top]:
+        zero = f"{r['zero']} (per mb)" if r["zero"] == 2 and r["grad_reduce"] == "per_microbatch" else str(r["zero"])
+        expert = (str(r["etp"]), "-".join(r["parallel_order"])) if moe else ()
+        t.add_row(*(str(r[k]) for k in ("tp", "cp", *(("cp_algo",) if algo else ()), "pp", "ep")), *expert,
+                  *(str(r[k]) for k in ("dp", "virtual_stages", "micro_batch", "recompute")), zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
+                  *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
+                  f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
+    return t
