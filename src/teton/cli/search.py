@@ -3,13 +3,19 @@ order) is fastest, and does it fit?"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from teton.cli._common import MAX_TOP, JsonFlag, SetOverrides, SpecPath, print_json
 from teton.progress import progress_bar
 from teton.units import GIB  # memory per GPU in GiB, as teton run prints it
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from teton.spec.schema import Spec
+    from teton.sweep.space import SearchSpace
 
 
 def register(app: typer.Typer) -> None:
@@ -76,7 +82,7 @@ def register(app: typer.Typer) -> None:
                                    "(--exhaustive: every combination)")
 
 
-def _table(d: dict, s, space, top: int):
+def _table(d: dict, s: Spec, space: SearchSpace, top: int) -> Table:
     """The search's rows as a rich Table: degrees, the CP algorithm when several were tried, an MoE
     layout's expert TP and rank order, savers, step, MFU, memory."""
     from rich.table import Table

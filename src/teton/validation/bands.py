@@ -45,6 +45,13 @@ def band(errors: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
 
 def nested_coverage(errors: np.ndarray, weights: np.ndarray, units: list) -> float:
     """Weighted share of rows whose error lies in the band of the *other* units' errors."""
+    inside, total = _nested(errors, weights, units, lambda e, w, _u: band(e, w))
+    return inside / total if total else float("nan")
+
+
+def _nested(errors, weights, units: list, band_of) -> tuple[float, float]:
+    """(weight inside, weight in all) of the rows of each unit against ``band_of(errors, weights,
+    units)`` of the other units' rows; a unit that is every row has no such band."""
     errors, weights = np.asarray(errors, float), np.asarray(weights, float)
     units = np.array(units, dtype=object)
     inside, total = 0.0, 0.0
@@ -52,11 +59,11 @@ def nested_coverage(errors: np.ndarray, weights: np.ndarray, units: list) -> flo
         mine = units == u
         if mine.all():
             continue
-        lo, hi = band(errors[~mine], weights[~mine])
+        lo, hi = band_of(errors[~mine], weights[~mine], list(units[~mine]))
         e = errors[mine]
         inside += float(weights[mine][(e >= lo) & (e <= hi)].sum())
         total += float(weights[mine].sum())
-    return inside / total if total else float("nan")
+    return inside, total
 
 
 def small_sample_band(errors: np.ndarray, weights: np.ndarray, sigma: float, units: int | None = None
@@ -92,22 +99,14 @@ def nested_family_coverage(errors: np.ndarray, units: list, families: list, sigm
                            ) -> tuple[float, dict[str, float]]:
     """(all rows, per family) weighted share of rows inside the band of their family's *other*
     units (:func:`family_band`), each unit weighing one; a family of one unit has no such band."""
-    errors = np.asarray(errors, float)
-    units_a, fams = np.array(units, dtype=object), np.array(families, dtype=object)
+    errors, units_a, fams = np.asarray(errors, float), np.array(units, dtype=object), np.array(families, dtype=object)
     weights = inverse_counts(units)
     per: dict[str, float] = {}
     inside_all = total_all = 0.0
     for f in dict.fromkeys(families):
         in_f = fams == f
-        inside = total = 0.0
-        for u in dict.fromkeys(units_a[in_f].tolist()):
-            mine, rest = in_f & (units_a == u), in_f & (units_a != u)
-            if not rest.any():
-                continue
-            lo, hi = family_band(errors[rest], list(units_a[rest]), sigma)
-            e = errors[mine]
-            inside += float(weights[mine][(e >= lo) & (e <= hi)].sum())
-            total += float(weights[mine].sum())
+        inside, total = _nested(errors[in_f], weights[in_f], list(units_a[in_f]),
+                                lambda e, _w, u: family_band(e, u, sigma))
         if total:
             per[f] = inside / total
         inside_all, total_all = inside_all + inside, total_all + total

@@ -31,7 +31,8 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     outputs (the QKV / down-projection and MLP-up / router inputs), ``mla_up_proj`` MLA's normed
     latents and Q, K, V; ``moe_act`` drops nothing more (the fused SwiGLU already keeps only gate
     and up); ``mlp`` a dense MLP's tensors but its input, ``moe`` and ``shared_experts`` an MoE
-    layer's or its shared experts' (whole-module checkpoints: ``workload.ops.checkpointed_ffn``). ``software.fp8_activation_cache`` (DeepSeek-V3 Sec. 3.3.2) keeps GEMM inputs in fp8
+    layer's or its shared experts' (whole-module checkpoints: ``workload.ops.checkpointed_ffn``).
+    ``software.fp8_activation_cache`` (DeepSeek-V3 Sec. 3.3.2) keeps GEMM inputs in fp8
     with 1x128 scales: the QKV and dense MLP-up inputs, MLA's projections' and the experts'
     (``workload.moe.moe_saved_bytes``); the attention output stays two bytes (DeepSeek's E5M6), as
     does an MoE layer's norm output (the bf16 router's input). An fp8 job of a Transformer Engine

@@ -26,6 +26,7 @@ for all of them.
 from __future__ import annotations
 
 from teton.spec.job import JobSpec, check_head_split
+from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.fp8 import fp8_casts, gather_bytes
 from teton.workload.items import ACT_BYTES, FP32, Collective, ComputeOp, Item, gemm_ops, memory_op
@@ -51,14 +52,14 @@ def check_mamba(model: ModelSpec, job: JobSpec) -> None:
     check_head_split(job, model)
 
 
-def group_repeats(model: ModelSpec, lay) -> int:
+def group_repeats(model: ModelSpec, lay: Layout) -> int:
     """How many CP ranks share one B / C group (``MambaContextParallel.group_repeat_count``: a TP
     rank's groups repeated when there are fewer of them than CP ranks), 1 otherwise."""
     groups = model.mamba_groups // lay.tp
     return lay.cp // groups if lay.cp > groups else 1
 
 
-def cp_all_to_alls(model: ModelSpec, lay) -> tuple[list[Item], list[Item], list[Item], list[Item]]:
+def cp_all_to_alls(model: ModelSpec, lay: Layout) -> tuple[list[Item], list[Item], list[Item], list[Item]]:
     """(before the scan, after it, and their backward transposes) of Mamba-2's all-to-all context
     parallelism (Megatron-Core 0.16 ``ssm/mamba_context_parallel.py``): before the conv and scan,
     ``pre_conv_ssm`` moves z, x, B, C and dt from sequence-sharded to head-sharded (five
@@ -129,7 +130,7 @@ def ssd_scan_bytes(model: ModelSpec, tokens: int, tp: int, repeats: int = 1) -> 
       per-head dt and dA terms are small and not counted)."""
     d_in, gn, _ = _local(model, tp)
     gn *= repeats
-    a, cb = ACT_BYTES, FP32 * model.mamba_groups // tp * repeats * SSD_CHUNK
+    a, cb = ACT_BYTES, FP32 * (model.mamba_groups // tp) * repeats * SSD_CHUNK  # C B^T per token
     st = d_in * model.mamba_state_dim / SSD_CHUNK
     fwd = a * 3 * d_in + a * 4 * gn + 2 * cb + (2 * FP32 + 2 * a) * st
     bwd = a * 11 * d_in + a * 15 * gn + 6 * cb + (6 * FP32 + 5 * a) * st

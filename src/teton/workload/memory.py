@@ -70,7 +70,7 @@ from teton.workload.recompute import sac_op_recomputed_bytes
 
 # recompute_modules whose saved tensors a layer drops after its forward and rebuilds for its backward:
 # the output-discarding ones and the whole-module checkpoints (workload.ops.checkpointed_ffn)
-DISCARDED_OUTPUTS = frozenset({"layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"})
+REBUILT_IN_BACKWARD = frozenset({"layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"})
 # cuBLAS's workspace, which PyTorch allocates per handle from its caching allocator: 32 MiB, the
 # size cuBLAS recommends on Hopper (cuBLAS docs, cublasSetWorkspace); one compute stream's
 # (ASSUMPTION). The CUDA context
@@ -164,9 +164,9 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
     elif job.recompute == "selective_layer":  # the same, on ranks that checkpoint a layer
         out += _per_rank(model, job, split, ckpt,
                          lambda k: layer_saved_bytes(k, job) - checkpoint_bytes(k, job))
-    elif job.recompute == "selective" and job.recomputed_modules & DISCARDED_OUTPUTS:
+    elif job.recompute == "selective" and job.recomputed_modules & REBUILT_IN_BACKWARD:
         # what the recompute of one layer's norms / up-projections / checkpointed modules brings back
-        kept = job.recomputed_modules - DISCARDED_OUTPUTS
+        kept = job.recomputed_modules - REBUILT_IN_BACKWARD
         out += _per_rank(model, job, split, split.layers,
                          lambda k: layer_activation_bytes(k, job, kept) - layer_activation_bytes(k, job))
     elif job.recompute == "selective_op":  # what one layer's recompute brings back for its backward

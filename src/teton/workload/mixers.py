@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from teton.errors import SpecError
-from teton.spec.job import JobSpec, check_head_split
+from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.elementwise import elementwise_bytes
@@ -193,8 +193,8 @@ def mixer_params(model: ModelSpec) -> tuple[int, int]:
 def check_mixer(model: ModelSpec, job: JobSpec) -> None:
     """The job settings a layer other than Llama's attention + MLP block cannot run with: the
     eager reference code (``job.kernel_fusion = eager``, HF's Llama) and torchtitan's per-op
-    policy (``selective_op``, its projections' save list) are modelled for that block only."""
-    check_head_split(job, model)
+    policy (``selective_op``, its projections' save list) are modelled for that block only. (The
+    heads TP and CP split are job rules, checked at load: ``teton.spec.job.check_head_split``.)"""
     kind = model.first_layer_type
     if kind.mixer == "attention" and not model.mla and kind.ffn != "none":
         return

@@ -215,6 +215,10 @@ _MODULE_OPS = {
 }
 
 
+# an MoE layer's TP collectives around its shared experts (workload.moe: they stand in for the dense MLP's)
+_SHARED_EXPERT_TP = frozenset({"tp.ag_mlp", "tp.rs_mlp"})
+
+
 def checkpointed_ffn(fwd: list[Item], modules: frozenset[str]) -> set[str]:
     """Names of the forward items that Megatron-Core's whole-module checkpoints among ``modules``
     replay (``tensor_parallel.checkpoint`` / ``te_checkpoint`` of the module: its input kept, its
@@ -236,9 +240,6 @@ def checkpointed_ffn(fwd: list[Item], modules: frozenset[str]) -> set[str]:
         out.update(n for n in ffn if n.startswith("shared_expert_") or n in _SHARED_EXPERT_TP)
     return out
 
-
-# an MoE layer's TP collectives around its shared experts (workload.moe: they stand in for the dense MLP's)
-_SHARED_EXPERT_TP = frozenset({"tp.ag_mlp", "tp.rs_mlp"})
 
 
 def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, job: JobSpec,
