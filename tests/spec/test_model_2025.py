@@ -98,9 +98,9 @@ def test_hf_nemotron_h_and_gpt_oss_configs_import(tmp_path):
     oss = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 2880, "intermediate_size": 2880,
            "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088,
            "num_local_experts": 128, "experts_per_token": 4, "sliding_window": 128,
-           "layer_types": ["sliding_attention", "full_attention"] * 2}
+           "layer_types": ["sliding_attention", "full_attention"] * 2, "swiglu_limit": 7.0}
     m = ModelSpec(**model_from_hf_config(_write(tmp_path, oss)))
-    assert (m.sliding_window, m.global_attention_every, m.top_k) == (128, 2, 4)
+    assert (m.sliding_window, m.global_attention_every, m.top_k, m.glu_clamp) == (128, 2, 4, 7.0)
 
 
 def test_hf_nemotron_3_nano_config_imports_as_the_preset_and_latent_moe_is_refused(tmp_path):

@@ -334,3 +334,22 @@ def test_search_tries_each_cp_algorithm_on_cp_layouts_only(cli, tmp_path):
     assert code == 0 and "cp algo" in out and "a2a" in out
     code, _, err = cli("search", path, "--cp-algo", "ulysses")
     one_line_error(code, err, "--cp-algo")
+
+
+def test_a_search_offers_only_the_recompute_modes_the_framework_has():
+    """Megatron's stacks have none / selective / full recompute; torchtitan's per-op and per-layer
+    policies are not theirs to run (and a spec that asks for one is a one-line error)."""
+    import pytest
+
+    from teton.errors import SpecError
+
+    space = SearchSpace(tp=(8,), cp=(1,), pp=(1,), virtual_stages=(1,), micro_batch=(1,), zero=(1,), prune=False)
+    unknown = {c.job.recompute for c in candidate_jobs(_spec(), space)}
+    megatron = {c.job.recompute for c in candidate_jobs(load_spec({**DENSE, "software": "megatron-lm-2025"}), space)}
+    assert {"selective_op", "selective_layer"} <= unknown
+    assert megatron == {"none", "selective", "full"}
+    with pytest.raises(SpecError, match="job.recompute.*megatron-bridge has recompute none / selective / full"):
+        load_spec({**DENSE, "software": "megatron-bridge-26.04", "job": {**DENSE["job"], "recompute": "selective_layer"}})
+    titan = {**DENSE, "software": {"framework": "torchtitan"}, "job": {**DENSE["job"], "recompute": "selective"}}
+    with pytest.raises(SpecError, match="torchtitan has recompute"):
+        load_spec(titan)

@@ -83,3 +83,71 @@ def test_gpt3_eager_keeps_what_fused_kernels_keep():
     fused, eager = _job("gpt3-175b", 8, 2048, "fused"), _job("gpt3-175b", 8, 2048, "eager")
     assert _layer_memory_bytes(eager)[0] > _layer_memory_bytes(fused)[0]
     assert layer_activation_bytes(eager.model, eager.job) == layer_activation_bytes(fused.model, fused.job)
+
+
+def _clamped_glu_bytes(code: str) -> tuple[float, float]:
+    """Bytes per FFN element of a clamped gated activation over a (rows, 2 x width) input:
+    ``megatron`` the clamps and cat Megatron-Core 0.16 runs before its fused kernel
+    (``weighted_bias_quick_geglu_impl``), ``hf`` HF transformers' GptOssExperts activation, and
+    ``swiglu`` the plain ``silu(g) * u`` on the same (chunked) input."""
+    torch = pytest.importorskip("torch")
+    from teton.workload.torch_reference import count_elementwise_bytes
+
+    rows, width = 64, 32
+    x = torch.randn(rows, 2 * width, dtype=torch.bfloat16, requires_grad=True)
+
+    def megatron():
+        gate, linear = x.chunk(2, -1)
+        return torch.cat((gate.clamp(min=None, max=7.0), linear.clamp(min=-7.0, max=7.0)), -1)
+
+    def hf():
+        gate, up = x[..., ::2].clamp(min=None, max=7.0), x[..., 1::2].clamp(min=-7.0, max=7.0)
+        return (up + 1) * (gate * torch.sigmoid(gate * 1.702))
+
+    def swiglu():
+        gate, up = x.chunk(2, -1)
+        return torch.nn.functional.silu(gate) * up
+
+    fwd, bwd = count_elementwise_bytes({"megatron": megatron, "hf": hf, "swiglu": swiglu}[code], [x])
+    return fwd / (rows * width), bwd / (rows * width)
+
+
+def test_clamped_glu_bytes_are_counted_from_the_code():
+    """GPT-OSS's clamped activation (model.glu_clamp): Megatron-Core's clamps and cat, and HF's
+    eager activation over the plain SwiGLU's (whose chunked input adds the 8 B of the split's
+    gradient that teton's separate gate and up projections do not have)."""
+    from teton.workload.elementwise import GLU_CLAMP_BYTES
+
+    assert _clamped_glu_bytes("megatron") == pytest.approx(GLU_CLAMP_BYTES["fused"], abs=0.01)
+    hf, swiglu = _clamped_glu_bytes("hf"), _clamped_glu_bytes("swiglu")
+    plain = BYTES_PER_ELEMENT["swiglu"]["eager"]
+    assert swiglu == pytest.approx((plain[0], plain[1] + 8.0), abs=0.01)
+    assert (hf[0] - plain[0], hf[1] - plain[1]) == pytest.approx(GLU_CLAMP_BYTES["eager"], abs=0.01)
+
+
+def test_a_clamped_glu_costs_its_bytes_in_the_experts_and_the_dense_mlp():
+    from teton.workload.elementwise import GLU_CLAMP_BYTES
+    from teton.workload.moe import moe_rows
+
+    oss = load_spec({"cluster": "dgx-b200-superpod", "model": "gpt-oss-120b",
+                     "job": {"gpus": 8, "ep": 8, "seq_len": 4096, "global_batch": 8}})
+    plain = load_spec({**oss.model_dump(mode="json", include={"cluster", "job"}),
+                       "model": {**oss.model.model_dump(), "glu_clamp": None}})
+    extra = [a.bytes - b.bytes for a, b in zip(layer_block(oss.model, oss.job).fwd,
+                                                  layer_block(plain.model, plain.job).fwd, strict=True)]
+    rows = moe_rows(oss.model, oss.job)
+    assert sum(extra) == pytest.approx(GLU_CLAMP_BYTES["fused"][0] * rows.expert * oss.model.expert_ffn, rel=1e-9)
+    clamped_run, plain_run = teton.simulate(oss), teton.simulate(plain)
+    assert clamped_run.step_time_s > plain_run.step_time_s
+    # the clamps' input and the clamped copy both kept: one more bf16 gate-and-up tensor per row
+    kept = clamped_run.memory_breakdown["activations"] - plain_run.memory_breakdown["activations"]
+    assert kept == pytest.approx(2 * 2 * rows.expert * oss.model.expert_ffn * oss.model.layers, rel=1e-6)
+    dense = _job("llama3-8b", 1, 1024, "fused")
+    clamped = dense.model.model_copy(update={"glu_clamp": 7.0})
+    f = dense.job.layout.tokens * dense.model.ffn_hidden
+    assert (_layer_memory_bytes(load_spec({**dense.model_dump(mode="json", include={"cluster", "job"}),
+                                           "model": clamped.model_dump()}))[0]
+            - _layer_memory_bytes(dense)[0]) == pytest.approx(GLU_CLAMP_BYTES["fused"][0] * f, rel=1e-9)
+    with pytest.raises(teton.SpecError, match="model.glu_clamp"):
+        load_spec({"cluster": "meta-roce-24k", "model": {**dense.model.model_dump(), "mlp": "gelu", "glu_clamp": 7.0},
+                   "job": {"gpus": 8, "seq_len": 1024, "global_batch": 8}})

@@ -41,6 +41,7 @@ def model_from_hf_config(path: str | Path) -> dict:
         max_seq_len=cfg.get("max_position_embeddings", 8192),
         bias=bool(cfg.get("attention_bias", False)),
         qk_norm=_qk_norm(cfg),
+        glu_clamp=cfg.get("swiglu_limit"),  # GPT-OSS: the gate and linear halves clamped
     )
     fields.update(_moe_fields(cfg, str(path)))
     fields.update(_mla_fields(cfg))

@@ -347,6 +347,16 @@ def check_cp_kernel(job: JobSpec, model: ModelSpec) -> None:
                         "MLA only under ring CP (p2p)")
 
 
+# The recompute modes a framework has (job.recompute): Megatron-LM's --recompute-granularity full |
+# selective (megatron/training/arguments.py), which NeMo, Megatron-Bridge and Megatron-DeepSpeed
+# take over; torchtitan's activation_checkpoint.mode none | full | selective, per op or every N-th
+# layer. A framework not listed here may run any of them.
+_MEGATRON_RECOMPUTE = ("none", "selective", "full")
+FRAMEWORK_RECOMPUTE: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("megatron-lm", "nemo", "megatron-bridge", "megatron-deepspeed"), _MEGATRON_RECOMPUTE),
+    "torchtitan": ("none", "selective_op", "selective_layer", "full")}
+
+
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     """Cross-field rules between job, model and cluster; returns the job with dp filled in, and the
     order an MoE model's job takes when its spec gives none (Megatron-Core's tp-cp-ep-dp-pp:
@@ -368,6 +378,10 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     for module in sorted(job.recomputed_modules):
         if (why := _module_missing(module, model)) is not None:
             raise SpecError("job.recompute_modules", list(job.recompute_modules), why)
+    modes = FRAMEWORK_RECOMPUTE.get(job.software.framework)
+    if modes is not None and job.recompute not in modes:
+        raise SpecError("job.recompute", job.recompute,
+                        f"{job.software.framework} has recompute {' / '.join(modes)} (software.framework)")
     if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
         why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else
                "Linear biases (aten.addmm is not in its save list)" if model.bias else

@@ -29,6 +29,9 @@ class ModelSpec(Section):
     vocab: int = Field(gt=0, le=MAX_VOCAB)
     # swiglu (gated: gate, up, down), gelu or relu2 (squared ReLU, Nemotron's: up and down only)
     mlp: Literal["swiglu", "gelu", "relu2"] = "swiglu"
+    # a gated MLP's inputs clamped before the activation, the gate to at most this value and the
+    # linear half to +-it (GPT-OSS's swiglu_limit 7.0; Megatron-Core's activation_func_clamp_value)
+    glu_clamp: float | None = Field(default=None, gt=0)
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     # each query and key head normalised (model.norm over d_head) before rotary: Qwen3, OLMo-2,
     # Gemma 3 (Megatron-Core's qk_layernorm: two norm modules after the QKV split)
@@ -91,6 +94,8 @@ class ModelSpec(Section):
         if self.moe_max_nodes is not None and not 1 < self.experts >= self.top_k >= self.moe_max_nodes:
             raise SpecError("model.moe_max_nodes", self.moe_max_nodes,
                             f"needs an MoE model (experts > 1) and must be <= model.top_k ({self.top_k})")
+        if self.glu_clamp is not None and self.mlp != "swiglu":
+            raise SpecError("model.glu_clamp", self.glu_clamp, f"clamps a gated MLP's inputs; model.mlp is {self.mlp}")
         if self.qk_norm and self.mla:
             raise SpecError("model.qk_norm", True, "is for grouped-query attention; MLA normalises its latents "
                             "(q_lora_rank, kv_lora_rank) instead")

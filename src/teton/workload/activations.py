@@ -14,7 +14,7 @@ from teton.workload.fp8 import quantized_copy_bytes, saved_input_bytes
 from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.mamba import mamba_saved_bytes
 from teton.workload.mixers import mla_saved_bytes
-from teton.workload.moe import moe_ffn_elements, moe_saved_bytes
+from teton.workload.moe import clamped_copy_bytes, moe_ffn_elements, moe_saved_bytes
 from teton.workload.recompute import sac_op_saved_bytes
 
 
@@ -72,7 +72,7 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
     )
     # SwiGLU: gate and up projections (the fused SwiGLU recomputes the product); GELU / squared
     # ReLU: the activation's input and output (= down-projection input)
-    mlp_saved = 2 * a * tok * f / t
+    mlp_saved = 2 * (a + clamped_copy_bytes(model, mods)) * tok * f / t
     if model.experts > 1:  # the router's, the routed and the shared experts' (workload.moe)
         mlp_saved = moe_saved_bytes(model, job, mods)
     elif "mlp" in mods:  # checkpointed whole: its input (the norm's output, above) alone kept

@@ -61,10 +61,33 @@ BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
+# A gated MLP whose inputs are clamped first (``model.glu_clamp``: GPT-OSS), the bytes beyond the
+# plain SwiGLU's per element of the FFN width, counted like the table (the tests repeat both):
+# * fused: Megatron-Core's path (0.16 ``fused_bias_geglu.weighted_bias_quick_geglu_impl``, which
+#   its experts and MLP take with ``activation_func_clamp_value``, Megatron-Bridge's GPT-OSS
+#   provider setting 7.0 with ``bias_activation_fusion``) clamps the gate and the linear half and
+#   ``cat``s them back eagerly before the fused activation: clamp 2+2 twice, cat 4+4 = 16;
+#   backward the clamps' masked gradients and the chunk's concatenated gradient = 30.
+# * eager: HF transformers' GptOssExperts, ``gate_up[..., ::2]`` / ``[..., 1::2]``, the two
+#   clamps, ``gate * sigmoid(gate * alpha)`` and ``(up + 1) * glu``: 32 forward and 86 backward
+#   in all, 22 and 68 over the plain SwiGLU's 10 and 18.
+GLU_CLAMP_BYTES: dict[str, tuple[float, float]] = {"fused": (16.0, 30.0), "eager": (22.0, 68.0)}
+
+
 def elementwise_bytes(op: str, fusion: str, elements: float) -> tuple[float, float]:
     """(forward, backward) HBM bytes of elementwise ``op`` over ``elements`` activation elements."""
     fwd, bwd = BYTES_PER_ELEMENT[op][fusion]
     return fwd * elements, bwd * elements
+
+
+def mlp_activation_bytes(model: ModelSpec, fusion: str, elements: float) -> tuple[float, float]:
+    """(forward, backward) bytes of the model's MLP activation over ``elements`` elements of the FFN
+    width: its ``model.mlp`` op, and the clamps of a ``model.glu_clamp`` (:data:`GLU_CLAMP_BYTES`)."""
+    fwd, bwd = elementwise_bytes(model.mlp, fusion, elements)
+    if model.glu_clamp is not None:
+        extra_f, extra_b = GLU_CLAMP_BYTES[fusion]
+        fwd, bwd = fwd + extra_f * elements, bwd + extra_b * elements
+    return fwd, bwd
 
 
 def eager_copy_bytes(model: ModelSpec, tokens: int, tp: int) -> dict[str, tuple[float, float]]:

@@ -80,7 +80,7 @@ from teton.order_stats import expected_max_std_normal
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.workload.elementwise import elementwise_bytes
+from teton.workload.elementwise import mlp_activation_bytes
 from teton.workload.fp8 import fp8_casts, gather_bytes, saved_input_bytes
 from teton.workload.items import (
     ACT_BYTES,
@@ -212,10 +212,19 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = fr
     a, h = ACT_BYTES, model.hidden
     g = saved_input_bytes(job)
     s = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # the SwiGLU's inputs: GEMM outputs
-    routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + 2 * s * rows.expert * model.expert_ffn / lay.etp
+    glu = 2 * (s + clamped_copy_bytes(model, modules))  # per FFN column: gate and up (and their clamped copy)
+    routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + glu * rows.expert * model.expert_ffn / lay.etp
     shared = 0 if "shared_experts" in modules else model.shared_experts
     unpermute = 0 if job.software.moe_probs_in_experts else a * rows.tokens * model.top_k * h
-    return routed + unpermute + 2 * s * lay.tokens * shared * model.expert_ffn / lay.tp
+    return routed + unpermute + glu * lay.tokens * shared * model.expert_ffn / lay.tp
+
+
+def clamped_copy_bytes(model: ModelSpec, modules: frozenset[str] = frozenset()) -> float:
+    """Bytes per gate or up element of the clamped copy a ``model.glu_clamp`` activation keeps:
+    the clamps keep their input (the up-projection's output) and Megatron-Core's fused activation
+    its clamped ``cat``, a second bf16 copy (``workload.elementwise.GLU_CLAMP_BYTES``); none when
+    ``moe_act`` recomputes the activation (its checkpoint keeps the input alone)."""
+    return ACT_BYTES if model.glu_clamp is not None and "moe_act" not in modules else 0.0
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:
@@ -271,7 +280,7 @@ def _routed_items(model: ModelSpec, job: JobSpec, rows: MoeRows, routed: tuple[G
     sort = 2 * a * rows.expert * h if rows.local_experts > 1 else 0.0
     a2a, gathered = a * h * rows.expert / lay.etp, a * h * rows.expert
     a2a_in = a2a * (FP8_DISPATCH_BYTES / a if job.software.moe_fp8_dispatch else 1.0)  # towards the experts
-    act_f, act_b = elementwise_bytes(model.mlp, job.kernel_fusion, rows.expert * model.expert_ffn / lay.etp)
+    act_f, act_b = mlp_activation_bytes(model, job.kernel_fusion, rows.expert * model.expert_ffn / lay.etp)
     fwd: list[Item] = [
         memory_op("moe.permute", perm, host_sync=not model.pad_to_capacity), *_a2a("ep.dispatch", a2a_in, model, ep),
         *_collective("etp.dispatch_gather", "all_gather", axis, gathered, etp), memory_op("moe.sort_chunks", sort),
@@ -321,6 +330,6 @@ def _shared_items(model: ModelSpec, job: JobSpec, acc: int, act_in: float) -> tu
     up = gemm_ops("shared_expert_up", lay.tokens, lay.local((2 if model.mlp == "swiglu" else 1) * f), h, acc)
     down = gemm_ops("shared_expert_down", lay.tokens, h, lay.local(f), acc)
     casts = [fp8_casts(job, up, sharded_input=True), fp8_casts(job, down, sharded_grad=True)]
-    act = elementwise_bytes(model.mlp, job.kernel_fusion, lay.tokens * f / lay.tp)
+    act = mlp_activation_bytes(model, job.kernel_fusion, lay.tokens * f / lay.tp)
     gathered = (gather_bytes(job, up[0], lay.tokens * h), gather_bytes(job, down[0], lay.tokens * h, grad=True))
     return mlp_items(lay, act_in, up, down, casts, act, "shared_expert_act", gathered=gathered)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes
+from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes, mlp_activation_bytes
 from teton.workload.fp8 import (
     FP8_CAST_TRANSPOSE_BYTES,
     attention_casts,
@@ -112,7 +112,7 @@ def _layer_elementwise(model: ModelSpec, lay: Layout, fusion: str) -> tuple[tupl
             elementwise_bytes("bias_dropout_add" if model.dropout else "residual", fusion, tok_e * h),
             (elementwise_bytes("rope", fusion, tok * (model.q_width + model.kv_width) / t)
              if model.position_embedding == "rope" else (0.0, 0.0)),
-            elementwise_bytes(model.mlp, fusion, tok * model.ffn_hidden / t))
+            mlp_activation_bytes(model, fusion, tok * model.ffn_hidden / t))
 
 
 def layer_block(model: ModelSpec, job: JobSpec) -> Block:
