@@ -158,13 +158,11 @@ def _summary_lines(d: dict, console) -> None:
             f"bands (p10-p90 of held-out errors): seen stack {seen[0] * 100:+.1f} .. {seen[1] * 100:+.1f} %, "
             f"covering {ts['coverage_seen'] * 100:.0f} % of rows (nested); unseen stack {unseen[0] * 100:+.1f} .. "
             f"{unseen[1] * 100:+.1f} %, covering {ts['coverage_unseen'] * 100:.0f} % (nested leave-one-stack-out)")
-        fam = ts.get("band_seen_by_family", {})
-        if fam:
-            cov = ts["coverage_seen_by_family"]
-            parts = ", ".join(f"{f} {b[0] * 100:+.1f} .. {b[1] * 100:+.1f} % ({cov.get(f, float('nan')) * 100:.0f} %)"
-                              for f, b in fam.items())
-            console.print(f"seen-stack band by GPU family, the one a job gets (covering, nested): {parts}; "
-                          f"{cov['all'] * 100:.0f} % of all rows")
+        for kind, what in (("seen", "seen-stack band by GPU family, the one a job gets"),
+                           ("unseen", "unseen-stack band by GPU family (the pooled one, widened where the family's "
+                                      "stacks scatter further)")):
+            if ts.get(f"band_{kind}_by_family"):
+                console.print(_family_bands_line(what, ts[f"band_{kind}_by_family"], ts[f"coverage_{kind}_by_family"]))
         for n in d.get("notes", [])[:3]:
             console.print(f"  note: {escape(n)}")
         hidden = len(d.get("notes", [])) - 3
@@ -257,3 +255,10 @@ def _print(d: dict, console) -> None:
     if d.get("weak_scaling"):
         _weak_scaling(d["weak_scaling"], console)
     _summary_lines(d, console)
+
+
+def _family_bands_line(what: str, bands_: dict, coverage: dict) -> str:
+    """One line of per-family bands with each one's nested coverage."""
+    parts = ", ".join(f"{f} {b[0] * 100:+.1f} .. {b[1] * 100:+.1f} % ({coverage.get(f, float('nan')) * 100:.0f} %)"
+                      for f, b in bands_.items())
+    return f"{what} (covering, nested): {parts}; {coverage['all'] * 100:.0f} % of all rows"

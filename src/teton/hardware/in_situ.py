@@ -149,13 +149,15 @@ def band(seen: bool, moe: bool = False, family: str | None = None) -> tuple[floa
     """(p10, p90) relative errors of the catalog's predictions: ``seen`` for a stack with training
     runs on the GPU family (leave-one-out errors: the ``family``'s own where the catalog has them,
     as the families' held-out errors scatter differently), else for an unseen one
-    (leave-one-stack-out errors, every family together: too few stacks a family for their own);
+    (leave-one-stack-out errors, every family together, widened to the ``family``'s own where
+    its stacks scatter further: ``teton.validation.bands.widened_band``);
     ``moe`` for a model with MoE layers (the MoE rows' out-of-sample errors,
     ``teton.validation.moe_band``; for an unseen stack :func:`widened_for_unseen`); None if the
     catalog has none."""
     bands = fitted_catalog().get("band", {})
-    if seen and not moe and family in bands.get("seen_by_family", {}):
-        lo, hi = bands["seen_by_family"][family]
+    by_family = bands.get("seen_by_family" if seen else "unseen_by_family", {})
+    if not moe and family in by_family:
+        lo, hi = by_family[family]
         return float(lo), float(hi)
     b = bands.get("seen" if seen else "unseen")
     if b is None:

@@ -111,3 +111,41 @@ def nested_family_coverage(errors: np.ndarray, units: list, families: list, sigm
             per[f] = inside / total
         inside_all, total_all = inside_all + inside, total_all + total
     return (inside_all / total_all if total_all else float("nan")), per
+
+
+def spread_of(band_: tuple[float, float]) -> float:
+    """The standard deviation of a normal whose p10-p90 is ``band_``'s width."""
+    return (band_[1] - band_[0]) / (2 * Z_90)
+
+
+def widened_band(errors: np.ndarray, units: list, pooled: tuple[float, float]) -> tuple[float, float]:
+    """An unseen stack's band on one GPU family: the ``pooled`` leave-one-stack-out band of every
+    family, widened to the family's own (:func:`family_band` of its rows' ``errors``, each stack
+    of ``units`` once, small samples shrunk towards the pooled spread) where that reaches further.
+    A family's stacks may scatter more than the pool's (A100's two land on either side of it);
+    too few stacks a family to trust a narrower one."""
+    lo, hi = family_band(errors, units, spread_of(pooled))
+    return min(lo, pooled[0]), max(hi, pooled[1])
+
+
+def nested_unseen_coverage(errors: np.ndarray, weights: np.ndarray, stacks: list, families: list
+                           ) -> tuple[float, dict[str, float]]:
+    """(all rows, per family) weighted share of each stack's rows inside the band their family
+    would get without the stack (:func:`widened_band` over the other stacks' rows)."""
+    errors, weights = np.asarray(errors, float), np.asarray(weights, float)
+    stacks_a, fams = np.array(stacks, dtype=object), np.array(families, dtype=object)
+    inside: dict[str, float] = {}
+    total: dict[str, float] = {}
+    for s in dict.fromkeys(stacks):
+        mine = stacks_a == s
+        if mine.all():
+            continue
+        pooled = band(errors[~mine], weights[~mine])
+        for f in dict.fromkeys(fams[mine].tolist()):
+            rows, others = mine & (fams == f), ~mine & (fams == f)
+            lo, hi = widened_band(errors[others], list(stacks_a[others]), pooled) if others.any() else pooled
+            e = errors[rows]
+            inside[f] = inside.get(f, 0.0) + float(weights[rows][(e >= lo) & (e <= hi)].sum())
+            total[f] = total.get(f, 0.0) + float(weights[rows].sum())
+    all_in, all_total = sum(inside.values()), sum(total.values())
+    return (all_in / all_total if all_total else float("nan")), {f: inside[f] / total[f] for f in total if total[f]}

@@ -298,6 +298,9 @@ def fit_summary(fit, fitted: list[ValidationRow]) -> dict:
     families, (cov_all, cov) = fit.family_bands(), fit.family_coverage()
     out["band_seen_by_family"] = {f: list(b) for f, b in families.items()}
     out["coverage_seen_by_family"] = {"all": cov_all, **cov}
+    ucov_all, ucov = fit.unseen_family_coverage()
+    out["band_unseen_by_family"] = {f: list(b) for f, b in fit.unseen_family_bands().items()}
+    out["coverage_unseen_by_family"] = {"all": ucov_all, **ucov}
     out["spread"] = {"sigma": fit.hyper.sigma, **{f"tau_{k}": v for k, v in fit.hyper.tau}}
     return out
 
@@ -305,7 +308,8 @@ def fit_summary(fit, fitted: list[ValidationRow]) -> dict:
 def stack_summary(fit) -> list[dict]:
     """One row per (stack, family): runs, fitted values, leave-one-out and leave-one-stack-out
     mean / max absolute errors, and the share of its rows inside their nested bands (the seen band:
-    its GPU family's, built from the family's other configurations)."""
+    its GPU family's, built from the family's other configurations; the unseen band: its family's,
+    built from the other stacks)."""
     import numpy as np
 
     from teton.validation import bands
@@ -320,7 +324,10 @@ def stack_summary(fit) -> list[dict]:
                       if fams[i] == cell[1] and configs[i] not in {configs[j] for j in idx}]
         others_stack = [i for i in range(len(fit.runs)) if stacks[i] != cell[0]]
         lo, hi = bands.family_band(loo[others_cfg], [configs[i] for i in others_cfg], fit.hyper.sigma)
-        ulo, uhi = bands.band(loso[others_stack], fit.weights("loso")[others_stack])
+        fam_others = [i for i in others_stack if fams[i] == cell[1]]
+        pooled = bands.band(loso[others_stack], fit.weights("loso")[others_stack])
+        ulo, uhi = (bands.widened_band(loso[fam_others], [stacks[i] for i in fam_others], pooled)
+                    if fam_others else pooled)
         out.append({"stack": cell[0], "family": cell[1], "rows": len(idx),
                     "values": fit.values(cell),
                     "loo_mean_abs": float(np.mean(np.abs(loo[idx]))), "loo_max_abs": float(np.max(np.abs(loo[idx]))),

@@ -35,17 +35,20 @@ def catalog_entry(result, training_set: str = TRAINING_SETS) -> dict:
         "spread": {"sigma": round(result.hyper.sigma, 6), "tau": {k: round(v, 6) for k, v in result.hyper.tau}},
         "band": {"seen": [round(x, 6) for x in result.band("loo")], "unseen": [round(x, 6) for x in result.band("loso")],
                  "moe": [round(x, 6) for x in moe_band(moe_err, models)],
-                 "seen_by_family": {f: [round(x, 6) for x in b] for f, b in sorted(result.family_bands().items())}},
+                 "seen_by_family": {f: [round(x, 6) for x in b] for f, b in sorted(result.family_bands().items())},
+                 "unseen_by_family": {f: [round(x, 6) for x in b]
+                                      for f, b in sorted(result.unseen_family_bands().items())}},
         "coverage": {"seen": round(result.coverage("loo"), 4), "unseen": round(result.coverage("loso"), 4),
                      "moe": round(moe_coverage(moe_err, models), 4),
-                     "seen_by_family": _family_coverage(result)},
+                     "seen_by_family": _family_coverage(result),
+                     "unseen_by_family": _family_coverage(result, unseen=True)},
         "borrow": borrow, "written_by": "teton fit --write-catalog",
     }
 
 
-def _family_coverage(result) -> dict[str, float]:
-    """Nested coverage of the per-family seen bands: every row ("all") and each family's."""
-    overall, per = result.family_coverage()
+def _family_coverage(result, unseen: bool = False) -> dict[str, float]:
+    """Nested coverage of the per-family seen (or ``unseen``) bands: every row ("all") and each family's."""
+    overall, per = result.unseen_family_coverage() if unseen else result.family_coverage()
     return {"all": round(overall, 4), **{f: round(c, 4) for f, c in sorted(per.items())}}
 
 

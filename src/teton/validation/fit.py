@@ -150,6 +150,21 @@ class FitResult:
         return bands.nested_family_coverage(self.errors("loo"), [r.config for r in self.runs],
                                             [c[1] for c in self.cells], self.hyper.sigma)
 
+    def unseen_family_bands(self) -> dict[str, tuple[float, float]]:
+        """Per GPU family, the band a job of an unseen stack on it gets: the pooled leave-one-stack-out
+        band widened to the family's own (``bands.widened_band``)."""
+        fams, stacks, errors = [c[1] for c in self.cells], [c[0] for c in self.cells], self.errors("loso")
+        pooled = self.band("loso")
+        return {f: bands.widened_band(errors[[i for i, g in enumerate(fams) if g == f]],
+                                      [stacks[i] for i, g in enumerate(fams) if g == f], pooled)
+                for f in dict.fromkeys(fams)}
+
+    def unseen_family_coverage(self) -> tuple[float, dict[str, float]]:
+        """(all rows, per family) share of each stack's rows inside its family's unseen band built
+        without the stack (``bands.nested_unseen_coverage``)."""
+        return bands.nested_unseen_coverage(self.errors("loso"), self.weights("loso"), [c[0] for c in self.cells],
+                                            [c[1] for c in self.cells])
+
     def values(self, cell: tuple[str, str]) -> dict[str, float]:
         """Every key's value in ``cell``: fitted, or held at its prior (a user's unidentified key)."""
         merged = {**self.held.get(cell, {}), **self.solution.values(cell)}
