@@ -400,5 +400,21 @@ def test_cp_comm_type(value, algo):
                                      f"    recompute_granularity: null\n    cp_comm_type: {value}\n")
     spec, _ = import_config(text, "nemo")
     assert teton.load_spec(spec).job.software.cp_comm == algo
-    with pytest.raises(SpecError, match=r"^--cp-comm-type = 'a2a\+p2p': one of p2p, all_gather, a2a"):
-        import_config(DEEPSEEK_LIKE + " --cp-comm-type a2a+p2p", gpus=64)
+    with pytest.raises(SpecError, match=r"^--cp-comm-type = 'ring': one of p2p, all_gather, a2a, a2a\+p2p"):
+        import_config(DEEPSEEK_LIKE + " --cp-comm-type ring", gpus=64)
+
+
+def test_hierarchical_cp_comm_type_takes_its_sizes():
+    """a2a+p2p (hierarchical CP): the all-to-all groups' size from the hierarchical sizes, Megatron-LM's
+    flag and NeMo 2.0's config alike; without them, one line naming the key."""
+    flags = " --context-parallel-size 8 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4"
+    spec, _ = import_config(DEEPSEEK_LIKE + flags, gpus=64)
+    job = teton.load_spec(spec).job
+    assert (job.cp_algo, job.cp_a2a, job.layout.cp_a2a) == ("a2a+p2p", 2, 2)
+    text = NEMO2.read_text().replace("    recompute_granularity: null\n",
+                                     "    recompute_granularity: null\n    cp_comm_type: a2a+p2p\n"
+                                     "    hierarchical_context_parallel_sizes: [1, 1]\n")
+    spec, _ = import_config(text, "nemo")  # an all-to-all group of one rank: Transformer Engine runs p2p
+    assert teton.load_spec(spec).job.software.cp_comm == "ring"
+    with pytest.raises(SpecError, match=r"^--hierarchical-context-parallel-sizes = None: a2a\+p2p needs"):
+        import_config(DEEPSEEK_LIKE + " --context-parallel-size 8 --cp-comm-type a2a+p2p", gpus=64)

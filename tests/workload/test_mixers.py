@@ -184,5 +184,67 @@ def test_transformer_engine_refuses_ring_cp_with_windows_and_all_gather_cp_with_
         _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="ring", seq_len=8192, **te)
     _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="all_gather", seq_len=8192, **te)
     _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="ring", seq_len=8192)  # fa2: allowed
-    with pytest.raises(SpecError, match="runs MLA only under ring CP"):
+    with pytest.raises(SpecError, match="runs MLA only under ring CP \\(p2p\\) or a2a\\+p2p"):
         _job("deepseek-v3", gpus=64, tp=2, ep=8, cp=2, cp_algo="all_gather", seq_len=8192, **te)
+
+
+def test_hierarchical_cp_runs_all_to_alls_inside_its_groups_and_a_ring_across_them():
+    """cp_algo a2a+p2p (Transformer Engine 2.9's AttnFuncWithCPAndKVP2P with cp_group = [a2a, p2p];
+    Megatron-Core's hierarchical CP groups): Q, K, V all-to-all over cp_a2a consecutive CP ranks,
+    a ring of cp / cp_a2a - 1 steps over the ranks cp_a2a apart carrying the group's share of the
+    heads, the output all-to-all back; backward re-shards the output with its gradient."""
+    from teton.engine.prepare import default_placement
+
+    spec = _job("llama3-8b", gpus=32, tp=1, cp=32, seq_len=65536, global_batch=1, cp_algo="a2a+p2p", cp_a2a=8)
+    ring = _job("llama3-8b", gpus=32, tp=1, cp=32, seq_len=65536, global_batch=1, cp_algo="ring")
+    m, lay = spec.model, spec.job.layout
+    blk = layer_block(m, spec.job)
+    fwd = {i.name: i for i in blk.fwd if isinstance(i, Collective)}
+    bwd = {i.name: i for i in blk.bwd if isinstance(i, Collective)}
+    ring_kv = next(i for i in layer_block(m, ring.job).fwd if isinstance(i, Collective) and i.name == "cp.kv_ring")
+    assert (fwd["cp.kv_ring"].axis, fwd["cp.kv_ring"].ring_steps, ring_kv.ring_steps) == ("cp_p2p", 3, 31)
+    assert fwd["cp.kv_ring"].bytes == ring_kv.bytes / 8 and bwd["cp.kv_ring.bwd"].bytes == 2 * ring_kv.bytes / 8
+    assert fwd["cp.a2a_qkv"].axis == fwd["cp.a2a_out"].axis == "cp_a2a"
+    assert fwd["cp.a2a_qkv"].bytes == 2 * lay.tokens * (m.q_width + 2 * m.kv_width)
+    assert bwd["cp.a2a_out_grad"].bytes == 2 * fwd["cp.a2a_out"].bytes
+    placement = default_placement(spec)
+    cp = placement.groups("cp")[0]
+    assert placement.groups("cp_a2a")[0].tolist() == cp[:8].tolist()
+    assert placement.groups("cp_p2p")[0].tolist() == cp[::8].tolist()
+    with pytest.raises(SpecError, match="job.cp_a2a = None: a2a\\+p2p needs"):
+        _job("llama3-8b", gpus=32, tp=1, cp=32, seq_len=65536, global_batch=1, cp_algo="a2a+p2p")
+    with pytest.raises(SpecError, match="job.cp_a2a = 32: must divide job.cp \\(32\\) and be smaller"):
+        _job("llama3-8b", gpus=32, tp=1, cp=32, seq_len=65536, global_batch=1, cp_algo="a2a+p2p", cp_a2a=32)
+    with pytest.raises(SpecError, match="job.cp_a2a = 16: must divide the key / value heads"):
+        _job("llama3-8b", gpus=32, tp=1, cp=32, seq_len=65536, global_batch=1, cp_algo="a2a+p2p", cp_a2a=16)
+    with pytest.raises(SpecError, match="job.cp_a2a = 4: applies only to job.cp_algo = a2a\\+p2p"):
+        _job("llama3-8b", gpus=32, tp=1, cp=32, seq_len=65536, global_batch=1, cp_algo="ring", cp_a2a=4)
+    with pytest.raises(SpecError, match="refuses hierarchical \\(a2a\\+p2p\\) CP with sliding-window layers"):
+        _job("gpt-oss-120b", gpus=64, tp=2, ep=8, cp=4, cp_algo="a2a+p2p", cp_a2a=2, seq_len=8192)
+    # MLA runs under a2a+p2p in Transformer Engine (as under p2p)
+    _job("deepseek-v3", gpus=64, tp=2, ep=8, cp=4, cp_algo="a2a+p2p", cp_a2a=2, seq_len=8192, attention_kernel="cudnn")
+
+
+def test_a_ring_step_between_hosts_runs_over_one_nic():
+    """Ring attention's steps are point-to-point sends to the next CP rank: a hop between hosts
+    runs over one GPU's NIC, where an all-gather's channels spread over every NIC of the host. On
+    32 GPUs of 4 hosts at 64K tokens the ring's blocks are too short to hide that hop; the
+    hierarchical CP keeps the all-to-alls inside the hosts and runs a ring of 4 across them."""
+    import teton
+    from teton.engine.block_timer import BlockTimer
+    from teton.engine.compute import ComputeModel
+    from teton.engine.prepare import default_placement, make_cost_model
+
+    job = {"gpus": 32, "tp": 1, "cp": 32, "seq_len": 65536, "global_batch": 1}
+    ring = _job("llama3-8b", cp_algo="ring", **job)
+    placement, cost = default_placement(ring), make_cost_model(ring)
+    c = ring.cluster
+    timer = BlockTimer(ComputeModel.for_gpu(c.gpu_spec, "bf16", 65536, c.efficiency), cost, placement, c)
+    kv = next(i for i in layer_block(ring.model, ring.job).fwd if isinstance(i, Collective) and i.name == "cp.kv_ring")
+    groups = placement.groups("cp")
+    hop = cost.collective_time("send_recv", groups[0, 7:9].reshape(1, 2), kv.bytes / 32)  # across hosts
+    assert timer.collective_s(kv) == pytest.approx(31 * hop + timer.compute.eff.kernel_gap_s, rel=1e-6)
+    assert timer.collective_s(kv) > 2 * cost.collective_time("all_gather", groups, kv.bytes)
+    steps = {algo: teton.simulate(_job("llama3-8b", cp_algo=algo, **job, **extra)).step_time_s
+             for algo, extra in (("ring", {}), ("a2a+p2p", {"cp_a2a": 8}))}
+    assert steps["a2a+p2p"] < 0.9 * steps["ring"]

@@ -29,6 +29,8 @@ their priced times are memoised per block, placement, network and compute model.
 
 from __future__ import annotations
 
+import numpy as np
+
 from teton.collectives.algorithms import nccl_channels
 from teton.collectives.node_limited import node_limited_all_to_all_s
 from teton.engine.compute import ComputeModel
@@ -76,8 +78,14 @@ def sm_fraction(placement: Placement, axis: str, cluster) -> float:
 
 def comm_key(c: Collective) -> tuple[str, str, float]:
     """(op, axis, bytes) a collective's time is remembered and reported under; a node-limited
-    all-to-all's op is ``node_limited_all_to_all``."""
-    return ("node_limited_all_to_all" if c.max_nodes else c.op), c.axis, c.bytes
+    all-to-all's op is ``node_limited_all_to_all``, a ring of n exchange steps ``ring_n``."""
+    op = "node_limited_all_to_all" if c.max_nodes else f"ring_{c.ring_steps}" if c.ring_steps else c.op
+    return op, c.axis, c.bytes
+
+
+def _ring_hops(groups: np.ndarray) -> np.ndarray:
+    """(pairs, 2) GPU ids of every ring hop of ``groups`` (each member to the next, the last to the first)."""
+    return np.stack([groups.ravel(), np.roll(groups, -1, axis=1).ravel()], axis=1)
 
 
 class BlockTimer:
@@ -98,8 +106,17 @@ class BlockTimer:
 
     def _network_s(self, c: Collective) -> float:
         """Network seconds of ``c`` on its axis's groups: a node-limited all-to-all as DeepEP's
-        hierarchical one (``collectives.node_limited``), any other by the cost model."""
+        hierarchical one (``collectives.node_limited``); a ring (``ring_steps``: ring attention) as
+        that many point-to-point exchanges, each rank sending its block of ``bytes / group size``
+        to the next while it receives the previous one's (Transformer Engine 2.9
+        ``AttnFuncWithCPAndKVP2P``: ``batch_isend_irecv`` to ``send_dst`` / from ``recv_src`` every
+        step), each step as long as its slowest hop: a hop between hosts runs over one GPU's NIC,
+        where an all-gather's channels spread the bytes over every NIC of the host; any other by
+        the cost model."""
         groups = self.placement.groups(c.axis)
+        if c.ring_steps:
+            hops = _ring_hops(groups)
+            return c.ring_steps * self.cost.collective_time("send_recv", hops, c.bytes / groups.shape[1])
         if c.max_nodes:
             return node_limited_all_to_all_s(self.cost, groups, self.cluster.domain_gpus, c.bytes, c.top_k, c.max_nodes)
         return self.cost.collective_time(c.op, groups, c.bytes)
@@ -112,7 +129,8 @@ class BlockTimer:
         for it in items:
             if isinstance(it, Collective):
                 axis, t = self.item_s(it, items)
-                axis = "ep" if axis == "etp" else axis  # expert-TP collectives are the experts' communication
+                # expert-TP collectives are the experts' communication; a2a+p2p's two levels, CP's
+                axis = {"etp": "ep", "cp_a2a": "cp", "cp_p2p": "cp"}.get(axis, axis)
                 out[axis] = out.get(axis, 0.0) + t
         out["offload"] = max(0.0, self.host_copy_s(items) - out["compute"])
         if not graphed:

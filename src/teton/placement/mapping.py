@@ -38,6 +38,7 @@ POLICIES = ("topology-aware", "linear", "random", "fragmented")
 # the expert decomposition folds CP into edp already.
 GRADIENT_AXES = {"dp_cp": ("dp", "cp"), "edp_cp": ("edp",)}
 EXPERT_AXES = ("etp", "ep", "edp")
+CP_LEVELS = ("cp_a2a", "cp_p2p")  # a2a+p2p CP's sub-groups of each CP group
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class Placement:
     def groups(self, axis: str) -> np.ndarray:
         """(n_groups, degree) array of GPU ids; row i is one group, ordered by the axis' coordinate
         (a gradient group of two axes: by rank)."""
+        if axis in CP_LEVELS and axis not in self._groups:
+            self._groups[axis] = _cp_level_groups(self.groups("cp"), self.degrees["cp_a2a"], axis)
         if axis not in self._groups:
             members = GRADIENT_AXES.get(axis, (axis,))
             if axis in EXPERT_AXES or axis == "edp_cp":
@@ -89,6 +92,16 @@ class Placement:
         if g.shape[1] < 2:
             return np.empty((0, 2), dtype=np.int64)
         return np.stack([g[:, :-1].ravel(), g[:, 1:].ravel()], axis=1)
+
+
+def _cp_level_groups(cp_groups: np.ndarray, a2a: int, axis: str) -> np.ndarray:
+    """The two levels of a2a+p2p CP in each CP group (Megatron-Core 0.16
+    ``parallel_state.create_hierarchical_groups`` with sizes [a2a, cp / a2a]): ``cp_a2a`` groups of
+    ``a2a`` consecutive CP ranks, ``cp_p2p`` groups of the ranks ``a2a`` apart."""
+    levels = cp_groups.reshape(cp_groups.shape[0], -1, a2a)  # (groups, cp / a2a, a2a)
+    if axis == "cp_p2p":
+        levels = np.swapaxes(levels, 1, 2)
+    return np.ascontiguousarray(levels.reshape(-1, levels.shape[2]))
 
 
 def _grid_groups(grid: np.ndarray, axes: list[str], members: tuple[str, ...]) -> np.ndarray:

@@ -142,8 +142,12 @@ class JobSpec(Section):
     # Context parallelism: all-gather K/V then attend (Llama 3), pass K/V blocks round a ring
     # under the attention blocks (ring attention; TransformerEngine's p2p context parallelism), or
     # all-to-all Q, K, V from sequence- to head-sharded and the output back (a2a: DeepSpeed-Ulysses,
-    # TransformerEngine's a2a; the heads of a TP rank must divide by cp).
-    cp_algo: Literal["all_gather", "ring", "a2a"] = "all_gather"
+    # TransformerEngine's a2a; the heads of a TP rank must divide by cp), or both, hierarchically
+    # (a2a+p2p: all-to-all inside groups of cp_a2a consecutive CP ranks, a ring across them).
+    cp_algo: Literal["all_gather", "ring", "a2a", "a2a+p2p"] = "all_gather"
+    # a2a+p2p: the CP ranks of one all-to-all group (Megatron's --hierarchical-context-parallel-sizes
+    # a b: a), a divisor of cp between 2 and cp / 2; the ring runs over cp / cp_a2a of them
+    cp_a2a: int | None = Field(default=None, ge=2, le=MAX_GPUS)
     # all_gather CP: keep the gathered K/V for backward (what autograd does), or keep only this
     # rank's chunk and all-gather K/V again in backward (as Megatron re-gathers SP inputs).
     cp_regather_kv: bool = False
@@ -306,11 +310,25 @@ def _module_missing(module: str, model: ModelSpec) -> str | None:
     return None
 
 
+def check_cp_levels(job: JobSpec) -> None:
+    """``job.cp_a2a``, the all-to-all groups of a2a+p2p CP (with the stack's default CP algorithm
+    applied: checked at load, not by the section's own validator)."""
+    if job.cp_a2a is not None and job.cp_algo != "a2a+p2p":
+        raise SpecError("job.cp_a2a", job.cp_a2a, f"applies only to job.cp_algo = a2a+p2p (is {job.cp_algo})")
+    if job.cp_algo == "a2a+p2p" and job.cp > 1 and job.cp_a2a is None:
+        raise SpecError("job.cp_a2a", None, "a2a+p2p needs the size of its all-to-all groups (Megatron's "
+                        "--hierarchical-context-parallel-sizes a b: a)")
+    if job.cp_a2a is not None and (job.cp % job.cp_a2a or job.cp_a2a >= job.cp):
+        raise SpecError("job.cp_a2a", job.cp_a2a, f"must divide job.cp ({job.cp}) and be smaller: a2a+p2p runs "
+                        "a ring of cp / cp_a2a all-to-all groups")
+
+
 def check_head_split(job: JobSpec, model: ModelSpec) -> None:
     """The heads and groups TP and CP split: a Mamba-2 layer's heads and B/C groups over TP, then
     its heads over CP, its groups divided among the CP ranks or repeated on them (Megatron-Core
     0.16 ``MambaContextParallel``); under ``cp_algo: a2a`` the query and key / value heads of a TP
-    rank over CP (Transformer Engine 2.9's ``AttnFuncWithCPAndQKVOA2A``)."""
+    rank over CP (Transformer Engine 2.9's ``AttnFuncWithCPAndQKVOA2A``), under ``a2a+p2p`` over
+    its all-to-all groups (``job.cp_a2a``; ``AttnFuncWithCPAndKVP2P``)."""
     lay = job.layout
     kinds = model.layer_type_counts()
     if any(k.mixer == "mamba" for k in kinds):
@@ -324,18 +342,24 @@ def check_head_split(job: JobSpec, model: ModelSpec) -> None:
         if groups % lay.cp and lay.cp % groups:
             raise SpecError("job.cp", lay.cp, f"must divide, or be a multiple of, the Mamba-2 groups of a TP rank "
                             f"({groups}: model.mamba_groups / job.tp)")
-    if lay.cp > 1 and job.cp_algo == "a2a" and any(k.mixer == "attention" for k in kinds):
+    if lay.cp > 1 and job.cp_algo in ("a2a", "a2a+p2p") and any(k.mixer == "attention" for k in kinds):
         kv = model.heads if model.mla else model.n_kv_heads
+        field, split = ("job.cp", lay.cp) if job.cp_algo == "a2a" else ("job.cp_a2a", lay.cp_a2a)
         for what, n in (("query", model.heads), ("key / value", kv)):
-            if (n // lay.tp) % lay.cp:
-                raise SpecError("job.cp", lay.cp, f"must divide the {what} heads of a TP rank ({n // lay.tp}) under "
-                                "job.cp_algo a2a (Transformer Engine splits the heads over CP)")
+            if (n // lay.tp) % split:
+                raise SpecError(field, split, f"must divide the {what} heads of a TP rank ({n // lay.tp}) under "
+                                f"job.cp_algo {job.cp_algo} (Transformer Engine splits the heads over its all-to-all)")
 
 
 def check_cp_kernel(job: JobSpec, model: ModelSpec) -> None:
     """What Transformer Engine 2.9's context-parallel attention refuses (``attn_forward_func_with_cp``),
     for a job that runs its attention there (``job.attention_kernel: cudnn``, TE's fused attention):
-    sliding-window layers under ring (p2p) CP, and MLA under all-gather or a2a CP."""
+    sliding-window layers under ring (p2p) or a2a+p2p CP, and MLA under all-gather or a2a CP.
+    a2a+p2p is Transformer Engine's alone: its refusal of sliding windows holds for every kernel."""
+    if (job.layout.cp > 1 and job.cp_algo == "a2a+p2p" and model.sliding_window
+            and any(k.mixer == "attention" for k in model.layer_type_counts())):
+        raise SpecError("job.cp_algo", "a2a+p2p", "Transformer Engine refuses hierarchical (a2a+p2p) CP with "
+                        "sliding-window layers: use a2a or all_gather")
     if job.layout.cp == 1 or job.attention_kernel != "cudnn" or not any(
             k.mixer == "attention" for k in model.layer_type_counts()):
         return
@@ -344,7 +368,7 @@ def check_cp_kernel(job: JobSpec, model: ModelSpec) -> None:
                         "ring CP with sliding-window layers: use a2a or all_gather")
     if model.mla and job.cp_algo in ("all_gather", "a2a"):
         raise SpecError("job.cp_algo", job.cp_algo, "Transformer Engine's attention (job.attention_kernel cudnn) runs "
-                        "MLA only under ring CP (p2p)")
+                        "MLA only under ring CP (p2p) or a2a+p2p")
 
 
 # The recompute modes a framework has (job.recompute): Megatron-LM's --recompute-granularity full |
@@ -370,6 +394,7 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     if job.gpus > cluster.gpus:
         raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
     job.layout.check(job, model, cluster.domain_gpus)
+    check_cp_levels(job)
     check_head_split(job, model)
     check_cp_kernel(job, model)
     if job.pp_schedule == "dualpipe":  # again: a search's model_copy(update=...) skips the validators

@@ -126,6 +126,7 @@ class Layout:
     sequences_per_step: int = 0  # 0: one micro-batch per DP rank
     pp_round: int | None = None  # the interleaved schedule's N (None: pp)
     expert_tp: int | None = None  # job.etp (None: tp)
+    cp_a2a: int = 1  # a2a+p2p CP: the ranks of one all-to-all group (job.cp_a2a; 1: none)
 
     @property
     def etp(self) -> int:
@@ -143,7 +144,7 @@ class Layout:
                    virtual_stages=job.virtual_stages, order=order, micro_batch=job.micro_batch,
                    seq_len=job.seq_len, sequence_parallel=job.sequence_parallel and job.tp > 1,
                    sequences_per_step=sequences_per_step(job, dp), pp_round=job.pp_round,
-                   expert_tp=job.etp)
+                   expert_tp=job.etp, cp_a2a=(job.cp_a2a or 1) if job.cp_algo == "a2a+p2p" else 1)
 
     @property
     def gpus(self) -> int:
@@ -163,10 +164,13 @@ class Layout:
     @property
     def degrees(self) -> dict[str, int]:
         """Degree of each placed axis: tp, cp, pp, dp, and ep, etp and edp when the order names ep
-        (an order may name ep with degree 1, for a dense model)."""
+        (an order may name ep with degree 1, for a dense model); cp_a2a and cp_p2p, the sub-groups
+        of each CP group, under a2a+p2p CP."""
         d = {"tp": self.tp, "cp": self.cp, "pp": self.pp, "dp": self.dp}
         if "ep" in self.order:
             d.update(ep=self.ep, etp=self.etp, edp=self.edp)
+        if self.cp_a2a > 1:  # a2a+p2p CP's two levels (teton.placement.mapping)
+            d.update(cp_a2a=self.cp_a2a, cp_p2p=self.cp // self.cp_a2a)
         return d
 
     @property

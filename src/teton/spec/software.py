@@ -47,7 +47,7 @@ class SoftwareSpec(Section):
     # cudnn_attention_in_situ)
     attention: Literal["unfused", "fa2", "fa3", "cudnn"] = "fa2"
     tp_comm_overlap: Literal["none", "bwd", "full"] = "none"  # job.tp_overlap
-    cp_comm: Literal["all_gather", "ring", "a2a"] = "all_gather"  # job.cp_algo
+    cp_comm: Literal["all_gather", "ring", "a2a", "a2a+p2p"] = "all_gather"  # job.cp_algo
     pp_p2p: Literal["async", "blocking"] = "async"  # job.pp_p2p
     pp_scatter_gather: bool = False  # job.pp_scatter_gather
     grad_accum_fusion: bool = True  # job.grad_accum_fusion

@@ -225,7 +225,8 @@ SAVER_FIELDS = frozenset({"job.recompute", "job.recompute_interval", "job.recomp
 
 # The job fields whose rules read only the layout's degrees, micro-batch and batch (not the expert
 # choice, not a saver): a refusal naming one refuses every candidate of the layout.
-DEGREE_FIELDS = frozenset({"job.dp", "job.tp", "job.cp", "job.pp", "job.virtual_stages", "job.seq_len", "job.micro_batch",
+DEGREE_FIELDS = frozenset({"job.dp", "job.tp", "job.cp", "job.cp_a2a", "job.pp", "job.virtual_stages", "job.seq_len",
+                           "job.micro_batch",
                            "job.global_batch", "job.global_batch_tokens", "job.pp_round", "job.pp_first_stage_layers",
                            "job.pp_last_stage_layers", "job.pp_layout"})
 WHOLE_LAYOUT = "whole layout"  # the mark in ``refused`` of a layout a degree rule refuses

@@ -138,8 +138,16 @@ def cp_comm(job: JobSpec, lay: Layout, kv_bytes: float, window: int | None = Non
     output gradient one way and Q's, K's and V's gradients the other (Transformer Engine 2.9
     ``AttnFuncWithCPAndQKVOA2A``), none of them under the attention kernel; the core then runs the
     whole sequence for ``1 / cp`` of the heads, the same work as a shard of every head.
+    ``cp_algo = a2a+p2p`` (hierarchical: ``AttnFuncWithCPAndKVP2P`` with ``cp_group = [a2a, p2p]``):
+    Q, K and V all-to-all over the ``cp_a2a`` ranks of the rank's all-to-all group, then the ring
+    over the ``cp / cp_a2a`` groups, each step a block of the group's ``1 / cp_a2a`` of the heads'
+    K and V under the attention kernel, and the output all-to-all back; backward sends the output
+    and its gradient one way before the core's backward (Transformer Engine re-shards both), the
+    K / V gradients round the ring under it, and Q's, K's and V's gradients back after it.
     """
     c = lay.cp
+    if c > 1 and job.cp_algo == "a2a+p2p":
+        return _hierarchical_cp(lay, kv_bytes, a2a_bytes)
     if c > 1 and job.cp_algo == "a2a":
         qkv, out = a2a_bytes
         return ([Collective("cp.a2a_qkv", "all_to_all", "cp", qkv), Collective("cp.a2a_out", "all_to_all", "cp", out)],
@@ -155,6 +163,19 @@ def cp_comm(job: JobSpec, lay: Layout, kv_bytes: float, window: int | None = Non
         return ([Collective("cp.kv_gather", "all_gather", "cp", kv_bytes)],
                 [Collective("cp.kv_grad_scatter", "reduce_scatter", "cp", kv_bytes)], regather)
     return [], [], []
+
+
+def _hierarchical_cp(lay: Layout, kv_bytes: float, a2a_bytes: tuple[float, float]
+                     ) -> tuple[list[Item], list[Item], list[Item]]:
+    """:func:`cp_comm`'s a2a+p2p collectives: all-to-alls on ``cp_a2a``, the ring on ``cp_p2p``."""
+    qkv, out = a2a_bytes
+    ring_kv, steps = kv_bytes / lay.cp_a2a, lay.cp // lay.cp_a2a - 1
+    return ([Collective("cp.a2a_qkv", "all_to_all", "cp_a2a", qkv),
+             Collective("cp.kv_ring", "all_gather", "cp_p2p", ring_kv, overlap="attention", ring_steps=steps),
+             Collective("cp.a2a_out", "all_to_all", "cp_a2a", out)],
+            [Collective("cp.kv_ring.bwd", "all_gather", "cp_p2p", 2 * ring_kv, overlap="attention.bwd",
+                        ring_steps=steps), Collective("cp.a2a_qkv_grad", "all_to_all", "cp_a2a", qkv)],
+            [Collective("cp.a2a_out_grad", "all_to_all", "cp_a2a", 2 * out)])
 
 
 @dataclass(frozen=True)

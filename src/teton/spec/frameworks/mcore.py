@@ -206,10 +206,23 @@ def recompute_modules(m: Mapper, key: str) -> None:
     m.put("job.recompute_modules", list(dict.fromkeys(names)), key, raw)
 
 
-def cp_comm_type(m: Mapper, key: str) -> None:
-    """``software.cp_comm`` from Megatron-Core's ``cp_comm_type``: p2p is the ring, all_gather and a2a
-    themselves; a2a+p2p (hierarchical) is not modelled. A per-layer list is refused too."""
-    if m.has(key):
-        raw = m.get(key)
-        m.put("software.cp_comm", choice(key, raw, {"p2p": "ring", "all_gather": "all_gather", "a2a": "a2a"},
-                                         "a2a+p2p (hierarchical) and per-layer lists are not modelled"), key, raw)
+def cp_comm_type(m: Mapper, key: str, sizes_key: str) -> None:
+    """``software.cp_comm`` from Megatron-Core's ``cp_comm_type``: p2p is the ring, all_gather, a2a
+    and a2a+p2p themselves; a per-layer list is refused. a2a+p2p takes its all-to-all groups' size
+    (``job.cp_a2a``) from ``sizes_key``, the hierarchical CP sizes [a2a, p2p]; a level of one rank
+    leaves the other alone, as Transformer Engine 2.9 does (``attn_forward_func_with_cp``: p2p for
+    an a2a group of one, a2a for a p2p group of one)."""
+    if not m.has(key):
+        return
+    raw = m.get(key)
+    algo = choice(key, raw, {"p2p": "ring", "all_gather": "all_gather", "a2a": "a2a", "a2a+p2p": "a2a+p2p"},
+                  "per-layer lists are not modelled")
+    sizes = m.get(sizes_key)
+    if algo == "a2a+p2p" and (not isinstance(sizes, list | tuple) or len(sizes) != 2):
+        raise SpecError(sizes_key, sizes, "a2a+p2p needs the two hierarchical CP sizes [a2a, p2p]")
+    if algo == "a2a+p2p":
+        a2a, p2p = as_int(sizes_key, sizes[0]), as_int(sizes_key, sizes[1])
+        algo = "ring" if a2a == 1 else "a2a" if p2p == 1 else algo
+        if algo == "a2a+p2p":
+            m.put("job.cp_a2a", a2a, sizes_key, sizes, "the all-to-all groups' size")
+    m.put("software.cp_comm", algo, key, raw)

@@ -120,7 +120,7 @@ def _layout(m: Mapper) -> None:
     else:
         m.default("job.sequence_parallel", False, "no --sequence-parallel: Megatron-LM's default is off")
     _virtual(m)
-    mcore.cp_comm_type(m, "--cp-comm-type")
+    mcore.cp_comm_type(m, "--cp-comm-type", "--hierarchical-context-parallel-sizes")
     mcore.pipeline_split(m, "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
                          "--pipeline-model-parallel-layout", ("--account-for-embedding-in-pipeline-split",
                                                                "--account-for-loss-in-pipeline-split"))

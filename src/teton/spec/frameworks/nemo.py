@@ -281,7 +281,7 @@ def _stack_common(m: Mapper, c: str, tp_overlap_key: str) -> None:
                                                                            "flash": "fa2", "unfused": "unfused",
                                                                            "local": "unfused"}), c + "attention_backend", raw)
     mcore.cpu_offload(m, c + "cpu_offloading", c + "cpu_offloading_num_layers")
-    mcore.cp_comm_type(m, c + "cp_comm_type")
+    mcore.cp_comm_type(m, c + "cp_comm_type", c + "hierarchical_context_parallel_sizes")
 
 
 def _v1(m: Mapper) -> None:
