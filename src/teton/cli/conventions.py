@@ -91,7 +91,8 @@ FLAGS: dict[str, Flag] = {
     "--pp": F("LIST", "PP degrees to try"),
     "--ep": F("LIST", "EP degrees to try (MoE models)"),
     "--etp": F("LIST", "expert-TP degrees to try (MoE models)"),
-    "--cp-algo": F("LIST", "CP algorithms to try at cp > 1: all_gather, ring, a2a (default: the job's own)"),
+    "--cp-algo": F("LIST", "CP algorithms to try at cp > 1: all_gather, ring, a2a, a2a+p2p (its all-to-alls in the "
+                           "NVLink domain; default: the job's own)"),
     "--exhaustive": F(SWITCH, "every layout simulated: dominated ones (more recompute or ZeRO than a layout of the "
                       "same degrees that fits, or misses the HBM by no more) and, on MoE models, every expert-TP degree and rank order, not a staged "
                       "search", False),

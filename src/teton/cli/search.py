@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
         etp: Annotated[str | None, typer.Option("--etp", help="expert-TP degrees to try (MoE models; default: 1 "
                                                 "and tp)")] = None,
         cp_algo: Annotated[str | None, typer.Option("--cp-algo", help="CP algorithms to try at cp > 1, e.g. "
-                                                    "ring,a2a (all_gather, ring, a2a; default: the job's own)")] = None,
+                                                    "ring,a2a (all_gather, ring, a2a, a2a+p2p; default: the job's own)")] = None,
         exhaustive: Annotated[bool, typer.Option(
             "--exhaustive", help="simulate every layout: dominated ones too (more recompute or ZeRO than a layout of the "
             "same degrees that fits, or misses the HBM by no more) and, on MoE models, every EP degree, expert-TP degree and "
@@ -103,7 +103,8 @@ def _table(d: dict, s: Spec, space: SearchSpace, top: int) -> Table:
     for r in d["rows"][:top]:
         zero = f"{r['zero']} (per mb)" if r["zero"] == 2 and r["grad_reduce"] == "per_microbatch" else str(r["zero"])
         expert = (str(r["etp"]), "-".join(r["parallel_order"])) if moe else ()
-        t.add_row(*(str(r[k]) for k in ("tp", "cp", *(("cp_algo",) if algo else ()), "pp", "ep")), *expert,
+        cells = {**r, "cp_algo": r["cp_algo"] + (f" ({r['cp_a2a']})" if r.get("cp_a2a") else "")}
+        t.add_row(*(str(cells[k]) for k in ("tp", "cp", *(("cp_algo",) if algo else ()), "pp", "ep")), *expert,
                   *(str(r[k]) for k in ("dp", "virtual_stages", "micro_batch", "recompute")), zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
                   *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                   f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")

@@ -125,12 +125,28 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
 def _layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple[int, int, int], dict]]:
     """((tp, pp, dp), the job update) of every degree and micro-batch in ``space`` at each of
     ``eps`` (None: EP left to the expert choice) that divides the GPUs and the batch; a CP layout
-    at each of ``space.cp_algo`` (a layout of its own: dominance is judged within it)."""
+    at each of ``space.cp_algo`` (a layout of its own: dominance is judged within it), a2a+p2p
+    with its all-to-all groups in the NVLink domain (:func:`hierarchical_cp_a2a`; none: not tried)."""
     for degrees, layout in _degree_layouts(spec, space, eps):
         if layout["cp"] > 1 and space.cp_algo:
-            yield from ((degrees, {**layout, "cp_algo": algo}) for algo in space.cp_algo)
+            for algo in space.cp_algo:
+                a2a = hierarchical_cp_a2a(spec, layout["tp"], layout["cp"]) if algo == "a2a+p2p" else None
+                if algo != "a2a+p2p" or a2a:
+                    yield degrees, {**layout, "cp_algo": algo, "cp_a2a": a2a}
         else:
             yield degrees, layout
+
+
+def hierarchical_cp_a2a(spec: Spec, tp: int, cp: int) -> int | None:
+    """The all-to-all groups' size a search gives a2a+p2p CP: the most CP ranks of one NVLink domain
+    (``tp x a`` GPUs at most the domain's: the all-to-alls on NVLink, the ring between domains, as
+    Megatron-Core's hierarchical CP is meant to run) that divides cp, is smaller and splits a TP
+    rank's query and key / value heads; None where no such a >= 2 exists."""
+    model = spec.model
+    kv = model.heads if model.mla else model.n_kv_heads
+    fits = [a for a in range(2, cp) if not cp % a and tp * a <= spec.cluster.domain_gpus
+            and not (model.heads // tp) % a and not (kv // tp) % a]
+    return max(fits) if fits else None
 
 
 def _degree_layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple[int, int, int], dict]]:

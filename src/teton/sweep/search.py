@@ -71,7 +71,8 @@ class RankedLayout:
         # an MoE layout's expert TP degree and rank order (a dense one's rows keep their keys)
         expert = {"etp": lay.etp, "parallel_order": list(lay.order)} if self.spec.model.experts > 1 else {}
         return {
-            "tp": lay.tp, "cp": lay.cp, "cp_algo": j.cp_algo, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, **expert,
+            "tp": lay.tp, "cp": lay.cp, "cp_algo": j.cp_algo, **({"cp_a2a": j.cp_a2a} if j.cp_a2a else {}),
+            "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, **expert,
             "virtual_stages": lay.virtual_stages,
             "micro_batch": lay.micro_batch, "recompute": j.recompute,
             "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
