@@ -211,6 +211,25 @@ def test_an_moe_row_that_needs_memory_saving_recomputes_the_cheap_modules_first(
     assert dense <= {"none", "full"} and "full" in dense
 
 
+def test_grace_blackwell_llama_70b_fsdp_rows_offload_what_the_recipes_state():
+    """Llama 3 70B under Megatron-FSDP with fp8 current scaling on 64 GB200s offloads 40 layers in
+    Megatron-Bridge's 25.11 and 26.08 recipes alike, on GB300s 20 (26.08): its rows of every release
+    take those counts, where the least that fits would be fewer; another configuration keeps the
+    least that fits."""
+    from teton.validation.memory_saving import STATED_OFFLOAD, stated_offload, unstated_memory_saving
+
+    rows = {r.id: r for r in published_rows()}
+    runs = {r.name: r for r in training_runs_2()}
+    for rid, layers in (("d-25.11-gb200-llama3-70b-64-fp8-cs", 40), ("d-26.02-gb200-llama3-70b-64-fp8", 40),
+                        ("d-25.11-gb300-llama3-70b-64-fp8-cs", 20), ("d-26.04.01-gb300-llama3-70b-64-fp8", 20)):
+        recompute, offload, note = unstated_memory_saving(rows[rid], row_spec)
+        assert (recompute, offload) == ("none", layers) and "Megatron-Bridge's" in note, rid
+        assert runs[rid].spec.job.software.cpu_offload_layers == layers
+    assert stated_offload(rows["d-26.04-gb300-llama3-70b-64-mxfp8"]) is None  # pipelined, not FSDP
+    assert stated_offload(rows["c-25.07-gb200-llama3-70b-64"]) is None  # NeMo's table, micro-batch 1
+    assert set(STATED_OFFLOAD) == {("DGX-GB200", "LLAMA3_70B"), ("DGX-GB300", "LLAMA3_70B")}
+
+
 def test_deepseek_v3_rows_run_their_recipes_pipeline_layout():
     """NVIDIA's DeepSeek-V3 recipes map PP x VP to a layout (16 stages: the embedding and 4 layers,
     14 x 4, then one layer with the MTP module and the loss); a row of a stage count the map lacks

@@ -3,7 +3,8 @@
 A row's table gives its layout and batch, rarely its activation recomputation or offload; teton
 takes the least saving under which the job fits in its GPUs' memory, within the memory model's
 tolerance (:func:`unstated_memory_saving`), unless the row's own recipe states it
-(``teton.validation.recipes``).
+(``teton.validation.recipes``) or Megatron-Bridge's recipes state the offload of its configuration
+(:data:`STATED_OFFLOAD`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,28 @@ RowSpec = Callable[..., dict]
 # CUDA context and NCCL buffers are within that of its GPUs' memory is taken to fit (fragmentation is
 # inside the tolerance)
 MEMORY_TOLERANCE = 0.05
+
+
+# CPU activation offload (layers) Megatron-Bridge's performance recipes give Llama 3 70B on 64
+# Grace-Blackwell GPUs under Megatron-FSDP (TP 1, PP 1, micro-batch 2) with fp8 current scaling, taken
+# for that configuration's rows of every release whose table does not state it. GB200: 40 in the
+# 25.11 scripts (Megatron-Bridge commit 5776a6d90, scripts/performance/configs/llama/
+# llama3_workload_base_configs.py, LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_BASE_CONFIG) and in
+# 0.6.0's perf_recipes (llama/gb200/llama3.py, llama3_70b_pretrain_64gpu_gb200_fp8cs_config): the
+# same over the releases between. GB300: 20, 0.6.0's (llama/gb300/llama3.py,
+# llama3_70b_pretrain_64gpu_gb300_fp8cs_config), the one value stated. The least that fits would
+# be 34 and 5 (the recipes keep a margin).
+STATED_OFFLOAD = {("DGX-GB200", "LLAMA3_70B"): (40, "25.11 and 26.08 recipes"),
+                  ("DGX-GB300", "LLAMA3_70B"): (20, "26.08 recipe")}
+_FP8_CURRENT = ("FP8", "FP8-CS", "FP8-CS (presumed)")  # Megatron-Bridge's tables: "FP8" is current scaling
+
+
+def stated_offload(row) -> tuple[int, str] | None:
+    """(layers, where stated) of :data:`STATED_OFFLOAD` for a Megatron-Bridge row of its
+    configuration; None for any other row."""
+    if row.source != "D" or row.precision not in _FP8_CURRENT or not row.fsdp or (row.tp, row.pp, row.mbs) != (1, 1, 2):
+        return None
+    return STATED_OFFLOAD.get((row.system, row.model))
 
 
 def _fits(spec) -> bool:
@@ -93,6 +116,9 @@ def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str | tuple[str, ...
     if (stated := recipe_of(row)) is not None:
         inherited = "" if stated.release == row.release else f", the {stated.release} recipe of its layout"
         return stated.job()["recompute"], 0, f"settings from its recipe ({stated.recipe.split('/')[-1]}{inherited})"
+    if (stated := stated_offload(row)) is not None:
+        return "none", stated[0], (f"recompute unstated: none, with CPU activation offload of {stated[0]} layers per "
+                                   f"chunk over NVLink-C2C (Megatron-Bridge's {stated[1]} for this configuration)")
     spec = load_spec(row_spec(row, "none"))
     if _fits(spec):
         return "none", 0, ""
