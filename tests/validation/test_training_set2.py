@@ -75,6 +75,18 @@ def test_published_inconsistencies_are_flagged_with_their_reason():
     assert mixtral and all(row_status(r)[0] == "inconsistent" and "swap" in r.flag_reason for r in mixtral)
 
 
+def test_a_row_whose_source_does_not_say_what_ran_is_listed_not_judged():
+    """NeMo 25.07's parenthesised GB200 values: a second mapping whose precision and recipe the page
+    does not state; listed with the reason, neither judged nor predicted. Megatron-Bridge 25.09's
+    parentheses, which its footnote names (MXFP8 32 x 32), are judged."""
+    alt = [r for r in published_rows() if r.release == "25.07" and r.id.endswith("-alt")]
+    assert len(alt) == 4 and all(row_status(r) == ("unstated_precision", row_status(alt[0])[1]) for r in alt)
+    assert "does not say" in row_status(alt[0])[1]
+    judged = {r.name for r in training_runs_2()} | {r.name for r in moe_runs_2()}
+    assert not judged & {r.id for r in alt}
+    assert row_status(next(r for r in published_rows() if r.id == "d-25.09-gb200-llama3.1-405b-128-alt"))[0] == JUDGED
+
+
 def test_flop_conventions_turn_tflops_into_the_published_tokens_per_second():
     """Where a row publishes both, TFLOP/s / the source's FLOPs per token = its tokens/s: the
     conventions (causal halving or not, the model's shapes) are the sources' own."""

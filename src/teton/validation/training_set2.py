@@ -78,6 +78,13 @@ SYSTEMS = {"DGX-H100": "dgx-h100-superpod", "DGX-B200": "dgx-b200-superpod", "DG
 # it). GB300 rows run 1.05-1.27x GB200's throughput at the same layout, release and dense peaks: the
 # catalog gives Blackwell Ultra (B300, GB300) a GPU family of its own, so its in-situ values are its own.
 NEEDS_HARDWARE: dict[str, str] = {}
+# published precisions that do not say what ran: a row of one is listed, not judged (its step time
+# depends on the precision and recipe as much as on the layout). NeMo 25.07's GB200 table gives a
+# second value in parentheses, with its own mapping for the 70B and 405B, without saying what it
+# measures (Megatron-Bridge's 25.09 page, the next, says its parentheses are MXFP8 32 x 32 blocks)
+UNSTATED_PRECISIONS = {"unstated (likely MXFP8)": (
+    "the page does not say what its parenthesised second value ran: a second mapping of unstated "
+    "precision and recipe (MXFP8 by the next release's footnote, unverified)")}
 # the source's model name (its leading word) -> teton model (a preset, or a mapping)
 MODELS: dict[str, str | dict] = {
     "GPT3-5B": {"base": "gpt3-5b", "vocab": 51200}, "GPT3-20B": {"base": "gpt3-20b", "vocab": 51200},
@@ -199,6 +206,8 @@ def row_status(row: PublishedRow) -> tuple[str, str]:
         return row.flag, row.flag_reason
     if row.system in NEEDS_HARDWARE:
         return "needs_hardware", NEEDS_HARDWARE[row.system]
+    if row.precision in UNSTATED_PRECISIONS:
+        return "unstated_precision", UNSTATED_PRECISIONS[row.precision]
     if row.base_model in NEEDS_MODEL or row.model.split(" ")[0] in NEEDS_MODEL:
         return "needs_model", NEEDS_MODEL.get(row.base_model) or NEEDS_MODEL[row.model.split(" ")[0]]
     stage = (row.gpus or 0) // (row.pp or 1)  # ranks of one pipeline stage: tp x cp x dp
