@@ -40,6 +40,7 @@ import numpy as np
 from teton.engine.block_timer import BlockTimer, hardware_flops_per_step, sm_fraction
 from teton.engine.compute import ComputeModel, gemm_precision
 from teton.engine.dualpipe import DualPipeSchedule, dualpipe_inputs
+from teton.engine.hints import step_warnings
 from teton.engine.pipeline_schedule import (
     DP_FULL_SHARD,
     DP_NONE,
@@ -118,23 +119,6 @@ def _dp_collective_s(cost, placement: Placement, lay: Layout, work, op: str, byt
              + (cost.collective_time(op, edp_groups, e * bytes_per_param) if edp_groups is not None else 0.0)
              for d, e in dict.fromkeys(pairs)}
     return np.array([times[de] for de in pairs]).reshape(params.shape)
-
-
-def pipeline_warnings(job, micro_batches: int, bubble_fraction: float) -> tuple[str, ...]:
-    """A warning when a pipelined job runs fewer micro-batches per DP rank than it has stages:
-    the 1F1B bubble, (p - 1) / (v m) of the compute, then dominates the step. A spec without
-    ``job.global_batch`` (or ``global_batch_tokens``) runs one micro-batch per DP rank."""
-    lay = job.layout
-    p, m = lay.pp, micro_batches
-    if p <= 1 or m >= p:
-        return ()
-    unset = job.global_batch is None and job.global_batch_tokens is None
-    why = (f" job.global_batch is not set, so it defaulted to dp x micro_batch = {lay.sequences_per_step} "
-           "sequences (one micro-batch per DP rank);" if unset else "")
-    return (f"only {m} micro-batch{'es' if m != 1 else ''} per DP rank on pp={p}: the pipeline bubble is "
-            f"{bubble_fraction * 100:.0f} % of the step time.{why} set job.global_batch (or "
-            f"job.global_batch_tokens) so that micro-batches per DP rank >= pp, e.g. "
-            f"job.global_batch={lay.dp * lay.micro_batch * p}",)
 
 
 def blocking_p2p(fwd_s: np.ndarray, bwd_s: np.ndarray, p2p_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -432,7 +416,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
         mfu_bf16=flops / (step * job.gpus * gpu.peak_flops("bf16")),
         hfu_bf16=hw_flops / (step * job.gpus * gpu.peak_flops("bf16")),
         precision=prec,
-        warnings=pipeline_warnings(job, work.micro_batches, breakdown["pipeline_bubble"] / step),
+        warnings=step_warnings(spec, work.micro_batches, breakdown, step),
         hardware_flops_per_step=hw_flops,
         step_time_s_low=step / (1 + band[1]) if band else None,
         step_time_s_high=step / (1 + band[0]) if band else None,

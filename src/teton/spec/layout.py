@@ -362,3 +362,14 @@ class Layout:
             raise SpecError("job.global_batch", seqs,
                             f"the interleaved schedule needs micro-batches per DP rank ({m}) "
                             f"divisible by pp ({self.pp}), or job.pp_round (Llama 3's N) dividing them")
+
+
+def hierarchical_cp_a2a(tp: int, cp: int, heads: int, kv_heads: int, domain_gpus: int) -> int | None:
+    """The all-to-all groups' size teton gives a2a+p2p CP (``job.cp_a2a``) where it chooses one
+    (``teton search --cp-algo a2a+p2p``, ``teton run``'s hint): the most CP ranks of one NVLink
+    domain (``tp x a`` GPUs at most ``domain_gpus``: the all-to-alls on NVLink, the ring between
+    domains, as Megatron-Core's hierarchical CP is meant to run) that divides cp, is smaller and
+    splits a TP rank's query and key / value heads; None where no such a >= 2 exists."""
+    fits = [a for a in range(2, cp) if not cp % a and tp * a <= domain_gpus
+            and not (heads // tp) % a and not (kv_heads // tp) % a]
+    return max(fits) if fits else None

@@ -35,6 +35,7 @@ from typing import NamedTuple
 from teton.errors import SpecError
 from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
 from teton.spec.layout import dp_of
+from teton.spec.layout import hierarchical_cp_a2a as layout_cp_a2a
 from teton.spec.schema import Spec
 from teton.sweep.space import SearchSpace, ep_degrees, expert_choices, schedule_of
 from teton.workload.headroom import memory_headroom
@@ -138,15 +139,10 @@ def _layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple
 
 
 def hierarchical_cp_a2a(spec: Spec, tp: int, cp: int) -> int | None:
-    """The all-to-all groups' size a search gives a2a+p2p CP: the most CP ranks of one NVLink domain
-    (``tp x a`` GPUs at most the domain's: the all-to-alls on NVLink, the ring between domains, as
-    Megatron-Core's hierarchical CP is meant to run) that divides cp, is smaller and splits a TP
-    rank's query and key / value heads; None where no such a >= 2 exists."""
+    """``spec.layout.hierarchical_cp_a2a`` for the spec's model and cluster."""
     model = spec.model
-    kv = model.heads if model.mla else model.n_kv_heads
-    fits = [a for a in range(2, cp) if not cp % a and tp * a <= spec.cluster.domain_gpus
-            and not (model.heads // tp) % a and not (kv // tp) % a]
-    return max(fits) if fits else None
+    return layout_cp_a2a(tp, cp, model.heads, model.heads if model.mla else model.n_kv_heads,
+                         spec.cluster.domain_gpus)
 
 
 def _degree_layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple[int, int, int], dict]]:
