@@ -68,9 +68,10 @@ BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
 #   provider setting 7.0 with ``bias_activation_fusion``) clamps the gate and the linear half and
 #   ``cat``s them back eagerly before the fused activation: clamp 2+2 twice, cat 4+4 = 16;
 #   backward the clamps' masked gradients and the chunk's concatenated gradient = 30.
-# * eager: HF transformers' GptOssExperts, ``gate_up[..., ::2]`` / ``[..., 1::2]``, the two
-#   clamps, ``gate * sigmoid(gate * alpha)`` and ``(up + 1) * glu``: 32 forward and 86 backward
-#   in all, 22 and 68 over the plain SwiGLU's 10 and 18.
+# * eager: HF transformers' GptOssExperts (4.57 wheel, models/gpt_oss/modeling_gpt_oss.py, the
+#   training path), ``gate_up[..., ::2]`` / ``[..., 1::2]``, the two clamps, ``gate * sigmoid(gate
+#   * alpha)`` and ``(up + 1) * glu``: 32 forward and 86 backward in all, 22 and 68 over the plain
+#   SwiGLU's 10 and 18.
 GLU_CLAMP_BYTES: dict[str, tuple[float, float]] = {"fused": (16.0, 30.0), "eager": (22.0, 68.0)}
 
 
