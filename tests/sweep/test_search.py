@@ -340,11 +340,11 @@ def test_search_tries_hierarchical_cp_with_its_all_to_alls_in_the_nvlink_domain(
     """--cp-algo a2a+p2p: the all-to-all groups are the most CP ranks of one 8-GPU host that divide
     cp and a TP rank's heads (tp 1: 8, tp 2: 4; cp 4 at tp 2 fits a host whole, so it runs 2); rows
     carry cp_a2a; where no group of two or more exists, the layout is not tried with it."""
-    from teton.sweep.candidates import hierarchical_cp_a2a
+    from teton.spec.layout import hierarchical_cp_a2a
 
     spec = load_spec({"cluster": "dgx-h100-superpod", "model": "llama3-8b",
                       "job": {"gpus": 64, "tp": 1, "cp": 16, "seq_len": 65536, "global_batch": 8}})
-    assert [hierarchical_cp_a2a(spec, tp, cp) for tp, cp in ((1, 16), (2, 16), (2, 4), (8, 2), (1, 2))] == \
+    assert [hierarchical_cp_a2a(spec.model, tp, cp, spec.cluster.domain_gpus) for tp, cp in ((1, 16), (2, 16), (2, 4), (8, 2), (1, 2))] == \
         [8, 4, 2, None, None]
     space = SearchSpace(tp=(1, 8), cp=(2, 16), pp=(1,), virtual_stages=(1,), micro_batch=(1,),
                         recompute=("full",), zero=(1,), cp_algo=("ring", "a2a+p2p"))

@@ -41,8 +41,7 @@ def ring_cp_warnings(spec: Spec, cp_share: float) -> tuple[str, ...]:
     lay = job.layout
     if job.cp_algo != "ring" or lay.cp <= 1 or cp_share <= RING_CP_SHARE or model.sliding_window:
         return ()
-    a2a = hierarchical_cp_a2a(lay.tp, lay.cp, model.heads, model.heads if model.mla else model.n_kv_heads,
-                              spec.cluster.domain_gpus)
+    a2a = hierarchical_cp_a2a(model, lay.tp, lay.cp, spec.cluster.domain_gpus)
     if a2a is None:
         return ()
     return (f"ring CP leaves {cp_share * 100:.0f} % of the step exposed (a ring hop between hosts runs over "

@@ -343,7 +343,7 @@ def check_head_split(job: JobSpec, model: ModelSpec) -> None:
             raise SpecError("job.cp", lay.cp, f"must divide, or be a multiple of, the Mamba-2 groups of a TP rank "
                             f"({groups}: model.mamba_groups / job.tp)")
     if lay.cp > 1 and job.cp_algo in ("a2a", "a2a+p2p") and any(k.mixer == "attention" for k in kinds):
-        kv = model.heads if model.mla else model.n_kv_heads
+        kv = model.cp_kv_heads
         field, split = ("job.cp", lay.cp) if job.cp_algo == "a2a" else ("job.cp_a2a", lay.cp_a2a)
         for what, n in (("query", model.heads), ("key / value", kv)):
             if (n // lay.tp) % split:
@@ -356,12 +356,12 @@ def check_cp_kernel(job: JobSpec, model: ModelSpec) -> None:
     for a job that runs its attention there (``job.attention_kernel: cudnn``, TE's fused attention):
     sliding-window layers under ring (p2p) or a2a+p2p CP, and MLA under all-gather or a2a CP.
     a2a+p2p is Transformer Engine's alone: its refusal of sliding windows holds for every kernel."""
-    if (job.layout.cp > 1 and job.cp_algo == "a2a+p2p" and model.sliding_window
-            and any(k.mixer == "attention" for k in model.layer_type_counts())):
+    if job.layout.cp == 1 or not any(k.mixer == "attention" for k in model.layer_type_counts()):
+        return
+    if job.cp_algo == "a2a+p2p" and model.sliding_window:
         raise SpecError("job.cp_algo", "a2a+p2p", "Transformer Engine refuses hierarchical (a2a+p2p) CP with "
                         "sliding-window layers: use a2a or all_gather")
-    if job.layout.cp == 1 or job.attention_kernel != "cudnn" or not any(
-            k.mixer == "attention" for k in model.layer_type_counts()):
+    if job.attention_kernel != "cudnn":
         return
     if model.sliding_window and job.cp_algo == "ring":
         raise SpecError("job.cp_algo", "ring", "Transformer Engine's attention (job.attention_kernel cudnn) refuses "

@@ -364,12 +364,13 @@ class Layout:
                             f"divisible by pp ({self.pp}), or job.pp_round (Llama 3's N) dividing them")
 
 
-def hierarchical_cp_a2a(tp: int, cp: int, heads: int, kv_heads: int, domain_gpus: int) -> int | None:
+def hierarchical_cp_a2a(model: ModelSpec, tp: int, cp: int, domain_gpus: int) -> int | None:
     """The all-to-all groups' size teton gives a2a+p2p CP (``job.cp_a2a``) where it chooses one
     (``teton search --cp-algo a2a+p2p``, ``teton run``'s hint): the most CP ranks of one NVLink
     domain (``tp x a`` GPUs at most ``domain_gpus``: the all-to-alls on NVLink, the ring between
     domains, as Megatron-Core's hierarchical CP is meant to run) that divides cp, is smaller and
-    splits a TP rank's query and key / value heads; None where no such a >= 2 exists."""
-    fits = [a for a in range(2, cp) if not cp % a and tp * a <= domain_gpus
-            and not (heads // tp) % a and not (kv_heads // tp) % a]
+    splits a TP rank's query and key / value heads (``model.cp_kv_heads``); None where no such
+    a >= 2 exists."""
+    heads, kv_heads = model.heads // tp, model.cp_kv_heads // tp
+    fits = [a for a in range(2, cp) if not cp % a and tp * a <= domain_gpus and not heads % a and not kv_heads % a]
     return max(fits) if fits else None

@@ -178,6 +178,13 @@ class ModelSpec(Section):
         return self.kv_heads or self.heads
 
     @property
+    def cp_kv_heads(self) -> int:
+        """The key / value heads an all-to-all CP splits: MLA's up-projected K and V, one per query
+        head (Transformer Engine's context-parallel attention takes them as a GQA layer's), else
+        the KV heads."""
+        return self.heads if self.mla else self.n_kv_heads
+
+    @property
     def mla(self) -> bool:
         """Multi-head latent attention (``kv_lora_rank`` given)."""
         return self.kv_lora_rank is not None

@@ -34,8 +34,7 @@ from typing import NamedTuple
 
 from teton.errors import SpecError
 from teton.spec.job import RECOMPUTE_INTERVAL_DEFAULT, check_job
-from teton.spec.layout import dp_of
-from teton.spec.layout import hierarchical_cp_a2a as layout_cp_a2a
+from teton.spec.layout import dp_of, hierarchical_cp_a2a
 from teton.spec.schema import Spec
 from teton.sweep.space import SearchSpace, ep_degrees, expert_choices, schedule_of
 from teton.workload.headroom import memory_headroom
@@ -127,22 +126,16 @@ def _layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple
     """((tp, pp, dp), the job update) of every degree and micro-batch in ``space`` at each of
     ``eps`` (None: EP left to the expert choice) that divides the GPUs and the batch; a CP layout
     at each of ``space.cp_algo`` (a layout of its own: dominance is judged within it), a2a+p2p
-    with its all-to-all groups in the NVLink domain (:func:`hierarchical_cp_a2a`; none: not tried)."""
+    with its all-to-all groups in the NVLink domain (``spec.layout.hierarchical_cp_a2a``; none: not tried)."""
     for degrees, layout in _degree_layouts(spec, space, eps):
         if layout["cp"] > 1 and space.cp_algo:
             for algo in space.cp_algo:
-                a2a = hierarchical_cp_a2a(spec, layout["tp"], layout["cp"]) if algo == "a2a+p2p" else None
+                a2a = (hierarchical_cp_a2a(spec.model, layout["tp"], layout["cp"], spec.cluster.domain_gpus)
+                       if algo == "a2a+p2p" else None)
                 if algo != "a2a+p2p" or a2a:
                     yield degrees, {**layout, "cp_algo": algo, "cp_a2a": a2a}
         else:
             yield degrees, layout
-
-
-def hierarchical_cp_a2a(spec: Spec, tp: int, cp: int) -> int | None:
-    """``spec.layout.hierarchical_cp_a2a`` for the spec's model and cluster."""
-    model = spec.model
-    return layout_cp_a2a(tp, cp, model.heads, model.heads if model.mla else model.n_kv_heads,
-                         spec.cluster.domain_gpus)
 
 
 def _degree_layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple[int, int, int], dict]]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from teton.spec.job import JobSpec
 from teton.spec.model import ModelSpec
-from teton.workload.elementwise import eager_saved_bytes
+from teton.workload.elementwise import clamped_copy_bytes, eager_saved_bytes
 from teton.workload.fp8 import quantized_copy_bytes, saved_input_bytes
 from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.mamba import mamba_saved_bytes
 from teton.workload.mixers import mla_saved_bytes
-from teton.workload.moe import clamped_copy_bytes, moe_ffn_elements, moe_saved_bytes
+from teton.workload.moe import moe_ffn_elements, moe_saved_bytes
 from teton.workload.recompute import sac_op_saved_bytes
 
 

@@ -41,6 +41,7 @@ The cross-entropy is not an elementwise op of this table: the stack picks its ke
 from __future__ import annotations
 
 from teton.spec.model import ModelSpec
+from teton.workload.items import ACT_BYTES
 
 # op -> fusion -> (forward, backward) bytes per element
 BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
@@ -89,6 +90,14 @@ def mlp_activation_bytes(model: ModelSpec, fusion: str, elements: float) -> tupl
         extra_f, extra_b = GLU_CLAMP_BYTES[fusion]
         fwd, bwd = fwd + extra_f * elements, bwd + extra_b * elements
     return fwd, bwd
+
+
+def clamped_copy_bytes(model: ModelSpec, modules: frozenset[str] = frozenset()) -> float:
+    """Bytes per gate or up element of the clamped copy a ``model.glu_clamp`` activation keeps:
+    the clamps keep their input (the up-projection's output) and Megatron-Core's fused activation
+    its clamped ``cat``, a second bf16 copy (:data:`GLU_CLAMP_BYTES`); none when
+    ``moe_act`` recomputes the activation (its checkpoint keeps the input alone)."""
+    return ACT_BYTES if model.glu_clamp is not None and "moe_act" not in modules else 0.0
 
 
 def eager_copy_bytes(model: ModelSpec, tokens: int, tp: int) -> dict[str, tuple[float, float]]:

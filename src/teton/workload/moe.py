@@ -80,7 +80,7 @@ from teton.order_stats import expected_max_std_normal
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.workload.elementwise import mlp_activation_bytes
+from teton.workload.elementwise import clamped_copy_bytes, mlp_activation_bytes
 from teton.workload.fp8 import fp8_casts, gather_bytes, saved_input_bytes
 from teton.workload.items import (
     ACT_BYTES,
@@ -218,13 +218,6 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = fr
     unpermute = 0 if job.software.moe_probs_in_experts else a * rows.tokens * model.top_k * h
     return routed + unpermute + glu * lay.tokens * shared * model.expert_ffn / lay.tp
 
-
-def clamped_copy_bytes(model: ModelSpec, modules: frozenset[str] = frozenset()) -> float:
-    """Bytes per gate or up element of the clamped copy a ``model.glu_clamp`` activation keeps:
-    the clamps keep their input (the up-projection's output) and Megatron-Core's fused activation
-    its clamped ``cat``, a second bf16 copy (``workload.elementwise.GLU_CLAMP_BYTES``); none when
-    ``moe_act`` recomputes the activation (its checkpoint keeps the input alone)."""
-    return ACT_BYTES if model.glu_clamp is not None and "moe_act" not in modules else 0.0
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:
