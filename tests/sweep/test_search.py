@@ -192,8 +192,9 @@ def test_a_staged_moe_search_finds_the_exhaustive_best():
                 r["micro_batch"], r["recompute"], r["step_time_s"])
 
     assert [key(r) for r in staged["rows"][:10]] == [key(r) for r in every["rows"][:10]]
-    # a layout whose first expert choice does not fit is refined from the choice that does
-    assert any(r["ep"] == 4 and r["etp"] == 2 for r in staged["rows"][:10])
+    # passes 2 and 3 place layouts away from the first expert choice (EP 8, etp 1) among the ten
+    top = staged["rows"][:10]
+    assert any(r["ep"] < 8 for r in top) and any(r["etp"] > 1 for r in top)
 
 
 def test_search_cli_exhaustive_switch(cli, tmp_path):

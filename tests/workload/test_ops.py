@@ -131,9 +131,15 @@ def test_overlapped_collective_exposure_hand_calc():
 
     assert overlapped_exposed_s(1.0, 3.0, 1) == 0.0  # hidden under a longer GEMM
     assert overlapped_exposed_s(3.0, 1.0, 1) == 2.0  # the part the GEMM cannot cover
-    # decomposed into 8 chunks: max + min/8 - gemm
-    assert abs(overlapped_exposed_s(1.0, 3.0, 8) - 1.0 / 8) < 1e-15
-    assert abs(overlapped_exposed_s(3.0, 1.0, 8) - (3.0 + 1.0 / 8 - 1.0)) < 1e-15
+    # pipelined in 8 chunks, the local one first: a GEMM chunk (3/8) outlasts a shard (1/7): hidden
+    assert overlapped_exposed_s(1.0, 3.0, 8) == 0.0
+    # shards of 3/7 under chunks of 1/8: the local chunk, then 7 shard waits: 1/8 + 3 - 1 exposed 2.125
+    assert abs(overlapped_exposed_s(3.0, 1.0, 8) - (1.0 / 8 + 3.0 - 1.0)) < 1e-15
+    # two chunks (TP 2): the remote half arrives during the local half's GEMM, 0.5 s each
+    assert overlapped_exposed_s(0.5, 1.0, 2) == 0.0
+    assert abs(overlapped_exposed_s(0.8, 1.0, 2) - 0.3) < 1e-15
+    # the SM share still slows the chunks when they hide the transfers: 0.25 of 1 s
+    assert abs(overlapped_exposed_s(1.0, 3.0, 8, 0.25) - 0.25) < 1e-15
     # the collective holds a quarter of the SMs for its 1 s: the 3 s GEMM ends 0.25 s later
     assert abs(overlapped_exposed_s(1.0, 3.0, 1, 0.25) - 0.25) < 1e-15
     # a GEMM short enough to finish on the remaining SMs stays hidden: max(2, 1 + 0.25 * 2) = 2
@@ -183,6 +189,15 @@ def test_tp_overlap_pairs_each_collective_with_an_independentgemm():
     assert not any(isinstance(i, Collective) and i.overlap for i in bwd_mode.fwd)
     fwd_full = [i for i in full.fwd if isinstance(i, Collective)]
     assert all(i.overlap and i.chunks == 8 for i in fwd_full) and len(fwd_full) == 4
+    # full keeps the weight-gradient side concurrent (the userbuffers' bulk overlaps) and pipelines
+    # the output-gradient gathers with their data-gradient GEMMs
+    chunks = {i.name: i.chunks for i in full.bwd if isinstance(i, Collective) and i.overlap}
+    assert chunks == {**dict.fromkeys(paired, 1), "tp.ag_mlp_grad": 8, "tp.ag_attn_grad": 8}
+    # each pipelined reduce-scatter ends by summing the 8 partials: the output read, 1/8 written
+    sums = {i.name: i.bytes for i in full.fwd if isinstance(i, ComputeOp) and i.name.endswith(".reduce")}
+    scatters = {i.name: i.bytes for i in fwd_full if i.op == "reduce_scatter"}
+    assert sums == {f"{n}.reduce": b * (1 + 1 / 8) for n, b in scatters.items()} and len(sums) == 2
+    assert not any(i.name.endswith(".reduce") for i in bwd_mode.fwd)
     for blk in (bwd_mode, full):  # every paired GEMM exists in the same pass
         for items in (blk.fwd, blk.bwd):
             names = {i.name for i in items if isinstance(i, ComputeOp)}

@@ -276,8 +276,9 @@ def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, 
 # sequence parallelism the re-gather of a column-parallel GEMM's input runs under its
 # data-gradient GEMM and the reduce-scatter of the input gradient under its weight-gradient GEMM;
 # without it the input gradient's all-reduce runs under the weight-gradient GEMM (Megatron's
-# async_tensor_model_parallel_allreduce). Forward and the output-gradient gathers need the
-# decomposed (collective-matmul) kernels.
+# async_tensor_model_parallel_allreduce); under ``full`` these stay concurrent (the userbuffers'
+# ``bulk`` overlaps in Megatron-Bridge's configurations). Forward and the output-gradient gathers
+# need the decomposed (collective-matmul, ``ring_exchange``) kernels, pipelined in tp chunks.
 _TP_OVERLAP_BWD = {"tp.ag_mlp_input": "mlp_up.dgrad", "tp.rs_mlp_grad": "mlp_up.wgrad",
                    "tp.ag_qkv_input": "qkv.dgrad", "tp.rs_qkv_grad": "qkv.wgrad"}
 _TP_OVERLAP_FULL = {"tp.ag_qkv": "qkv", "tp.rs_attn": "attn_out", "tp.ag_mlp": "mlp_up", "tp.rs_mlp": "mlp_down",
@@ -289,14 +290,19 @@ def _tp_overlap(fwd: list[Item], bwd: list[Item], mode: str, t: int) -> tuple[li
     sequence parallelism only the backward all-reduces have a GEMM to hide under); an MoE layer's
     MLP collectives are its shared experts' (``workload.moe``), whose GEMMs stand in for the dense
     MLP's; its routed experts' etp collectives run alone (Megatron's TP communication overlap
-    covers TE's linear layers, not the grouped GEMMs)."""
+    covers TE's linear layers, not the grouped GEMMs). A decomposed reduce-scatter ends with the
+    sum of the ``t`` partial chunks (PyTorch 2.13 ``_fused_matmul_reduce_scatter_impl``'s
+    ``torch.sum``; the ring exchange's reduce kernel): a memory-bound kernel reading the GEMM's
+    whole output and writing this rank's ``1 / t`` of it (``<collective>.reduce``)."""
     from dataclasses import replace
 
     pairs = dict(_TP_OVERLAP_BWD, **MIXER_TP_OVERLAP_BWD)
+    decomposed = {}
     if mode == "full":
-        pairs.update(_TP_OVERLAP_FULL, **MIXER_TP_OVERLAP_FULL)
+        decomposed = dict(_TP_OVERLAP_FULL, **MIXER_TP_OVERLAP_FULL)
+        pairs.update(decomposed)
 
-    def mark(items: list[Item]) -> list[Item]:
+    def mark(items: list[Item], backward: bool) -> list[Item]:
         names = {i.name for i in items if isinstance(i, ComputeOp)}
         out = []
         for it in items:
@@ -306,11 +312,13 @@ def _tp_overlap(fwd: list[Item], bwd: list[Item], mode: str, t: int) -> tuple[li
                     gemm = gemm.replace("mlp_", "shared_expert_")
                 if gemm not in names:  # pragma: no cover - every pair names a GEMM of its pass
                     raise ValueError(f"{it.name} pairs with {pairs[it.name]}, which this layer does not run")
-                it = replace(it, overlap=gemm, chunks=t if mode == "full" else 1)
+                it = replace(it, overlap=gemm, chunks=t if it.name in decomposed else 1)
             out.append(it)
+            if isinstance(it, Collective) and it.chunks > 1 and it.op == "reduce_scatter":
+                out.append(memory_op(f"{it.name}.reduce", it.bytes * (1 + 1 / t), backward))
         return out
 
-    return mark(fwd), mark(bwd)
+    return mark(fwd, False), mark(bwd, True)
 
 
 def _empty(item: Item) -> bool:
