@@ -180,12 +180,15 @@ def test_a_rows_own_recipe_sets_its_graphs_overlap_fp8_attention_and_recompute()
     moe = {r.name: r for r in moe_runs_2()}
     stated = set()
     for key, recipe in recipes.items():
-        assert len(by_key.get(key, [])) == 1, key
-        row = by_key[key][0]
-        assert tuple(getattr(row, f) or 1 for f in LAYOUT) == recipe.layout, (key, recipe.recipe)
+        own = by_key.get(key, [])
+        assert len(own) <= 1, key
+        for row in own:
+            assert tuple(getattr(row, f) or 1 for f in LAYOUT) == recipe.layout, (key, recipe.recipe)
         heirs = [r for rel, later in INHERITS.items() if later == key[0]
                  for r in by_key.get((rel, *key[1:]), []) if row_layout(r) == recipe.layout]
-        for r in (row, *heirs):
+        # a recipe of a system its own release's table lacks (B300 in 26.08) runs an earlier row
+        assert own or heirs, key
+        for r in (*own, *heirs):
             stated.add(r.id)
             spec = moe[r.id].spec
             sw = spec.job.software
@@ -196,8 +199,9 @@ def test_a_rows_own_recipe_sets_its_graphs_overlap_fp8_attention_and_recompute()
                 assert tuple(spec.job.recompute_modules) == recipe.recompute_modules
     # 26.06 rows of the 26.08 recipes' layouts run them; a 26.06 row of another layout does not
     assert sum(r.startswith("d-26.06") for r in stated) >= 8
-    b300 = next(r for r in moe.values() if r.name.startswith("d-26.06-b300-qwen3"))
-    assert b300.spec.job.software.cuda_graphs == "none"
+    assert moe["d-26.06-b300-qwen3-30b-a3b-8-mxfp8"].spec.job.software.cuda_graphs == "full"
+    # a 26.06 row without a recipe of its layout keeps its release's stack
+    assert moe["d-26.06-b300-deepseekv3-256-mxfp8"].spec.job.software.cuda_graphs == "none"
     others = [r for r in moe.values() if r.name not in stated and r.spec.job.software.name.startswith("megatron-bridge")]
     assert others and all(r.spec.job.software.cuda_graphs == "none" and not r.spec.job.software.ep_comm_overlap
                           for r in others)

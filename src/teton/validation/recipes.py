@@ -7,8 +7,12 @@ shipped in the PyPI sdist from 0.6.0, the NeMo 26.08 generation) do. A recipe is
 by release, system, model and precision, and must state the row's layout (TP, PP, VP, EP,
 micro-batch): a test checks every one against its row, so a recipe of another layout cannot be
 applied. A 26.06 or 26.06.01 row of a 26.08 recipe's layout runs that recipe (:data:`INHERITS`:
-the published throughputs show those releases ran it). Each row of the table names the recipe
-function it was read from; its columns map to teton's fields as:
+the published throughputs show those releases ran it). The 26.08 table has no B300 rows; the
+sdist's B300 recipes are kept for the 26.06 B300 rows of their layouts, whose steps moved with
+GB200's and GB300's in that release (Qwen3-30B-A3B: 8.58 -> 6.43 s on B300, 8.33 -> 5.79 s on
+GB300 and 10.07 -> 6.44 s on GB200, the release whose GB rows the recipes' full-iteration graphs
+explain). Each row of the table names the recipe function it was read from; its columns map to
+teton's fields as:
 
 * ``cuda_graph_impl = "full_iteration"`` -> ``software.cuda_graphs = full`` (the whole step
   replayed; Transformer Engine's per-module scopes, ``attn`` / ``moe_router`` / ``moe_preprocess``,
