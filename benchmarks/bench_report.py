@@ -1,4 +1,4 @@
-"""``teton report`` benchmark: wall time of the default HTML report (all sections but search) of
+"""``teton report`` benchmark: wall time of the default HTML report (all sections but search and validation) of
 the Llama 3 405B example, as the CLI runs it in a fresh process (imports included), then with
 ``--png-dir`` (target: the default report under ~15 s).
 

@@ -18,10 +18,10 @@ def small_spec_path(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def small_report(small_spec_path, tmp_path_factory):
-    """The default report (all sections but search) of the small spec, written once: (html path, info)."""
+    """The default report of the small spec with its validation section, written once: (html path, info)."""
     from teton.report.html import write_report
     from teton.report.sections import DEFAULT_SECTIONS
 
     out = tmp_path_factory.mktemp("report") / "report.html"
-    info = write_report(small_spec_path, [], out, DEFAULT_SECTIONS, progress=False, goodput_runs=8)
+    info = write_report(small_spec_path, [], out, (*DEFAULT_SECTIONS, "validation"), progress=False, goodput_runs=8)
     return out, info

@@ -33,7 +33,8 @@ def test_one_inlined_plotly_bundle_and_nothing_fetched(small_report):
 def test_sections_and_step_numbers(small_report, small_spec_path):
     path, info = small_report
     html = path.read_text(encoding="utf-8")
-    assert info["sections"] == ["spec", *DEFAULT_SECTIONS]
+    assert info["sections"] == ["spec", *DEFAULT_SECTIONS, "validation"]
+    assert "validation" not in DEFAULT_SECTIONS and "search" not in DEFAULT_SECTIONS  # asked for by name
     for key in DEFAULT_SECTIONS:
         assert f'<section id="{key}">' in html
         assert f"<h2>{HEADINGS[key]}</h2>" in html

@@ -153,7 +153,7 @@ FLAGS: dict[str, Flag] = {
     "--devx-file-bytes": F("SIZE", "size of each job-start file", "1M"),
     "--devx-read-bytes": F("SIZE", "read request size", "4K"),
     # report, ops, flops
-    "--sections": F("LIST", "report sections; default: all but search"),
+    "--sections": F("LIST", "report sections; default: all but search and validation"),
     "--frontier": F(SWITCH, "report: the frontier study instead of a spec (what breaks first at 16K ... 350K GPUs, "
                             "H100 vs GB200; docs/frontier.md)", False),
     "--systems": F("LIST", "report --frontier: the systems compared, from h100, gb200; default: both"),

@@ -23,8 +23,8 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path, typer.Option("--out", "-o", help="the HTML page to write")] = Path("report.html"),
         sections: Annotated[str | None, typer.Option(
             "--sections", help="comma-separated, from: step, memory, ops, timeline, placement, checkpoint, "
-                               "goodput, validation, search; or all (default: all but search, which takes "
-                               "seconds)")] = None,
+                               "goodput, validation, search; or all (default: all but search and validation, "
+                               "which take seconds: validation is teton validate's bundled cases)")] = None,
         png: Annotated[Path | None, typer.Option("--png-dir", help="also write every chart as a PNG in this "
                                                  "directory")] = None,
         runs: Annotated[int, typer.Option("--runs", min=1, max=MAX_RUNS, help="Monte Carlo runs per checkpoint interval "

@@ -25,8 +25,8 @@ An MoE search is staged (``SearchSpace.refine_top``) in three passes:
 
 Passes 2 and 3 simulate only layouts that fit when the best so far fits (one that does not ranks
 below it). The best layouts of each pass hold the best of the whole space in the cases tested (``tests/sweep``);
-``refine_top=None`` searches every combination (DeepSeek-V3 on 16K GPUs: 28x the layouts, the same
-fastest eleven).
+``refine_top=None`` searches every combination (DeepSeek-V3 on 16K GPUs: 19x the layouts, the same
+fastest ten).
 **Dominated layouts are not simulated** (``SearchSpace.prune``; ``teton.sweep.candidates``): of the
 layouts with the same degrees, micro-batch and expert choice, one whose recompute and ZeRO stage
 only add work to one that fits, or that misses the HBM by no fewer bytes than one that does not.
