@@ -42,3 +42,20 @@ def test_bundled_sets_hold_no_true_weak_scaling_series_and_say_so():
     # Megatron-LM's "weak scaling" table (source E): the model grows with the GPU count
     e_rows = [r for r in published_rows() if r.source == "E"]
     assert len({r.model for r in e_rows}) == len(e_rows) > 1
+
+
+def test_validate_prints_an_empty_weak_scaling_table_as_its_note():
+    from rich.console import Console
+
+    from teton.cli.validate import _weak_scaling
+
+    console = Console(record=True, width=200)
+    _weak_scaling({"series": [], "note": "0 weak-scaling series among the judged rows."}, console)
+    text = console.export_text()
+    assert text.startswith("weak scaling: no series. 0 weak-scaling series") and "┃" not in text
+    series = {"series": "Llama 3 8B, 4 sequences per DP rank", "gpus": [8, 2048], "published_ratio": 1.03,
+              "teton_ratio": 1.05, "difference": 0.02}
+    console = Console(record=True, width=200)
+    _weak_scaling({"series": [series], "note": "1 series."}, console)
+    text = console.export_text()
+    assert "8 / 2,048" in text and "1.030" in text and "+2.0 pts" in text and "note: 1 series." in text

@@ -131,6 +131,9 @@ def _weak_scaling(d: dict, console) -> None:
     """The weak-scaling series: published vs teton's step-time ratio, largest / smallest GPU count."""
     from rich.table import Table
 
+    if not d["series"]:  # a table of headers only says less than its note
+        console.print(f"weak scaling: no series. {d['note']}")
+        return
     t = Table(title="weak scaling: step time at the largest / the smallest GPU count (the same work per GPU)",
               title_justify="left", title_style="bold")
     for col in ("series", "GPUs", "published", "teton", "difference"):
