@@ -155,9 +155,8 @@ class FitResult:
         band widened to the family's own (``bands.widened_band``)."""
         fams, stacks, errors = [c[1] for c in self.cells], [c[0] for c in self.cells], self.errors("loso")
         pooled = self.band("loso")
-        return {f: bands.widened_band(errors[[i for i, g in enumerate(fams) if g == f]],
-                                      [stacks[i] for i, g in enumerate(fams) if g == f], pooled)
-                for f in dict.fromkeys(fams)}
+        rows = {f: [i for i, g in enumerate(fams) if g == f] for f in dict.fromkeys(fams)}
+        return {f: bands.widened_band(errors[idx], [stacks[i] for i in idx], pooled) for f, idx in rows.items()}
 
     def unseen_family_coverage(self) -> tuple[float, dict[str, float]]:
         """(all rows, per family) share of each stack's rows inside its family's unseen band built

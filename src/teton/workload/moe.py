@@ -219,7 +219,6 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = fr
     return routed + unpermute + glu * lay.tokens * shared * model.expert_ffn / lay.tp
 
 
-
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:
     """(up, down) grouped GEMM triples of the rank's routed experts: ``expert_ffn / etp`` columns
     (gate and up under SwiGLU), over the most loaded rank's rows, one group per local expert."""

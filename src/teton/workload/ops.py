@@ -85,7 +85,6 @@ def layer_params_per_gpu(model: ModelSpec, job: JobSpec) -> float:
     return (sharded + mlp) / t + norms + replicated
 
 
-
 def _layer_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows | None = None) -> tuple[tuple[ComputeOp, ...], ...]:
     """The layer's GEMM triples (forward, data gradient, weight gradient): QKV and MLP-up
     column-parallel, attention output and MLP-down row-parallel over TP (Shoeybi et al. 2019).
@@ -239,7 +238,6 @@ def checkpointed_ffn(fwd: list[Item], modules: frozenset[str]) -> set[str]:
     if moe and "shared_experts" in modules:
         out.update(n for n in ffn if n.startswith("shared_expert_") or n in _SHARED_EXPERT_TP)
     return out
-
 
 
 def _recompute_items(fwd: list[Item], attn: tuple[Item, ...], model: ModelSpec, job: JobSpec,

@@ -27,7 +27,6 @@ UNKNOWN = "not a key the importer reads"
 NULL = "null (not set): the framework's default applies"
 
 
-
 class Why:
     """The no-meaning reasons by name (``Why.TRAINING``), for the frameworks' tables."""
 
