@@ -96,6 +96,21 @@ def test_bad_sweep_file_exit_2(cli, tmp_path, base_spec):
         assert code == 2 and needle in err and err.count("\n") == 1, err
 
 
+def test_a_sweep_and_a_run_spec_given_to_the_other_verb_say_which_verb_runs_them(cli, tmp_path, sweep_file, base_spec):
+    """A sweep file given to ``teton run`` (or plan, search) and a run spec given to ``teton sweep``
+    name the verb that runs them, not the first unknown key with the whole mapping as its value."""
+    from cli_checks import one_line_error
+
+    for verb in ("run", "search"):
+        code, _, err = cli(verb, sweep_file)
+        line = one_line_error(code, err, f"teton sweep {sweep_file} --db")
+        assert "a sweep file" in line and "did you mean" not in line
+    spec = _write(tmp_path, "spec.yaml", base_spec)
+    code, _, err = cli("sweep", spec, "--db", tmp_path / "r.duckdb")
+    line = one_line_error(code, err, "a run spec (cluster, model, job), not a sweep")
+    assert "teton run" in line and "did you mean" not in line
+
+
 def test_the_bundled_example_sweep_runs(cli, tmp_path):
     from pathlib import Path
 

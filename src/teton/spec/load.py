@@ -316,8 +316,12 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
         data = read_file(path)
     unknown = set(data) - SPEC_SECTIONS
     if unknown:
+        where = str(path) if path else None
+        if "base" in data and {"grid", "zip"} & set(data):
+            raise SpecError("spec", sorted(data), "a sweep file (base with grid / zip axes), not a run spec: "
+                            f"run it with teton sweep {path or 'FILE'} --db RESULTS.duckdb", where=where)
         key = sorted(unknown)[0]
-        raise SpecError(key, data[key], closest(key, SPEC_SECTIONS), where=str(path) if path else None)
+        raise SpecError(key, data[key], closest(key, SPEC_SECTIONS), where=where)
     data = apply_overrides(data, overrides)
     base_dir = path.parent if path else None
     for required in ("cluster", "model", "job"):

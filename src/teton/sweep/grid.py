@@ -331,6 +331,9 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
         base_dir = sweep_dir = path.resolve().parent
         where = str(path)
     unknown = sorted(set(data) - set(SWEEP_KEYS))
+    if unknown and "base" not in data and {"cluster", "model", "job"} <= set(data):
+        raise SpecError("sweep", sorted(data), "a run spec (cluster, model, job), not a sweep: run it with teton "
+                        "run; a sweep names it as its base (base: FILE) beside grid: or zip: axes", where=where)
     if unknown:
         raise SpecError(unknown[0], data[unknown[0]], closest(unknown[0], SWEEP_KEYS), where=where)
     base = _sweep_base(data, base_dir, where)
