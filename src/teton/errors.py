@@ -64,6 +64,17 @@ def from_validation(err, section: str, unknown_field=None, where=None) -> SpecEr
     return SpecError(name, e.get("input"), msg[0].lower() + msg[1:], where=at)
 
 
+def unknown_field(name: object, allowed) -> str:
+    """'unknown field; allowed: ...' text for a mapping's unknown key, led by the allowed names
+    closest to it (a typo: ``tpp`` -> tp)."""
+    import difflib
+
+    allowed = list(allowed)
+    hits = difflib.get_close_matches(str(name), allowed, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(hits)}?)" if hits else ""
+    return f"unknown field{hint}; allowed: {', '.join(allowed)}"
+
+
 def closest(name: str, choices: list[str] | tuple[str, ...] | set[str], n: int = 3) -> str:
     """'did you mean ...' text for an unknown name."""
     import difflib

@@ -171,3 +171,15 @@ def test_global_batch_tokens_must_be_whole_sequences(cli, tmp_path):
     code, out, err = cli("run", path)
     assert code == 2 and "job.global_batch_tokens" in err and "multiple of job.seq_len (8192)" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_an_unknown_field_names_the_closest_allowed_ones_first(tmp_path, cli):
+    """A typo'd field leads its error with the allowed names closest to it, then lists them all."""
+    spec = write_spec(tmp_path, LLAMA3_8B_8_GPUS_YAML)
+    for override, hint in (("job.tpp=4", "(did you mean tp or pp"), ("model.hiden=4096", "(did you mean hidden"),
+                           ("storage.checkpoint.intervl=3", "(did you mean interval_s?)")):
+        code, _, err = cli("run", spec, "--set", override)
+        line = one_line_error(code, err, hint)
+        assert "; allowed: " in line.split(hint)[1]
+    code, _, err = cli("run", spec, "--set", "job.xyzzy=1")
+    assert "did you mean" not in one_line_error(code, err, "job.xyzzy = 1: unknown field; allowed: ")

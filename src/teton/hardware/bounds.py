@@ -159,7 +159,7 @@ def build(cls: type[BaseModel], fields: Any, field: str, kind: str):
     keys. ``kind`` names what the mapping should be (``a GPU``) when it is not a mapping."""
     from pydantic import ValidationError
 
-    from teton.errors import from_validation
+    from teton.errors import from_validation, unknown_field
 
     if isinstance(fields, cls):
         return fields
@@ -171,8 +171,8 @@ def build(cls: type[BaseModel], fields: Any, field: str, kind: str):
         cause = err.errors()[0].get("ctx", {}).get("error")
         if isinstance(cause, SpecError) and not cause.field.startswith(f"{field}."):
             raise SpecError(f"{field}.{cause.field}", cause.value, cause.allowed) from None
-        raise from_validation(err, field, unknown_field=lambda loc: "unknown field; allowed: "
-                              + ", ".join(sorted(cls.model_fields))) from None
+        raise from_validation(err, field, unknown_field=lambda loc: unknown_field(loc[-1], sorted(cls.model_fields))) \
+            from None
     except SpecError as err:  # a rule of the model's own (__init__-time)
         raise SpecError(f"{field}.{err.field}", err.value, err.allowed) from None
 

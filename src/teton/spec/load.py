@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from teton.errors import SpecError, closest, from_validation
+from teton.errors import SpecError, closest, from_validation, unknown_field
 from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.spec.fields import ignored_field_notes
 from teton.spec.hardware import is_slot, resolve_cluster_hardware, slot_base
@@ -247,7 +247,7 @@ def _build(cls, section: str, fields: dict, path: Path | None, where=None):
         except ValidationError as err:
             raise from_validation(
                 err, section,
-                unknown_field=lambda loc: f"unknown field; allowed: {', '.join(sorted(_fields_at(cls, loc)))}",
+                unknown_field=lambda loc: unknown_field(loc[-1], sorted(_fields_at(cls, loc))),
                 where=lambda loc: where(section, loc)) from None
 
     return _check_section(section, where, build)

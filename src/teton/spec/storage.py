@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from teton.errors import SpecError, closest, from_validation
+from teton.errors import SpecError, closest, from_validation, unknown_field
 from teton.hardware import storage as hw
 from teton.spec.fields import Section
 from teton.units import GB, MIB, TB
@@ -249,8 +249,8 @@ def storage_system(raw: dict[str, Any] | str | None, default_preset: str | None 
     except SpecError:
         raise
     except ValidationError as err:
-        allowed = ", ".join(sorted([*StorageSystem.model_fields, "preset", "base", *POLICY_KEYS]))
-        raise from_validation(err, "storage", unknown_field=lambda loc: f"unknown field; allowed: {allowed}") from None
+        allowed = sorted([*StorageSystem.model_fields, "preset", "base", *POLICY_KEYS])
+        raise from_validation(err, "storage", unknown_field=lambda loc: unknown_field(loc[-1], allowed)) from None
 
 
 def spec_storage(spec) -> StorageSystem:
@@ -342,8 +342,7 @@ def _part(cls, raw: dict[str, Any], key: str):
     try:
         return cls(**part)
     except ValidationError as err:
-        allowed = ", ".join(cls.model_fields)
-        raise from_validation(err, f"storage.{key}", unknown_field=lambda loc: f"unknown field; allowed: {allowed}") \
+        raise from_validation(err, f"storage.{key}", unknown_field=lambda loc: unknown_field(loc[-1], cls.model_fields)) \
             from None
 
 
