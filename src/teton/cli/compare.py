@@ -91,7 +91,8 @@ def register(app: typer.Typer) -> None:
         json_: JsonFlag = False,
     ) -> None:
         """Two variants of a job side by side: metrics, where the time goes, memory; B against A.
-        ``--set`` overrides both variants, before ``--a`` / ``--b``."""
+
+        Overrides given with --set apply to both variants, before --a / --b."""
         d = compare_specs(spec_a, spec_b, set_a, set_b, set_both)
         if json_:
             print_json(d)

@@ -84,8 +84,9 @@ def register(app: typer.Typer) -> None:
         write_catalog: Annotated[bool, typer.Option(
             "--write-catalog", help="regenerate the catalog's in-situ defaults from the bundled training sets")] = False,
     ) -> None:
-        """Fit in-situ parameters per software stack to measured runs (or read a profiler trace):
-        in-sample, leave-one-out and (bundled) leave-one-stack-out errors."""
+        """Fit in-situ parameters per software stack to measured runs, or read a profiler trace.
+
+        Reports in-sample, leave-one-out and (bundled) leave-one-stack-out errors."""
         if trace is not None:
             if runs is not None:
                 raise SpecError("--trace", str(trace), "give measured runs or a trace, not both")

@@ -39,9 +39,11 @@ def register(app: typer.Typer) -> None:
                                                     "h100, gb200 (default both)")] = None,
         json_: JsonFlag = False,
     ) -> None:
-        """Write one self-contained, offline HTML report of SPEC: step, memory, the ops of one layer,
-        pipeline timeline, placement, checkpoint, goodput, validation (and optionally layout search);
-        or, with --frontier, the frontier study (docs/frontier.md)."""
+        """Write one self-contained, offline HTML report of SPEC, or the frontier study.
+
+        Sections: step, memory, the ops of one layer, pipeline timeline, placement, checkpoint,
+        goodput, validation (and optionally layout search); with --frontier, the frontier study
+        (docs/frontier.md)."""
         from teton.errors import SpecError
 
         if frontier:

@@ -192,8 +192,10 @@ def register(app: typer.Typer) -> None:
         by: Annotated[str | None, typer.Option(
             "--by", help="stack: the few-shot protocol per software stack (fitted on 1, 2, 3 of its runs)")] = None,
     ) -> None:
-        """Compare predictions with published measurements: burst, in-sample, leave-one-out and
-        leave-one-stack-out errors, per-stack summary, bands and their coverage."""
+        """Compare predictions with published measurements, held out and not.
+
+        Burst, in-sample, leave-one-out and leave-one-stack-out errors, the per-stack summary, the
+        bands and their coverage."""
         from teton.errors import SpecError
         from teton.validation.cases import all_cases, run_validation
 
