@@ -67,7 +67,8 @@ JUDGED = "judged"
 # dense rows they would move every stack's in-situ values (leave-one-out 4.9 -> 19.8 % over all rows)
 PREDICTED = "predicted"
 MOE_NOT_FITTED = ("MoE row: predicted with the values fitted on the dense rows (training-set-2-moe), not part "
-                  "of the fit until the all-to-all overlap and grouped-GEMM rates are modelled (#25)")
+                  "of the fit: its misses are per model (docs/moe.md, what is left), and fitted in they would "
+                  "move the dense rows' values")
 # system -> cluster preset (DGX H100 above 1,024 GPUs: the 8K variant). The NVL72 SuperPODs' compute
 # trays hold 4 GPUs in a 72-GPU NVLink domain (one rack): a job of up to 72 GPUs runs inside one
 # domain, a larger one spans whole racks (256 GPUs: 3 full racks and part of a fourth).
