@@ -222,6 +222,8 @@ def test_a_nemo_field_over_its_preset_and_a_megatron_moe():
     s = teton.load_spec(spec)
     assert (s.model.experts, s.model.top_k, s.job.ep, s.job.dp) == (8, 2, 8, 32)
     assert teton.simulate(s).step_time_s > 0
+    spec, _ = import_config(moe.replace("--position-embedding-type rope", "--position-embedding-type yarn"), gpus=64)
+    assert teton.load_spec(spec).model.position_embedding == "yarn"  # GPT-OSS's rotary: Megatron runs it eager
     spec, _ = import_config(moe + " --expert-tensor-parallel-size 1 --use-tp-pp-dp-mapping", gpus=64)
     s = teton.load_spec(spec)  # experts whole on each rank: EP 8 over TP 2 x DP 4, edp = 2 * 32 / 8
     assert (s.job.etp, s.job.layout.edp, s.job.parallel_order) == (1, 8, ("tp", "cp", "ep", "pp", "dp"))

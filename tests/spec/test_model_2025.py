@@ -98,9 +98,24 @@ def test_hf_nemotron_h_and_gpt_oss_configs_import(tmp_path):
     oss = {"model_type": "gpt_oss", "num_hidden_layers": 4, "hidden_size": 2880, "intermediate_size": 2880,
            "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 201088,
            "num_local_experts": 128, "experts_per_token": 4, "sliding_window": 128,
-           "layer_types": ["sliding_attention", "full_attention"] * 2, "swiglu_limit": 7.0}
+           "layer_types": ["sliding_attention", "full_attention"] * 2, "swiglu_limit": 7.0,
+           "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0}}
     m = ModelSpec(**model_from_hf_config(_write(tmp_path, oss)))
     assert (m.sliding_window, m.global_attention_every, m.top_k, m.glu_clamp) == (128, 2, 4, 7.0)
+    assert m.position_embedding == "yarn" == MODEL_PRESETS["gpt-oss-120b"]["position_embedding"]
+
+
+def test_hf_yarn_is_yarn_outside_latent_attention(tmp_path):
+    """A YaRN rope_scaling (either key) makes a model's rotary yarn; under multi-head latent
+    attention (DeepSeek-V3's config) it stays rope, as its temperature scales the softmax."""
+    base = {"num_hidden_layers": 2, "hidden_size": 1024, "intermediate_size": 4096, "num_attention_heads": 8,
+            "vocab_size": 32000}
+    for scaling, kind in (({"type": "yarn", "factor": 4.0}, "yarn"), ({"rope_type": "llama3", "factor": 8.0}, "rope"),
+                          (None, "rope")):
+        assert ModelSpec(**model_from_hf_config(_write(tmp_path, {**base, "rope_scaling": scaling}))).position_embedding == kind
+    mla = {**base, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+           "v_head_dim": 128, "rope_scaling": {"type": "yarn", "factor": 40.0}}
+    assert ModelSpec(**model_from_hf_config(_write(tmp_path, mla))).position_embedding == "rope"
 
 
 def test_hf_nemotron_3_nano_config_imports_as_the_preset_and_latent_moe_is_refused(tmp_path):

@@ -151,3 +151,52 @@ def test_a_clamped_glu_costs_its_bytes_in_the_experts_and_the_dense_mlp():
     with pytest.raises(teton.SpecError, match="model.glu_clamp"):
         load_spec({"cluster": "meta-roce-24k", "model": {**dense.model.model_dump(), "mlp": "gelu", "glu_clamp": 7.0},
                    "job": {"gpus": 8, "seq_len": 1024, "global_batch": 8}})
+
+
+def _megatron_eager_rope_bytes() -> tuple[float, float]:
+    """Bytes per Q / K element of Megatron-Core's eager rotary (0.16 ``rope_utils``'s
+    ``_apply_rotary_pos_emb_bshd`` with ``_rotate_half``), the cos / sin tables given (their
+    reads, shared by 64 heads, add 1/16 of a byte)."""
+    torch = pytest.importorskip("torch")
+    from teton.workload.torch_reference import count_elementwise_bytes
+
+    s, heads, d = 64, 64, 32
+    t = torch.randn(s, 1, heads, d, dtype=torch.bfloat16, requires_grad=True)
+    cos, sin = torch.randn(s, 1, 1, d, dtype=torch.bfloat16), torch.randn(s, 1, 1, d, dtype=torch.bfloat16)
+
+    def megatron():
+        rot, passed = t[..., :d], t[..., d:]
+        x1, x2 = torch.chunk(rot, 2, dim=-1)
+        return torch.cat(((rot * cos) + (torch.cat((-x2, x1), dim=-1) * sin), passed), dim=-1)
+
+    fwd, bwd = count_elementwise_bytes(megatron, [t])
+    return fwd / t.numel(), bwd / t.numel()
+
+
+def test_megatron_eager_rope_bytes_are_counted_from_the_code():
+    from teton.workload.elementwise import MEGATRON_EAGER_ROPE_BYTES
+
+    assert _megatron_eager_rope_bytes() == pytest.approx(MEGATRON_EAGER_ROPE_BYTES, abs=0.07)
+
+
+def test_yarn_runs_megatron_cores_eager_rotary_and_a_fused_kernel_elsewhere():
+    """GPT-OSS's YaRN rotary: Megatron-Core's stacks run their eager rotary (software.fused_yarn_rope
+    off), a stack with a fused YaRN kernel the fused rope's bytes; plain rope is fused in both."""
+    from teton.workload.elementwise import MEGATRON_EAGER_ROPE_BYTES
+    from teton.workload.ops import layer_block
+
+    def rope_bytes(position: str, stack: str) -> tuple[float, float]:
+        spec = load_spec({"cluster": "dgx-b200-superpod", "software": stack,
+                          "model": {"base": "gpt-oss-120b", "position_embedding": position},
+                          "job": {"gpus": 8, "ep": 8, "seq_len": 4096, "global_batch": 8}})
+        block = layer_block(spec.model, spec.job)
+        f = next(i for i in block.fwd if getattr(i, "name", "") == "rope")
+        b = next(i for i in block.bwd if getattr(i, "name", "") == "rope.bwd")
+        return f.bytes, b.bytes
+
+    fused_f, fused_b = rope_bytes("rope", "megatron-bridge-26.04")
+    assert rope_bytes("rope", "unknown") == (fused_f, fused_b) == rope_bytes("yarn", "unknown")
+    yarn_f, yarn_b = rope_bytes("yarn", "megatron-bridge-26.04")
+    per_element = fused_f / BYTES_PER_ELEMENT["rope"]["fused"][0]
+    assert (yarn_f, yarn_b) == pytest.approx((MEGATRON_EAGER_ROPE_BYTES[0] * per_element,
+                                              MEGATRON_EAGER_ROPE_BYTES[1] * per_element))

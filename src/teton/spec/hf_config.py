@@ -42,6 +42,7 @@ def model_from_hf_config(path: str | Path) -> dict:
         bias=bool(cfg.get("attention_bias", False)),
         qk_norm=_qk_norm(cfg),
         glu_clamp=cfg.get("swiglu_limit"),  # GPT-OSS: the gate and linear halves clamped
+        position_embedding=_position_embedding(cfg),
     )
     fields.update(_moe_fields(cfg, str(path)))
     fields.update(_mla_fields(cfg))
@@ -114,6 +115,15 @@ def _nemotron_h_moe(cfg: dict, where: str, expert: int | None) -> dict:
         raise SpecError("model", where, f"moe_shared_expert_intermediate_size {width} is not a multiple of "
                         f"moe_intermediate_size ({expert}): teton counts shared experts whole")
     return {"shared_experts": width // expert}
+
+
+def _position_embedding(cfg: dict) -> str | None:
+    """``yarn`` for a YaRN-scaled rotary (``rope_scaling``'s ``rope_type`` or ``type``: GPT-OSS)
+    outside multi-head latent attention (whose YaRN temperature scales the softmax, not the
+    rotary: teton's ``rope``); None (the default, rope) otherwise."""
+    scaling = cfg.get("rope_scaling") or {}
+    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+    return "yarn" if kind == "yarn" and cfg.get("kv_lora_rank") is None else None
 
 
 def _mla_fields(cfg: dict) -> dict:

@@ -37,9 +37,12 @@ class ModelSpec(Section):
     # Gemma 3 (Megatron-Core's qk_layernorm: two norm modules after the QKV split)
     qk_norm: bool = False
     bias: bool = False  # biases on the linear layers (GPT-2/3 style)
-    # rope (rotary, applied to Q and K), learned (an absolute position table), alibi (a bias the
-    # attention kernel adds: no parameters, no separate kernel)
-    position_embedding: Literal["rope", "learned", "alibi"] = "rope"
+    # rope (rotary, applied to Q and K), yarn (rotary at YaRN's scaled frequencies with its attention
+    # temperature folded into cos and sin, as GPT-OSS: the same work, a different kernel in some
+    # stacks, software.fused_yarn_rope; an MLA model's YaRN is rope: its temperature goes to the
+    # softmax scale), learned (an absolute position table), alibi (a bias the attention kernel
+    # adds: no parameters, no separate kernel)
+    position_embedding: Literal["rope", "yarn", "learned", "alibi"] = "rope"
     max_seq_len: int = Field(default=8192, gt=0, le=MAX_SEQ_LEN)
     dropout: bool = False  # dropout layers present (their masks are saved for backward)
     tied_embeddings: bool = False

@@ -119,9 +119,11 @@ MODEL_PRESETS["grok-1"] = dict(layers=64, hidden=6144, ffn_hidden=32768, heads=4
 # GPT-OSS 120B (openai/gpt-oss-120b config.json, read from the HF config, not from this project's
 # stored sources): 36 layers, hidden 2,880, 64 / 8 heads of 64, 128 experts of width 2,880, top 4,
 # QKV and expert biases, a 128-token sliding window on every other layer (starting with the
-# first), the gated MLP's inputs clamped at 7 (swiglu_limit), vocabulary 201,088; 117B parameters.
+# first), the gated MLP's inputs clamped at 7 (swiglu_limit), YaRN rotary (rope_scaling
+# rope_type yarn, factor 32), vocabulary 201,088; 117B parameters.
 MODEL_PRESETS["gpt-oss-120b"] = dict(layers=36, hidden=2880, ffn_hidden=2880, heads=64, kv_heads=8, head_dim=64,
                                      vocab=201088, experts=128, top_k=4, bias=True, sliding_window=128, glu_clamp=7.0,
+                                     position_embedding="yarn",
                                      global_attention_every=2, max_seq_len=131072, published_params=117e9)
 # Llama 3.1 keeps the Llama 3 shapes (longer RoPE context).
 for _size in ("8b", "70b", "405b"):

@@ -110,6 +110,11 @@ class SoftwareSpec(Section):
     # the probabilities' gradient (Megatron-Core 0.10-0.12's MoEAlltoAllTokenDispatcher:
     # unpermute(..., probs=self.probs)) (teton.workload.moe.moe_saved_bytes)
     moe_probs_in_experts: bool = True
+    # YaRN's rotary (model.position_embedding: yarn) in one fused kernel; off: Megatron-Core's eager
+    # rotary, since Transformer Engine's fused RoPE takes no attention temperature (mscale) and
+    # Megatron-Bridge turns apply_rope_fusion off for any position embedding but rope
+    # (teton.workload.elementwise.rope_bytes)
+    fused_yarn_rope: bool = True
     # transformer layers at each end of the model kept in bf16 under an fp8 recipe
     fp8_bf16_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)
     # CUDA graphs: none (every kernel launched by the CPU), layers (each layer's forward and
@@ -148,7 +153,8 @@ STACK_JOB_FIELDS = ("kernel_fusion", "flash_attention", "attention_kernel", "tp_
 def _megatron_core(**fields) -> dict:
     """What Megatron-Core with Transformer Engine runs by default in NVIDIA's performance recipes
     (Megatron-LM ``--transformer-impl transformer_engine``; NeMo / Megatron-Bridge perf scripts):
-    TE's LayerNormLinear / LayerNormMLP (norm fused with the fp8 cast), fused RoPE and SwiGLU,
+    TE's LayerNormLinear / LayerNormMLP (norm fused with the fp8 cast), fused RoPE (not YaRN's:
+    ``fused_yarn_rope`` off) and SwiGLU,
     cuDNN fused attention, TP communication overlap with userbuffers (``--tp-comm-overlap``), TE's
     p2p (ring) context parallelism (``cp_comm_type: p2p``), the weight-gradient GEMMs accumulating
     into fp32 ``main_grad`` (``gradient_accumulation_fusion``), overlapped p2p, and the distributed
@@ -156,6 +162,7 @@ def _megatron_core(**fields) -> dict:
     (``--overlap-grad-reduce --overlap-param-gather``); TE's Linear modules keep the quantised copy of
     an fp8 GEMM's input for its backward and all-gather a sequence-parallel operand quantised."""
     return {**dict(elementwise="fused", attention="cudnn", tp_comm_overlap="full", cp_comm="ring", pp_p2p="async",
+                   fused_yarn_rope=False,
                    grad_accum_fusion=True, overlap_dp_comm=True, overlap_param_gather=True, fused_norm_linear=True,
                    fp8_saves_quantized=True, fp8_gather_quantized=True),
             **fields}

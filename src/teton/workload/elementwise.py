@@ -76,6 +76,30 @@ BYTES_PER_ELEMENT: dict[str, dict[str, tuple[float, float]]] = {
 GLU_CLAMP_BYTES: dict[str, tuple[float, float]] = {"fused": (16.0, 30.0), "eager": (22.0, 68.0)}
 
 
+# Megatron-Core's eager rotary (0.13-0.16 ``models/common/embeddings/rope_utils.py``,
+# ``_apply_rotary_pos_emb_bshd``), which it runs for YaRN (``software.fused_yarn_rope`` off):
+# ``t * cos`` 2+2, ``_rotate_half``'s ``neg`` of a half 1+1 and ``cat`` 2+2, ``* sin`` 2+2, the add
+# 4+2 and the closing ``cat((t, t_pass))`` 2+2 = 24 per Q / K element forward; its autograd
+# backward 28 (counted like the table; the (s, d) cos and sin tables, scaled by YaRN's mscale,
+# are left out)
+MEGATRON_EAGER_ROPE_BYTES = (24.0, 28.0)
+
+
+def rope_bytes(model: ModelSpec, fused_yarn_rope: bool, fusion: str, elements: float) -> tuple[float, float]:
+    """(forward, backward) bytes of the rotary embedding over ``elements`` Q and K elements: the
+    table's ``rope`` for RoPE and for YaRN (the same per-element work: YaRN's frequencies and
+    attention temperature live in the cos / sin tables); a fused stack without a fused YaRN kernel
+    (``software.fused_yarn_rope`` off: Megatron-Core, whose Transformer Engine fused RoPE takes no
+    ``mscale``, so ``apply_rotary_pos_emb`` takes its eager path, and Megatron-Bridge's
+    ``GPTModelProvider.provide`` turns ``apply_rope_fusion`` off for any position embedding but
+    rope) runs :data:`MEGATRON_EAGER_ROPE_BYTES`; 0 without rotary embeddings."""
+    if model.position_embedding not in ("rope", "yarn"):
+        return 0.0, 0.0
+    if model.position_embedding == "yarn" and fusion == "fused" and not fused_yarn_rope:
+        return MEGATRON_EAGER_ROPE_BYTES[0] * elements, MEGATRON_EAGER_ROPE_BYTES[1] * elements
+    return elementwise_bytes("rope", fusion, elements)
+
+
 def elementwise_bytes(op: str, fusion: str, elements: float) -> tuple[float, float]:
     """(forward, backward) HBM bytes of elementwise ``op`` over ``elements`` activation elements."""
     fwd, bwd = BYTES_PER_ELEMENT[op][fusion]

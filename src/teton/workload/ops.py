@@ -24,7 +24,7 @@ from __future__ import annotations
 from teton.spec.job import JobSpec
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
-from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes, mlp_activation_bytes
+from teton.workload.elementwise import eager_copy_bytes, elementwise_bytes, mlp_activation_bytes, rope_bytes
 from teton.workload.fp8 import (
     FP8_CAST_TRANSPOSE_BYTES,
     attention_casts,
@@ -101,16 +101,16 @@ def _layer_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows | None =
     return qkv, out, gemm_ops("mlp_up", tok, up_width, h, acc), gemm_ops("mlp_down", tok, h, lay.local(f), acc)
 
 
-def _layer_elementwise(model: ModelSpec, lay: Layout, fusion: str) -> tuple[tuple[float, float], ...]:
+def _layer_elementwise(model: ModelSpec, job: JobSpec) -> tuple[tuple[float, float], ...]:
     """(forward, backward) bytes (``workload.elementwise``) of the norm and the residual add (bias,
     dropout and residual with dropout), over the elementwise tokens; rotary over this rank's Q and
-    K (0 without RoPE); a dense MLP's activation over its local FFN width (an MoE layer's
-    activations are ``workload.moe``'s)."""
+    K (``rope_bytes``: 0 without rotary embeddings); a dense MLP's activation over its local FFN
+    width (an MoE layer's activations are ``workload.moe``'s)."""
+    lay, fusion = job.layout, job.kernel_fusion
     t, tok, tok_e, h = lay.tp, lay.tokens, lay.elementwise_tokens, model.hidden
     return (elementwise_bytes(model.norm, fusion, tok_e * h),
             elementwise_bytes("bias_dropout_add" if model.dropout else "residual", fusion, tok_e * h),
-            (elementwise_bytes("rope", fusion, tok * (model.q_width + model.kv_width) / t)
-             if model.position_embedding == "rope" else (0.0, 0.0)),
+            rope_bytes(model, job.software.fused_yarn_rope, fusion, tok * (model.q_width + model.kv_width) / t),
             mlp_activation_bytes(model, fusion, tok * model.ffn_hidden / t))
 
 
@@ -129,7 +129,7 @@ def layer_block(model: ModelSpec, job: JobSpec) -> Block:
     cp_fwd, cp_bwd, cp_regather = cp_comm(job, lay, attention_cp_bytes(model, lay), model.sliding_window,
                                           attention_a2a_bytes(model, lay))
     ((norm_b, norm_bwd_b), (resid_b, resid_bwd_b), (rope_b, rope_bwd_b),
-     (act_b, act_bwd_b)) = _layer_elementwise(model, lay, job.kernel_fusion)
+     (act_b, act_bwd_b)) = _layer_elementwise(model, job)
     copies = eager_copy_bytes(model, lay.tokens, t) if job.kernel_fusion == "eager" else {}
     # per-head norms of this rank's queries and keys (model.qk_norm)
     qk_elements = lay.tokens * (model.q_width + model.kv_width) / t

@@ -193,7 +193,7 @@ def _model_flags(m: Mapper) -> None:
     elif m.has("--position-embedding-type"):
         raw = m.get("--position-embedding-type")
         m.put("model.position_embedding", choice("--position-embedding-type", raw,
-                                                 {"learned_absolute": "learned", "rope": "rope"}),
+                                                 {"learned_absolute": "learned", "rope": "rope", "yarn": "yarn"}),
               "--position-embedding-type", raw)
     else:
         m.default("model.position_embedding", "learned", "Megatron-LM's default: learned_absolute")

@@ -196,7 +196,7 @@ def _arch(m: Mapper, p: str, gqa: bool) -> None:
     if m.has(p + "position_embedding_type"):
         raw = m.get(p + "position_embedding_type")
         mcore.put_model(m, "position_embedding", choice(p + "position_embedding_type", raw,
-                                                        {"rope": "rope", "learned_absolute": "learned"}),
+                                                        {"rope": "rope", "learned_absolute": "learned", "yarn": "yarn"}),
                         p + "position_embedding_type", raw)
     if m.has(p + "share_embeddings_and_output_weights"):
         raw = m.get(p + "share_embeddings_and_output_weights")
