@@ -11,6 +11,14 @@ teton's dependencies. Measures what ``teton/hardware/efficiency.py`` takes from 
 * fp8 GEMM (torch._scaled_mm) at 8192^3;
 * causal flash attention (SDPA, bf16, head dim 128) forward and backward at 8K / 32K / 128K keys;
 * HBM copy bandwidth;
+* an MoE layer's expert GEMMs (Qwen3-30B-A3B's, DeepSeek-V3's and GPT-OSS 120B's at EP 8) three
+  ways: one GEMM over every expert's rows (what teton prices: the experts' tiles share the waves),
+  one GEMM per expert issued round-robin on 4 CUDA streams (Transformer Engine 2.9-2.16's
+  ``GroupedLinear``: its ``te_general_grouped_gemm`` runs "the multi-stream cublas backend",
+  csrc/extensions/gemm.cpp) and in series, and ``torch._grouped_mm`` (one grouped kernel) where
+  the build has it; which of them a job's grouped GEMMs run like is open (docs/moe.md);
+* causal flash attention at head dim 64 against 128 (GPT-OSS's heads), whose ratio teton's
+  attention figures (head dim 128) do not carry;
 * one Llama decoder layer on one TP rank, forward and backward, as eager reference PyTorch code
   runs it, burst and sustained: ``teton calibrate`` sets it against teton's prediction for the
   same layer, which checks the whole per-layer compute model (GEMMs, attention, elementwise
@@ -180,6 +188,56 @@ def attention(seq: int, heads: int = 16, d: int = 128, tokens: int = 16384) -> d
     return {"seq": seq, "fwd_tflops": fwd_flops / t_fwd / 1e12, "bwd_tflops": 2.5 * fwd_flops / t_bwd / 1e12}
 
 
+# (experts per GPU, rows per expert, N, K) of the up projection at EP 8, micro-batch as the
+# training-set rows run it: Qwen3-30B-A3B (128 experts top 8 of width 768, 4 x 4,096 tokens),
+# DeepSeek-V3 (256 top 8 of 2,048, 4,096 tokens), GPT-OSS 120B (128 top 4 of 2,880, 4 x 4,096)
+EXPERT_GEMMS = {"qwen3_30b_ep8": (16, 8192, 1536, 2048), "deepseek_v3_ep8": (32, 1024, 4096, 7168),
+                "gpt_oss_120b_ep8": (16, 4096, 5760, 2880)}
+STREAMS = 4
+
+
+def expert_gemms(groups: int, rows: int, n: int, k: int) -> dict:
+    """TFLOP/s of ``groups`` (rows x k) @ (k x n) expert GEMMs run as one GEMM over all their rows,
+    one per expert on :data:`STREAMS` streams round-robin, one per expert in series, and as one
+    ``torch._grouped_mm`` (None where the build or device has none)."""
+    xs = [torch.randn(rows, k, device=DEVICE, dtype=torch.bfloat16) for _ in range(groups)]
+    ws = [torch.randn(k, n, device=DEVICE, dtype=torch.bfloat16) for _ in range(groups)]
+    whole_x, flops = torch.cat(xs), 2.0 * groups * rows * n * k
+    streams = [torch.cuda.Stream() for _ in range(STREAMS)] if DEVICE == "cuda" else []
+
+    def on_streams() -> None:
+        if not streams:
+            return in_series()
+        main = torch.cuda.current_stream()
+        for st in streams:
+            st.wait_stream(main)
+        for i, (x, w) in enumerate(zip(xs, ws, strict=True)):
+            with torch.cuda.stream(streams[i % STREAMS]):
+                torch.mm(x, w)
+        for st in streams:
+            main.wait_stream(st)
+
+    def in_series() -> None:
+        for x, w in zip(xs, ws, strict=True):
+            torch.mm(x, w)
+
+    runs = {"one_gemm": lambda: torch.mm(whole_x, ws[0]), "per_expert_streams": on_streams,
+            "per_expert_series": in_series}
+    if hasattr(torch, "_grouped_mm"):
+        offs = torch.arange(rows, rows * groups + 1, rows, device=DEVICE, dtype=torch.int32)
+        wt = torch.stack(ws).transpose(-2, -1).contiguous().transpose(-2, -1)
+        runs["grouped_mm"] = lambda: torch._grouped_mm(whole_x, wt, offs=offs)
+    out = {"groups": groups, "rows": rows, "n": n, "k": k}
+    for label, fn in runs.items():
+        try:
+            for _ in range(2):
+                fn()
+            out[label + "_tflops"] = flops / time_fn(fn, 5) / 1e12
+        except (RuntimeError, NotImplementedError) as err:  # no grouped kernel on this build / device
+            out[label + "_tflops"], out[label + "_error"] = None, str(err).splitlines()[0][:200]
+    return out
+
+
 def llama_layer(tokens: int, hidden: int, ffn: int, heads: int, kv_heads: int, tp: int):
     """One Llama decoder layer on one TP rank, as the eager reference code runs it (HF transformers'
     Llama: RMSNorm in fp32, ``rotate_half`` rotary, ``repeat_kv``, flash SDPA, SwiGLU), forward and
@@ -299,6 +357,21 @@ def main() -> None:
         save()
     res["hbm_copy"] = hbm_copy(copy_bytes)
     print(f"HBM copy {res['hbm_copy']['bytes_s'] / 1e12:.2f} TB/s", flush=True)
+    res["expert_gemms"] = {}
+    for label, (groups, rows, n, k) in EXPERT_GEMMS.items():
+        if args.smoke:
+            groups, rows, n, k = 4, 64, 64, 64
+        e = res["expert_gemms"][label] = expert_gemms(groups, rows, n, k)
+        print(f"expert gemms {label:18s} " + "  ".join(f"{key[:-7]} {v:5.0f}" for key, v in e.items()
+                                                       if key.endswith("_tflops") and v) + " TFLOP/s", flush=True)
+        save()
+    res["attention_head_dim"] = []
+    for d in (64, 128):
+        a = attention(256 if args.smoke else 8192, heads=2 if args.smoke else 8192 // d, d=d,
+                      tokens=256 if args.smoke else 16384)
+        res["attention_head_dim"].append({"head_dim": d, **a})
+        print(f"attention causal head dim {d:3d} fwd {a['fwd_tflops']:5.0f} bwd {a['bwd_tflops']:5.0f} TFLOP/s", flush=True)
+    save()
     # the sustained runs last: the benchmarks above are the burst kind the catalog cites
     res["layer"] = layer_timing(args.tokens, args.hidden, args.ffn, args.heads, args.kv_heads, args.tp,
                                 args.sustain_s)

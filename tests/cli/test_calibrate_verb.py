@@ -98,6 +98,11 @@ def test_device_calibration_script_runs_and_teton_accepts_its_output(tmp_path, c
     assert {"gemm_bf16", "sustained_ratio", "attn_fwd", "attn_bwd", "mem"} <= set(data["efficiency_overrides"])
     assert len(data["gemm"]) == 13 and len(data["attention"]) == 2
     assert data["layer"]["burst_s"] > 0 and data["layer"]["sustained_s"] > 0
+    # the MoE expert GEMMs three ways (one GEMM, per expert on streams, in series) and head dim 64 vs 128
+    assert set(data["expert_gemms"]) == {"qwen3_30b_ep8", "deepseek_v3_ep8", "gpt_oss_120b_ep8"}
+    assert all(e["one_gemm_tflops"] > 0 and e["per_expert_streams_tflops"] > 0 and e["per_expert_series_tflops"] > 0
+               for e in data["expert_gemms"].values())
+    assert [a["head_dim"] for a in data["attention_head_dim"]] == [64, 128]
     code, stdout, _ = cli("calibrate", str(out), "--cluster-out", str(tmp_path / "cluster.yaml"), "--json")
     assert code == 0 and json.loads(stdout)["cluster"]["base"] == "meta-roce-24k"
     layer = json.loads(stdout)["layer"]
