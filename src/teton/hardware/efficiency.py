@@ -143,11 +143,15 @@ def wave_quantization(m: int, n: int, sm_count: int, groups: int = 1) -> float:
     """Fraction of SM-time doing useful tiles: tiles / (waves * SMs) for one GEMM (the library's
     heuristic picks a tile that suits its shape, so edge padding is not charged).
 
-    ``groups > 1``: a grouped GEMM (Megatron-Core's grouped experts: TE's grouped GEMM, CUTLASS's
-    grouped kernels) runs one tile shape for every group and schedules all the groups' tiles in one
-    kernel: the groups fill the waves together, and each group's edge tiles (rows not a multiple of
-    the tile, the routed tokens of an expert) run at full cost, so the useful share is the groups'
-    m x n outputs over ``waves x SMs`` tiles of TILE_M x TILE_N."""
+    ``groups > 1``: a grouped GEMM (Megatron-Core's grouped experts) runs one tile shape for every
+    group, and the groups fill the waves together: a grouped kernel schedules every group's tiles
+    (CUTLASS's, ``torch._grouped_mm``, Transformer Engine 2.20's grouped-tensor path); Transformer
+    Engine 2.9-2.16's ``GroupedLinear`` issues one cuBLAS GEMM per group on a few streams
+    (``te_general_grouped_gemm``: the multi-stream cuBLAS backend), taken to fill each other's
+    partial waves (ASSUMPTION, unmeasured: priced in series instead, each with its own waves, the
+    MoE rows of training set 2 run 2.3 % slower on average, up to 8.8 %; docs/moe.md). Each
+    group's edge tiles (rows not a multiple of the tile, the routed tokens of an expert) run at
+    full cost, so the useful share is the groups' m x n outputs over ``waves x SMs`` tiles of TILE_M x TILE_N."""
     tiles = groups * math.ceil(m / TILE_M) * math.ceil(n / TILE_N)
     waves = math.ceil(tiles / sm_count)
     if groups == 1:
