@@ -152,6 +152,11 @@ class ModelSpec(Section):
         return self.model_copy(update=update)
 
     @property
+    def rotary(self) -> bool:
+        """Q and K rotated by position: RoPE, or YaRN's scaled RoPE (``position_embedding``)."""
+        return self.position_embedding in ("rope", "yarn")
+
+    @property
     def has_moe(self) -> bool:
         """Some layer routes its tokens to experts."""
         return any(kind.ffn == "moe" for kind in self.layer_type_counts())

@@ -93,7 +93,7 @@ def rope_bytes(model: ModelSpec, fused_yarn_rope: bool, fusion: str, elements: f
     ``mscale``, so ``apply_rotary_pos_emb`` takes its eager path, and Megatron-Bridge's
     ``GPTModelProvider.provide`` turns ``apply_rope_fusion`` off for any position embedding but
     rope) runs :data:`MEGATRON_EAGER_ROPE_BYTES`; 0 without rotary embeddings."""
-    if model.position_embedding not in ("rope", "yarn"):
+    if not model.rotary:
         return 0.0, 0.0
     if model.position_embedding == "yarn" and fusion == "fused" and not fused_yarn_rope:
         return MEGATRON_EAGER_ROPE_BYTES[0] * elements, MEGATRON_EAGER_ROPE_BYTES[1] * elements

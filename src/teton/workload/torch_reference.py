@@ -169,7 +169,7 @@ def _attention_class(torch, kw: dict, RowParallelLinear):
             super().__init__()
             self.heads, self.kv_heads, self.d = m.heads // tp, m.n_kv_heads // tp, m.d_head
             self.seq_len, self.kernel = seq_len, kernel
-            self.rope = m.position_embedding in ("rope", "yarn")
+            self.rope = m.rotary
             self.dropout_p = DROPOUT_P if m.dropout else 0.0
             self.wq = nn.Linear(m.hidden, self.heads * self.d, bias=m.bias, **kw)  # column-parallel
             self.wk = nn.Linear(m.hidden, self.kv_heads * self.d, bias=m.bias, **kw)
