@@ -165,12 +165,25 @@ def fp8_gemm(size: int = 8192) -> dict:
     return {"tflops": 2.0 * size**3 / time_fn(fn, 20) / 1e12}
 
 
-def attention(seq: int, heads: int = 16, d: int = 128, tokens: int = 16384) -> dict:
+def attention(seq: int, heads: int = 16, d: int = 128, tokens: int = 16384, backend: str = "FLASH_ATTENTION") -> dict:
+    """Causal attention TFLOP/s through torch's SDPA ``backend``: FLASH_ATTENTION (FlashAttention-2),
+    or CUDNN_ATTENTION (cuDNN's fused flash kernel, the one Transformer Engine's FusedAttention
+    runs: teton prices it at the flash figures times the fitted ``cudnn_attention_in_situ``); a
+    backend the device lacks gives an ``error`` entry instead."""
     batch = max(1, tokens // seq)
     q, k, v = (torch.randn(batch, heads, seq, d, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
                for _ in range(3))
     fwd_flops = 4.0 * batch * heads * seq * seq * d / 2  # causal: half the score matrix
-    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+    if backend != "FLASH_ATTENTION":
+        try:
+            return _attention_timed(q, k, v, seq, fwd_flops, backend)
+        except (RuntimeError, NotImplementedError) as err:  # no such kernel here (the CPU smoke run)
+            return {"seq": seq, "backend": backend, "error": str(err).splitlines()[0]}
+    return _attention_timed(q, k, v, seq, fwd_flops, backend)
+
+
+def _attention_timed(q, k, v, seq: int, fwd_flops: float, backend: str) -> dict:
+    with torch.nn.attention.sdpa_kernel(getattr(torch.nn.attention.SDPBackend, backend)):
         fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
         for _ in range(2):
             fwd()
@@ -185,7 +198,8 @@ def attention(seq: int, heads: int = 16, d: int = 128, tokens: int = 16384) -> d
         both()
         t_both = time_fn(both, 5)
     t_bwd = max(t_both - t_fwd, 1e-9)
-    return {"seq": seq, "fwd_tflops": fwd_flops / t_fwd / 1e12, "bwd_tflops": 2.5 * fwd_flops / t_bwd / 1e12}
+    return {"seq": seq, "backend": backend, "fwd_tflops": fwd_flops / t_fwd / 1e12,
+            "bwd_tflops": 2.5 * fwd_flops / t_bwd / 1e12}
 
 
 # (experts per GPU, rows per expert, N, K) of the up projection at EP 8, micro-batch as the
@@ -365,13 +379,18 @@ def main() -> None:
         print(f"expert gemms {label:18s} " + "  ".join(f"{key[:-7]} {v:5.0f}" for key, v in e.items()
                                                        if key.endswith("_tflops") and v) + " TFLOP/s", flush=True)
         save()
+    # head dim 64 (GPT-OSS) against 128, through FlashAttention-2 and cuDNN (what the Megatron / NeMo
+    # stacks run: its ratio to the flash figures is the fitted cudnn_attention_in_situ, 0.80 on Hopper)
     res["attention_head_dim"] = []
-    for d in (64, 128):
-        a = attention(256 if args.smoke else 8192, heads=2 if args.smoke else 8192 // d, d=d,
-                      tokens=256 if args.smoke else 16384)
-        res["attention_head_dim"].append({"head_dim": d, **a})
-        print(f"attention causal head dim {d:3d} fwd {a['fwd_tflops']:5.0f} bwd {a['bwd_tflops']:5.0f} TFLOP/s", flush=True)
-    save()
+    for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+        for d in (64, 128):
+            a = attention(256 if args.smoke else 8192, heads=2 if args.smoke else 8192 // d, d=d,
+                          tokens=256 if args.smoke else 16384, backend=backend)
+            res["attention_head_dim"].append({"head_dim": d, **a})
+            print(f"attention causal {backend.split('_')[0].lower():5s} head dim {d:3d} " + (
+                f"fwd {a['fwd_tflops']:5.0f} bwd {a['bwd_tflops']:5.0f} TFLOP/s" if "error" not in a
+                else f"unavailable: {a['error']}"), flush=True)
+            save()
     # the sustained runs last: the benchmarks above are the burst kind the catalog cites
     res["layer"] = layer_timing(args.tokens, args.hidden, args.ffn, args.heads, args.kv_heads, args.tp,
                                 args.sustain_s)

@@ -102,7 +102,9 @@ def test_device_calibration_script_runs_and_teton_accepts_its_output(tmp_path, c
     assert set(data["expert_gemms"]) == {"qwen3_30b_ep8", "deepseek_v3_ep8", "gpt_oss_120b_ep8"}
     assert all(e["one_gemm_tflops"] > 0 and e["per_expert_streams_tflops"] > 0 and e["per_expert_series_tflops"] > 0
                for e in data["expert_gemms"].values())
-    assert [a["head_dim"] for a in data["attention_head_dim"]] == [64, 128]
+    assert [(a["backend"], a["head_dim"]) for a in data["attention_head_dim"]] == [
+        ("FLASH_ATTENTION", 64), ("FLASH_ATTENTION", 128), ("CUDNN_ATTENTION", 64), ("CUDNN_ATTENTION", 128)]
+    assert all(a["fwd_tflops"] > 0 for a in data["attention_head_dim"] if a["backend"] == "FLASH_ATTENTION")
     code, stdout, _ = cli("calibrate", str(out), "--cluster-out", str(tmp_path / "cluster.yaml"), "--json")
     assert code == 0 and json.loads(stdout)["cluster"]["base"] == "meta-roce-24k"
     layer = json.loads(stdout)["layer"]

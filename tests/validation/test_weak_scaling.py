@@ -6,7 +6,12 @@ from importlib import resources
 import pytest
 
 from teton.validation.training_set2 import JUDGED, published_rows, row_status
-from teton.validation.weak_scaling import _ratio, weak_scaling_series, weak_scaling_table
+from teton.validation.weak_scaling import (
+    _ratio,
+    strong_scaling_table,
+    weak_scaling_series,
+    weak_scaling_table,
+)
 
 
 def _row(row_id: str):
@@ -59,3 +64,43 @@ def test_validate_prints_an_empty_weak_scaling_table_as_its_note():
     _weak_scaling({"series": [series], "note": "1 series."}, console)
     text = console.export_text()
     assert "8 / 2,048" in text and "1.030" in text and "+2.0 pts" in text and "note: 1 series." in text
+
+
+def test_strong_series_keep_the_global_batch_and_layout_on_more_gpus():
+    base = _row("a-24.07-h100-llama2-7b-8")
+    same_batch = replace(base, id="x-64", gpus=64)
+    weak = replace(base, id="y-64", gpus=64, gbs=1024)
+    other_layout = replace(base, id="z-64", gpus=64, tp=2)
+    found = weak_scaling_series([base, same_batch, weak, other_layout], strong=True)
+    assert [(s.row_ids, s.gpus) for s in found] == [((base.id, same_batch.id), (8, 64))]
+    assert "128 sequences per step" in found[0].label
+    # MT-NLG 530B (source H): 2,240 -> 3,360 A100s, 1,920 sequences per step throughout
+    mt_nlg = [s for s in weak_scaling_series(published_rows(), strong=True) if s.label.startswith("MT-NLG")]
+    assert len(mt_nlg) == 1 and mt_nlg[0].gpus == (2240, 2800, 3360)
+
+
+def test_strong_scaling_table_sets_published_against_teton_and_the_ideal():
+    table = strong_scaling_table()
+    by_label = {s["series"].split(" (")[0]: s for s in table["series"]}
+    t4 = by_label["Llama 3 405B on meta-roce-24k"]
+    assert t4["gpus"] == [8192, 16384] and t4["ideal_ratio"] == 0.5
+    assert t4["published_ratio"] == pytest.approx(430 / 400 / 2)  # TFLOPs per GPU 430 -> 400, twice the GPUs
+    assert abs(t4["difference"]) < 0.01
+    for s in table["series"]:  # the same batch on more GPUs: faster, never better than linear
+        assert s["ideal_ratio"] < s["teton_ratio"] < 1.0 and s["ideal_ratio"] < s["published_ratio"] < 1.0
+        assert s["difference"] == pytest.approx(s["teton_ratio"] - s["published_ratio"])
+    assert "not weak scaling" in table["note"]
+
+
+def test_validate_prints_the_strong_scaling_table():
+    from rich.console import Console
+
+    from teton.cli.validate import _strong_scaling
+
+    console = Console(record=True, width=200)
+    series = {"series": "MT-NLG 530B, 1,920 sequences per step", "gpus": [2240, 3360], "ideal_ratio": 2 / 3,
+              "published_ratio": 0.739, "teton_ratio": 0.711, "difference": -0.028}
+    _strong_scaling({"series": [series], "note": "not weak scaling."}, console)
+    text = console.export_text()
+    assert "2,240 / 3,360" in text and "0.667" in text and "0.739" in text and "-2.8 pts" in text
+    assert "note: not weak scaling." in text

@@ -145,6 +145,22 @@ def _weak_scaling(d: dict, console) -> None:
     console.print(f"  note: {d['note']}")
 
 
+def _strong_scaling(d: dict, console) -> None:
+    """The strong-scaling series: ideal, published and teton's step-time ratio, largest / smallest
+    GPU count at the same global batch."""
+    from rich.table import Table
+
+    t = Table(title="strong scaling: step time at the largest / the smallest GPU count (the same global batch)",
+              title_justify="left", title_style="bold")
+    for col in ("series", "GPUs", "ideal", "published", "teton", "difference"):
+        t.add_column(col, justify="left" if col == "series" else "right")
+    for s in d["series"]:
+        t.add_row(s["series"], " / ".join(f"{g:,}" for g in s["gpus"]), f"{s['ideal_ratio']:.3f}",
+                  f"{s['published_ratio']:.3f}", f"{s['teton_ratio']:.3f}", f"{s['difference'] * 100:+.1f} pts")
+    console.print(t)
+    console.print(f"  note: {d['note']}")
+
+
 def _summary_lines(d: dict, console) -> None:
     from rich.markup import escape
 
@@ -259,6 +275,8 @@ def _print(d: dict, console) -> None:
         console.print(_few_shot_table(d["few_shot"]))
     if d.get("weak_scaling"):
         _weak_scaling(d["weak_scaling"], console)
+    if d.get("strong_scaling", {}).get("series"):
+        _strong_scaling(d["strong_scaling"], console)
     _summary_lines(d, console)
 
 

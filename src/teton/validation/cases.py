@@ -241,8 +241,8 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
                    calibration: dict[str, float] | None = None) -> dict:
     """All (or the named) cases: rows, mean absolute relative error per prediction, count within
     tolerance; with a training-set case also the fit's per-stack summary, bands and coverage, and
-    the training-set-2 rows teton does not judge (and why) and its weak-scaling series
-    (``validation.weak_scaling``); with the MoE case the MoE rows' band and its coverage per model
+    the training-set-2 rows teton does not judge (and why) and the training sets' weak- and
+    strong-scaling series (``validation.weak_scaling``); with the MoE case the MoE rows' band and its coverage per model
     (``validation.moe_band``). ``progress(what, done, total)``."""
     rows: list[ValidationRow] = []
     todo = [(n, fn) for n, fn in all_cases().items() if not names or n in names]
@@ -278,10 +278,11 @@ def run_validation(names: list[str] | None = None, progress: Callable[[str, int,
 
         out["moe"] = moe_summary(training_fit(key))
     if not names or "training-set-2" in names:
-        from teton.validation.weak_scaling import weak_scaling_table
+        from teton.validation.weak_scaling import strong_scaling_table, weak_scaling_table
 
         out["not_judged"] = not_judged_rows()
         out["weak_scaling"] = weak_scaling_table()
+        out["strong_scaling"] = strong_scaling_table()
     return out
 
 
