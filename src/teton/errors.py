@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import reprlib
+
 
 class SpecError(ValueError):
     """A bad spec or argument: names the field, the value and what is allowed.
@@ -27,14 +30,28 @@ def one_line(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+# a container's repr, bounded as it is built: YAML aliases can nest a few hundred bytes of file into
+# billions of elements (the "billion laughs"), whose full repr would exhaust memory before the cut
+_BOUNDED = reprlib.Repr()
+_BOUNDED.maxlevel = 4
+_BOUNDED.maxtuple = _BOUNDED.maxlist = _BOUNDED.maxarray = _BOUNDED.maxdict = 8
+_BOUNDED.maxset = _BOUNDED.maxfrozenset = _BOUNDED.maxdeque = 8
+_BOUNDED.maxstring = _BOUNDED.maxlong = _BOUNDED.maxother = MAX_VALUE_CHARS
+
+
 def _short_repr(value: object) -> str:
     try:
-        text = repr(value)
+        scalar = value is None or isinstance(value, (str, bytes, int, float, complex))
+        text = repr(value) if scalar else _BOUNDED.repr(value)
     except ValueError:  # an integer past Python's 4,300-digit limit of int -> str
         return f"an integer of {int(value.bit_length() * 0.30103) + 1:,} digits"  # type: ignore[attr-defined]
     if len(text) <= MAX_VALUE_CHARS:
         return text
     return f"{text[:MAX_VALUE_CHARS]}... ({len(text):,} characters)"
+
+
+_UNION_TAG = re.compile(r"(str|int|float|bool|none|bytes|(dict|list|tuple|set|frozenset|literal|nullable|is-instance"
+                        r"|lax-or-strict|json-or-python|union|tagged-union)\[.*\]|function-[a-z]+\[.*\])")
 
 
 def from_validation(err, section: str, unknown_field=None, where=None) -> SpecError:
@@ -46,7 +63,9 @@ def from_validation(err, section: str, unknown_field=None, where=None) -> SpecEr
     """
     e = err.errors()[0]
     ctx = e.get("ctx", {})
-    loc = tuple(e["loc"]) + ((ctx["key"],) if "key" in ctx else ())  # a mapping's entry (spec.fields)
+    # a union's member is in pydantic's location as its type tag (plan.clusters.1.str): not a field
+    loc = tuple(x for x in e["loc"] if not (isinstance(x, str) and _UNION_TAG.fullmatch(x)))
+    loc += (ctx["key"],) if "key" in ctx else ()  # a mapping's entry (spec.fields)
     if "item" in ctx:
         e = {**e, "input": ctx["item"]}
     name = ".".join([section, *(str(x) for x in loc)])
@@ -84,3 +103,13 @@ def closest(name: str, choices: list[str] | tuple[str, ...] | set[str], n: int =
     if hits:
         return f"unknown; did you mean {' or '.join(hits)}? (known: {known})"
     return f"unknown; known: {known}"
+
+
+def not_a_file(path) -> str | None:
+    """Why ``path`` cannot be read as a file (``no such file``, ``a directory, not a file``); None
+    when it is one."""
+    import os
+
+    if os.path.isfile(path):
+        return None
+    return "a directory, not a file" if os.path.isdir(path) else "no such file"

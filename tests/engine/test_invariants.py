@@ -186,7 +186,7 @@ def test_more_micro_batches_never_raise_the_bubble_share(model, p, v, slots):
     rank idles m times the imbalance (the bubble grows with m; see the report)."""
     shares = []
     for k in (1, 2, 4, 8):
-        job = {"gpus": 16 * p, "tp": 8, "pp": p, "dp": 2, "seq_len": 4096, "global_batch": 2 * p * k,
+        job = {"gpus": 16 * p, "tp": 8, "pp": p, "dp": 2, "seq_len": 2048, "global_batch": 2 * p * k,
                "pp_schedule": "interleaved" if v > 1 else "1f1b", "virtual_stages": v, "pp_embedding_slots": slots}
         r = teton.simulate(_spec(model, job))
         shares.append(r.breakdown["pipeline_bubble"] / r.step_time_s)
@@ -195,7 +195,7 @@ def test_more_micro_batches_never_raise_the_bubble_share(model, p, v, slots):
 
 @pytest.mark.parametrize("model,p,m", [("llama3-8b", 4, 8), ("gpt3-175b", 3, 6), ("mixtral-8x7b", 2, 4)])
 def test_interleaved_with_one_virtual_stage_is_1f1b(model, p, m):
-    job = {"gpus": 16 * p, "tp": 8, "pp": p, "dp": 2, "seq_len": 4096, "global_batch": 2 * m, "zero": 3}
+    job = {"gpus": 16 * p, "tp": 8, "pp": p, "dp": 2, "seq_len": 2048, "global_batch": 2 * m, "zero": 3}
     a = teton.simulate(_spec(model, job)).to_dict()
     b = teton.simulate(_spec(model, {**job, "pp_schedule": "interleaved", "virtual_stages": 1})).to_dict()
     assert a == b
@@ -385,7 +385,7 @@ def test_zero3_uses_less_memory_than_zero1(model, pp, dp):
     rank (ZeRO-3's two prefetched layers and unsharded gradient bucket then outweigh halving the
     rank's weights and gradients: llama2-7b tp 8 pp 16 dp 2 takes 3602.4 MiB against ZeRO-1's
     3601.1), nor at dp = 1 (nothing to shard)."""
-    job = {"gpus": 8 * pp * dp, "tp": 8, "pp": pp, "dp": dp, "seq_len": 4096, "global_batch": 4 * dp}
+    job = {"gpus": 8 * pp * dp, "tp": 8, "pp": pp, "dp": dp, "seq_len": 2048, "global_batch": 4 * dp}
     one = teton.simulate(_spec(model, {**job, "zero": 1})).memory_per_gpu_bytes
     three = teton.simulate(_spec(model, {**job, "zero": 3})).memory_per_gpu_bytes
     assert three < one

@@ -107,3 +107,15 @@ def test_cli_table_shows_the_practical_interval_and_flat_region(cli):
     assert "practical interval (recommended)" in out and "flat region (within 0.5 pp of the best)" in out
     assert "practical" in out.split("checkpoint interval vs ETTR")[1]
     assert "storage use" in out
+
+
+def test_failures_faster_than_any_checkpoint_recommend_no_negative_ettr():
+    """At a million times Llama 3's failure rates an interruption comes every few seconds: the
+    first-order ETTR (valid while lambda x interval is small) went to -4 % at its 'optimum'. No
+    interval makes progress; the recommendation says so, at ETTR 0 like the Monte Carlo runs."""
+    res = goodput(spec_405b({**CKPT, "rate_scale": 1e6}), step_time_s=STEP_S, tokens=1e9, runs=20, seed=0)
+    rec = res.interval
+    assert rec.optimal_ettr == 0.0 and rec.practical_ettr == 0.0
+    assert rec.flat_region_s == (rec.optimal_interval_s, rec.optimal_interval_s)
+    assert "no interval makes progress: an unexpected interruption every" in rec.method
+    assert res.to_dict()["ettr"] == 0.0  # the Monte Carlo runs: no step completes between interruptions

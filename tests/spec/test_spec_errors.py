@@ -35,6 +35,8 @@ BAD = [
     ("pp larger than layers", _with(job__pp=256, job__virtual_stages=1, job__pp_schedule="1f1b", job__dp=8,
                                     job__global_batch=2048), "job.pp"),
     ("batch not divisible", _with(job__global_batch=2000), "job.global_batch"),
+    ("sequence past a learned position table",
+     _with(model={"base": "llama3-405b", "position_embedding": "learned", "max_seq_len": 4096}), "max_seq_len (4096)"),
     ("more GPUs than the cluster", _with(job__gpus=32768, job__dp=256, job__global_batch=4096), "only 24576"),
     ("unknown cluster preset", _with(cluster="meta-roce-42k"), "meta-roce-24k"),
     ("unknown model preset", _with(model="llama3-450b"), "llama3-405b"),

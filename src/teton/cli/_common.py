@@ -12,7 +12,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from teton.errors import SpecError
+from teton.errors import SpecError, one_line
 
 # The arguments most verbs share, declared once.
 SpecPath = Annotated[Path, typer.Argument(metavar="SPEC", help="spec file (YAML, TOML or JSON)")]
@@ -85,10 +85,28 @@ def click_error_exit(err: Exception, verbs: set[str]) -> NoReturn:
     if show is not None and hasattr(err, "exit_code"):
         ctx = getattr(err, "ctx", None)
         cmd = f"{ctx.command_path}: " if ctx is not None else _verb_prefix(verbs)
-        if show().strip():  # `teton` alone printed its help: there is no error to add
-            print(f"error: {cmd}{show()}", file=sys.stderr)
+        text = _bad_value_message(err) or show()
+        if text.strip():  # `teton` alone printed its help: there is no error to add
+            print(f"error: {cmd}{one_line(text)}", file=sys.stderr)
         sys.exit(2 if getattr(err, "exit_code", 2) else 0)
     raise err
+
+
+def _bad_value_message(err: Exception) -> str | None:
+    """``--runs = '0': input should be ...`` for a flag's value click refused (its message names
+    the flag, not the value given), the value read back from the command line; None otherwise."""
+    param, message = getattr(err, "param", None), getattr(err, "message", "")
+    flags = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
+    if not flags or not message:
+        return None
+    args = sys.argv[1:]
+    for i, arg in enumerate(args):
+        for flag in flags:
+            if arg.startswith(flag + "="):
+                return f"{flag} = {arg[len(flag) + 1:]!r}: {message[0].lower()}{message[1:]}"
+            if arg == flag and i + 1 < len(args):
+                return f"{flag} = {args[i + 1]!r}: {message[0].lower()}{message[1:]}"
+    return None
 
 
 def _verb_prefix(verbs: set[str]) -> str:

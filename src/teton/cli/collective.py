@@ -43,7 +43,7 @@ def _check_flags(*, placement_study: bool, pinning_study: bool, png: Path | None
     from teton.network.flow_model import FLOW_ALGOS
 
     if algo != "auto" and algo not in FLOW_ALGOS:
-        raise SpecError("algo", algo, closest(algo, ("auto", *FLOW_ALGOS)))
+        raise SpecError("algo", algo, closest(algo, tuple(dict.fromkeys(("auto", *FLOW_ALGOS)))))
     given = next((k for k, v in flow_only.items() if v is not None), None)
     if given and fidelity != "flow" and not (placement_study or pinning_study):
         raise SpecError(given, flow_only[given], "applies to --fidelity flow only (the analytical model "

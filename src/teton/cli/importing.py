@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from teton.cli._common import JsonFlag, SetOverrides, print_json
-from teton.errors import SpecError
+from teton.errors import SpecError, not_a_file
 
 
 def _gpus(text: str | None) -> int | None:
@@ -96,8 +96,8 @@ def register(app: typer.Typer) -> None:
 
         if out is not None:
             check_writable_file(out, "--spec-out")
-        if not os.path.isfile(config):
-            raise SpecError("CONFIG", str(config), "no such file")
+        if (why := not_a_file(config)) is not None:
+            raise SpecError("CONFIG", str(config), why)
         spec, report = import_config(config, framework, cluster=cluster, gpus=_gpus(gpus), overrides=set_)
         text = _spec_text(spec, report, out)
         if out is not None:

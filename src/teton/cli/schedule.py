@@ -17,8 +17,10 @@ MAX_WARNINGS = 20
 
 def load_trace(trace: str, fmt: str, strict: bool, cluster, seed: int, load: float):
     """A trace file, or ``synthetic:N`` for the seeded generator."""
-    from teton.placement.traces import read_trace, synthetic_trace
+    from teton.placement.traces import FORMATS, read_trace, synthetic_trace
 
+    if fmt != "auto" and fmt not in FORMATS:  # refused for a synthetic trace too, whose jobs it does not read
+        raise SpecError("format", fmt, f"must be auto or one of {', '.join(FORMATS)}")
     if trace.startswith("synthetic:"):
         try:
             n = int(trace.split(":", 1)[1])

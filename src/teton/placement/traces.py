@@ -40,14 +40,13 @@ import io
 import itertools
 import json
 import math
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
-from teton.errors import SpecError, closest
+from teton.errors import SpecError, closest, not_a_file
 from teton.spec.fields import MAX_GPUS, MAX_REAL
 from teton.spec.model import MODEL_PRESETS
 
@@ -330,8 +329,8 @@ def read_trace(path: str | Path, fmt: str = "auto", strict: bool = False) -> Tra
     """Read a trace file; ``fmt``: ours | philly | alibaba | auto (.json: philly; a file named
     pai_task_table*: alibaba; otherwise ours)."""
     p = Path(path)
-    if not os.path.isfile(p):
-        raise SpecError("trace", str(path), "no such file")
+    if (why := not_a_file(p)) is not None:
+        raise SpecError("trace", str(path), why)
     if fmt == "auto":
         fmt = "philly" if p.suffix.lower() == ".json" else "alibaba" if "pai_task_table" in p.name else "ours"
     if fmt not in FORMATS:

@@ -87,6 +87,9 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
         v = options.get(name)
         if v is not None and not (math.isfinite(v) and v > 0):
             raise SpecError(name, v, "must be a positive number")
+    for name, check in (("gpus", parse_counts), ("storage_servers", parse_counts), ("tokens", parse_count)):
+        if options.get(name) is not None:  # an option's bad value named as the option (the CLI's --gpus)
+            check(options[name], name)
     base = spec.plan or PlanSpec()
     given = {k: v for k, v in options.items() if v is not None and k in PlanSpec.model_fields}
     plan = _build(PlanSpec, "plan", {**base.model_dump(exclude_defaults=True), **given}, None)

@@ -152,7 +152,7 @@ class IntervalRecommendation:
 def human_s(seconds: float) -> str:
     """An interval as people say it: seconds under 2 min, minutes under 2 h, else hours."""
     if seconds < 120:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+        return f"{seconds:.2g} s" if seconds < 1 else f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
@@ -234,8 +234,12 @@ def recommend_first_order(inp: MCInputs, lim: IntervalLimits, young_s: float, da
         e = first_order_ettr(inp, far)
         return make_recommendation(lim, young_s, daly_s, tol_pp, "first-order model", (far, e), (lim.min_s, far), e)
     best, lo, hi = _first_order_region(inp, lim, tol_pp / 100.0)
-    return make_recommendation(lim, young_s, daly_s, tol_pp, "first-order model", (best, first_order_ettr(inp, best)),
-                           (lo, hi), first_order_ettr(inp, hi))
+    best_ettr, method = first_order_ettr(inp, best), "first-order model"
+    if best_ettr <= 0:  # lambda tau past 1: the first order goes negative where no interval makes progress
+        method += f"; no interval makes progress: an unexpected interruption every {human_s(1.0 / _rates(inp)[0])}"
+        lo = hi = best
+    return make_recommendation(lim, young_s, daly_s, tol_pp, method, (best, max(best_ettr, 0.0)),
+                               (lo, hi), max(first_order_ettr(inp, hi), 0.0))
 
 
 def sweep_row(interval_s: float, res: MCResult, lim: IntervalLimits) -> dict[str, Any]:

@@ -14,6 +14,14 @@ from teton.memo import IdentityMemo
 from teton.spec.cluster import ClusterSpec
 from teton.spec.fields import MAX_GPUS, MAX_SEQ_LEN, Section
 from teton.spec.headroom import HeadroomSpec
+from teton.spec.job_rules import (
+    check_cp_kernel,
+    check_cp_levels,
+    check_head_split,
+    check_offload,
+    check_recompute,
+    check_seq_len,
+)
 from teton.spec.layout import BASE_AXES, Layout, data_parallel_degree, default_order
 from teton.spec.model import ModelSpec
 from teton.spec.pipeline_layout import parse as parse_pp_layout
@@ -296,91 +304,6 @@ def job_defaults(job: JobSpec) -> tuple[str, ...]:
     return tuple(f"job.{name}" for name in JobSpec.model_fields if name not in given and name != "software")
 
 
-def _module_missing(module: str, model: ModelSpec) -> str | None:
-    """Why ``model`` has nothing for the recompute module to recompute (None: it has)."""
-    kinds = model.layer_type_counts()
-    if module == "mla_up_proj" and not model.mla:
-        return f"mla_up_proj recomputes MLA's up-projections; {model.name} has no MLA (model.kv_lora_rank)"
-    if module == "mlp" and not any(k.ffn == "dense" for k in kinds):
-        return f"mlp recomputes a dense layer's MLP; every feed-forward layer of {model.name} is MoE (use moe)"
-    if module == "moe" and not model.has_moe:
-        return f"moe recomputes an MoE layer; {model.name} has none (model.experts)"
-    if module == "shared_experts" and not (model.has_moe and model.shared_experts):
-        return f"shared_experts recomputes the shared experts; {model.name} has none (model.shared_experts)"
-    return None
-
-
-def check_cp_levels(job: JobSpec) -> None:
-    """``job.cp_a2a``, the all-to-all groups of a2a+p2p CP (with the stack's default CP algorithm
-    applied: checked at load, not by the section's own validator)."""
-    if job.cp_a2a is not None and job.cp_algo != "a2a+p2p":
-        raise SpecError("job.cp_a2a", job.cp_a2a, f"applies only to job.cp_algo = a2a+p2p (is {job.cp_algo})")
-    if job.cp_algo == "a2a+p2p" and job.cp > 1 and job.cp_a2a is None:
-        raise SpecError("job.cp_a2a", None, "a2a+p2p needs the size of its all-to-all groups (Megatron's "
-                        "--hierarchical-context-parallel-sizes a b: a)")
-    if job.cp_a2a is not None and (job.cp % job.cp_a2a or job.cp_a2a >= job.cp):
-        raise SpecError("job.cp_a2a", job.cp_a2a, f"must divide job.cp ({job.cp}) and be smaller: a2a+p2p runs "
-                        "a ring of cp / cp_a2a all-to-all groups")
-
-
-def check_head_split(job: JobSpec, model: ModelSpec) -> None:
-    """The heads and groups TP and CP split: a Mamba-2 layer's heads and B/C groups over TP, then
-    its heads over CP, its groups divided among the CP ranks or repeated on them (Megatron-Core
-    0.16 ``MambaContextParallel``); under ``cp_algo: a2a`` the query and key / value heads of a TP
-    rank over CP (Transformer Engine 2.9's ``AttnFuncWithCPAndQKVOA2A``), under ``a2a+p2p`` over
-    its all-to-all groups (``job.cp_a2a``; ``AttnFuncWithCPAndKVP2P``)."""
-    lay = job.layout
-    kinds = model.layer_type_counts()
-    if any(k.mixer == "mamba" for k in kinds):
-        for field, n in (("mamba_groups", model.mamba_groups), ("mamba_heads", model.n_mamba_heads)):
-            if n % lay.tp:
-                raise SpecError("job.tp", lay.tp, f"must divide model.{field} ({n}) for Mamba-2 layers")
-        heads, groups = model.n_mamba_heads // lay.tp, model.mamba_groups // lay.tp
-        if heads % lay.cp:
-            raise SpecError("job.cp", lay.cp, f"must divide the Mamba-2 heads of a TP rank ({heads}: "
-                            "model.mamba_heads / job.tp) for Mamba-2 context parallelism")
-        if groups % lay.cp and lay.cp % groups:
-            raise SpecError("job.cp", lay.cp, f"must divide, or be a multiple of, the Mamba-2 groups of a TP rank "
-                            f"({groups}: model.mamba_groups / job.tp)")
-    if lay.cp > 1 and job.cp_algo in ("a2a", "a2a+p2p") and any(k.mixer == "attention" for k in kinds):
-        kv = model.cp_kv_heads
-        field, split = ("job.cp", lay.cp) if job.cp_algo == "a2a" else ("job.cp_a2a", lay.cp_a2a)
-        for what, n in (("query", model.heads), ("key / value", kv)):
-            if (n // lay.tp) % split:
-                raise SpecError(field, split, f"must divide the {what} heads of a TP rank ({n // lay.tp}) under "
-                                f"job.cp_algo {job.cp_algo} (Transformer Engine splits the heads over its all-to-all)")
-
-
-def check_cp_kernel(job: JobSpec, model: ModelSpec) -> None:
-    """What Transformer Engine 2.9's context-parallel attention refuses (``attn_forward_func_with_cp``),
-    for a job that runs its attention there (``job.attention_kernel: cudnn``, TE's fused attention):
-    sliding-window layers under ring (p2p) or a2a+p2p CP, and MLA under all-gather or a2a CP.
-    a2a+p2p is Transformer Engine's alone: its refusal of sliding windows holds for every kernel."""
-    if job.layout.cp == 1 or not any(k.mixer == "attention" for k in model.layer_type_counts()):
-        return
-    if job.cp_algo == "a2a+p2p" and model.sliding_window:
-        raise SpecError("job.cp_algo", "a2a+p2p", "Transformer Engine refuses hierarchical (a2a+p2p) CP with "
-                        "sliding-window layers: use a2a or all_gather")
-    if job.attention_kernel != "cudnn":
-        return
-    if model.sliding_window and job.cp_algo == "ring":
-        raise SpecError("job.cp_algo", "ring", "Transformer Engine's attention (job.attention_kernel cudnn) refuses "
-                        "ring CP with sliding-window layers: use a2a or all_gather")
-    if model.mla and job.cp_algo in ("all_gather", "a2a"):
-        raise SpecError("job.cp_algo", job.cp_algo, "Transformer Engine's attention (job.attention_kernel cudnn) runs "
-                        "MLA only under ring CP (p2p) or a2a+p2p")
-
-
-# The recompute modes a framework has (job.recompute): Megatron-LM's --recompute-granularity full |
-# selective (megatron/training/arguments.py), which NeMo, Megatron-Bridge and Megatron-DeepSpeed
-# take over; torchtitan's activation_checkpoint.mode none | full | selective, per op or every N-th
-# layer. A framework not listed here may run any of them.
-_MEGATRON_RECOMPUTE = ("none", "selective", "full")
-FRAMEWORK_RECOMPUTE: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("megatron-lm", "nemo", "megatron-bridge", "megatron-deepspeed"), _MEGATRON_RECOMPUTE),
-    "torchtitan": ("none", "selective_op", "selective_layer", "full")}
-
-
 def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     """Cross-field rules between job, model and cluster; returns the job with dp filled in, and the
     order an MoE model's job takes when its spec gives none (Megatron-Core's tp-cp-ep-dp-pp:
@@ -394,27 +317,15 @@ def check_job(job: JobSpec, model: ModelSpec, cluster: ClusterSpec) -> JobSpec:
     if job.gpus > cluster.gpus:
         raise SpecError("job.gpus", job.gpus, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
     job.layout.check(job, model, cluster.domain_gpus)
+    check_seq_len(job, model)
     check_cp_levels(job)
     check_head_split(job, model)
     check_cp_kernel(job, model)
     if job.pp_schedule == "dualpipe":  # again: a search's model_copy(update=...) skips the validators
         job._check_dualpipe()
     _check_kernels(job, cluster)
-    for module in sorted(job.recomputed_modules):
-        if (why := _module_missing(module, model)) is not None:
-            raise SpecError("job.recompute_modules", list(job.recompute_modules), why)
-    modes = FRAMEWORK_RECOMPUTE.get(job.software.framework)
-    if modes is not None and job.recompute not in modes:
-        raise SpecError("job.recompute", job.recompute,
-                        f"{job.software.framework} has recompute {' / '.join(modes)} (software.framework)")
-    if job.recompute == "selective_op":  # torchtitan's policy counts and saves aten.mm of dense blocks
-        why = ("MoE layers (grouped expert GEMMs are not aten.mm)" if model.experts > 1 else
-               "Linear biases (aten.addmm is not in its save list)" if model.bias else
-               "fp8 (the GEMMs run torch._scaled_mm, not aten.mm)" if job.precision == "fp8" else "")
-        if why:
-            raise SpecError("job.recompute", job.recompute,
-                            f"models torchtitan's per-op policy on bf16 dense bias-free blocks, not {why}; "
-                            "use selective_layer or full")
+    check_recompute(job, model)
+    check_offload(job, model)
     return job
 
 

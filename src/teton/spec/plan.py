@@ -22,7 +22,7 @@ import math
 import re
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from teton.errors import SpecError
 from teton.spec.fields import MAX_GPUS, Section
@@ -112,6 +112,20 @@ class PlanSpec(Section):
     # by (cost under a deadline, days under a budget) are a tie, and this preference picks among them
     prefer: Literal["fewer_gpus", "cheaper", "faster"] = "fewer_gpus"
     top_layouts: int = Field(default=3, ge=1, le=50)
+
+    @field_validator("gpus", "storage_servers")
+    @classmethod
+    def _counts(cls, v: Any, info: ValidationInfo) -> Any:
+        if v is not None:  # checked here, where the value is the file's (the CLI's options name their flag)
+            parse_counts(v, f"plan.{info.field_name}")
+        return v
+
+    @field_validator("tokens")
+    @classmethod
+    def _tokens(cls, v: Any) -> Any:
+        if v is not None:
+            parse_count(v, "plan.tokens")
+        return v
 
     @field_validator("global_batch", mode="before")
     @classmethod

@@ -85,7 +85,10 @@ GLOSSARY = {
     "storage.checkpoint.mode": "sync: GPUs wait for the upload; async: only for the device-to-host copy",
     "storage.checkpoint.writers": "which ranks write", "storage.checkpoint.restore": "how a restore rebuilds the state",
     "reliability.preset": "failure-rate preset", "reliability.tokens": "token budget of the run (15.6T) instead of days",
-    "plan.gpus": "GPU counts to compare", "plan.tokens": "tokens to train on", "plan.deadline_days": "finish within",
+    "plan.gpus": "GPU counts to compare: a list (8192,16384), lo:hi:step, or lo:hi (five spaced geometrically); "
+                 "each positive", "plan.storage_servers": "storage server counts, as plan.gpus (default: the "
+                 "preset's)", "plan.tokens": "tokens to train on: a positive count (15.6T, 2e12)",
+    "plan.deadline_days": "finish within",
     "plan.budget_usd": "spend at most", "plan.global_batch": "batch rule across GPU counts",
     "plan.top_layouts": "layouts kept per GPU count",
     "cluster.description": "what the cluster is, in words (shown by teton presets)",
@@ -162,7 +165,7 @@ def _default(field) -> str:
 def _range(field) -> str:
     """The allowed range of a numeric field (``teton.spec.fields``), else empty."""
     ints, floats = numeric_kinds(field.annotation)
-    if not (ints or floats):
+    if not (ints or floats) or str in typing.get_args(field.annotation):  # text parsed by the section (15.6T, lo:hi)
         return ""
     return range_text(*field_range(field), ints and not floats).removeprefix("an integer in ").removeprefix(
         "a finite number in ")

@@ -119,7 +119,7 @@ def devx_job_start(system: StorageSystem, clients: int, files: int = 1, file_byt
     """Thousands of hosts reading the same code/config files at job start."""
     for name, v in (("clients", clients), ("files", files), ("file_bytes", file_bytes), ("read_bytes", read_bytes)):
         if v <= 0:
-            raise SpecError(f"devx.{name}", v, "must be > 0")
+            raise SpecError(f"devx_{name}", v, "must be > 0")  # the checkpoint verb's --devx-* flags
     reads_per_file = math.ceil(file_bytes / read_bytes)
     ops = system.metadata_ops_per_file
     metadata_s = clients * files * ops / system.metadata_ops_s

@@ -20,14 +20,13 @@ or from a CSV with a ``spec`` column (a path), ``step_time_s`` or ``tflops_per_g
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from teton.errors import SpecError, from_validation
+from teton.errors import SpecError, from_validation, not_a_file
 from teton.spec import Spec, load_spec
 from teton.spec.fields import Section
 from teton.spec.load import overrides_in_file
@@ -167,8 +166,8 @@ def load_runs(path: str | Path) -> list[MeasuredRun]:
     from teton.spec.read import read_data
 
     path = Path(path)
-    if not os.path.exists(path):
-        raise SpecError("runs", str(path), "no such file (a YAML/JSON list of runs or a CSV)")
+    if (why := not_a_file(path)) is not None:
+        raise SpecError("runs", str(path), f"{why} (a YAML/JSON list of runs or a CSV)")
     if path.suffix.lower() == ".csv":
         runs = _csv_runs(path)
         _unique_names(runs, str(path))

@@ -25,7 +25,8 @@ for all of them.
 
 from __future__ import annotations
 
-from teton.spec.job import JobSpec, check_head_split
+from teton.spec.job import JobSpec
+from teton.spec.job_rules import check_head_split
 from teton.spec.layout import Layout
 from teton.spec.model import ModelSpec
 from teton.workload.fp8 import fp8_casts, gather_bytes
@@ -48,7 +49,7 @@ SSD_BWD_KERNELS = 21
 
 def check_mamba(model: ModelSpec, job: JobSpec) -> None:
     """Megatron-Core's MambaMixer shards heads and B/C groups over TP, and over CP after its
-    all-to-all (``teton.spec.job.check_head_split``, which the job checks run at load)."""
+    all-to-all (``teton.spec.job_rules.check_head_split``, which the job checks run at load)."""
     check_head_split(job, model)
 
 

@@ -132,7 +132,7 @@ def cp_comm(job: JobSpec, lay: Layout, kv_bytes: float, window: int | None = Non
     load-balanced chunks of ``s / 2cp`` tokens need the ``ceil(2 cp w / s)`` chunks before each
     (ASSUMPTION: the ring skips the steps whose blocks lie wholly outside every query's window;
     Transformer Engine 2.9 refuses sliding windows under p2p, and so does a job that runs its
-    attention there: ``teton.spec.job.check_cp_kernel``).
+    attention there: ``teton.spec.job_rules.check_cp_kernel``).
     ``cp_algo = a2a`` (``a2a_bytes``: :func:`attention_a2a_bytes`): Q, K and V go from sequence- to
     head-sharded by all-to-all before the core and the output back after it; backward sends the
     output gradient one way and Q's, K's and V's gradients the other (Transformer Engine 2.9
@@ -215,7 +215,7 @@ def check_mixer(model: ModelSpec, job: JobSpec) -> None:
     """The job settings a layer other than Llama's attention + MLP block cannot run with: the
     eager reference code (``job.kernel_fusion = eager``, HF's Llama) and torchtitan's per-op
     policy (``selective_op``, its projections' save list) are modelled for that block only. (The
-    heads TP and CP split are job rules, checked at load: ``teton.spec.job.check_head_split``.)"""
+    heads TP and CP split are job rules, checked at load: ``teton.spec.job_rules.check_head_split``.)"""
     kind = model.first_layer_type
     if kind.mixer == "attention" and not model.mla and kind.ffn != "none":
         return
