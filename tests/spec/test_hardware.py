@@ -181,3 +181,16 @@ def test_the_nearest_family_follows_the_figures():
     b200_like = GPUS["b200"].model_copy(update={"name": "b300-ish", "family": None})
     a100_like = GPUS["a100-80gb"].model_copy(update={"name": "a100-ish", "family": None})
     assert gpu_family(b200_like) == ("blackwell", "b200") and gpu_family(a100_like)[0] == "a100"
+
+
+def test_a_peak_set_alone_keeps_the_base_gpus_other_peaks():
+    """``--set cluster.gpu.peak_tflops.bf16=...`` (or ``gpu: {base: ..., peak_tflops: {bf16: ...}}``)
+    changes one peak: the base GPU's fp8 peak stays, so an fp8 job still runs (it had replaced the
+    whole mapping: 'h100-sxm-custom has no fp8 tensor cores')."""
+    spec = load_spec("examples/llama3-405b-16k.yaml", ["cluster.gpu.peak_tflops.bf16=1100", "job.precision=fp8"])
+    assert spec.cluster.gpu_spec.peak_tflops == {"tf32": 494.7, "bf16": 1100.0, "fp8": 1978.9}
+    base = teton.simulate("examples/llama3-405b-16k.yaml", ["job.precision=fp8"])
+    faster = teton.simulate(spec)
+    assert faster.step_time_s < base.step_time_s  # the bf16 GEMMs (the head, attention) got faster
+    mapping = load_spec(_spec({"gpu": {"base": "h100-sxm", "peak_tflops": {"fp8": 2500}}}))
+    assert mapping.cluster.gpu_spec.peak_tflops == {"tf32": 494.7, "bf16": 989.4, "fp8": 2500.0}

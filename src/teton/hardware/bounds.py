@@ -138,9 +138,31 @@ def _check_field(field, value: Any) -> None:
                 raise PydanticCustomError("number", problem, {"key": str(key), "item": item})
 
 
+def _hashable(value: Any) -> Any:
+    """``value`` with its mappings and lists as (sorted) tuples, all the way down."""
+    if isinstance(value, dict):
+        return tuple(sorted(((str(k), _hashable(v)) for k, v in value.items()), key=lambda kv: kv[0]))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = tuple(_hashable(v) for v in value)
+        return tuple(sorted(items, key=repr)) if isinstance(value, (set, frozenset)) else items
+    return value
+
+
 class Section(BaseModel):
     """A spec model whose numbers are checked and bounded (see the module docstring): before
     pydantic parses a field, and after (text it read as a number)."""
+
+    def __hash__(self) -> int:
+        """A frozen section hashes by value, its mapping fields too (pydantic's own hash fails on a
+        dict field such as ``cluster.efficiency``), so a spec can key a dict or a cache; an
+        unfrozen one is unhashable, as pydantic makes it."""
+        if not self.model_config.get("frozen"):
+            raise TypeError(f"unhashable type: {type(self).__name__!r} (not frozen)")
+        values = tuple(self.__dict__.values())
+        try:
+            return hash((type(self), values))
+        except TypeError:  # a mapping or list among them: equal sections take this path alike
+            return hash((type(self), _hashable(values)))
 
     @field_validator("*", mode="wrap")
     @classmethod

@@ -26,8 +26,9 @@ def run_tasks(tasks: list, executor: str, workers: int | None,
     worker that dies (killed, out of memory) is a one-line error."""
     from concurrent.futures import BrokenExecutor, as_completed
 
-    from teton.sweep.run import make_executor, worker_died
+    from teton.sweep.run import check_executor, make_executor, worker_died
 
+    check_executor(executor, workers)  # also where one task would run in-process anyway
     if executor == "serial" or len(tasks) == 1:
         out = []
         for i, t in enumerate(tasks):

@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from teton.errors import SpecError
+from teton.errors import SpecError, unknown_field
 from teton.spec.cluster import ClusterSpec
 from teton.spec.load import load_cluster
 from teton.spec.plan import PlanSpec, parse_counts
+from teton.spec.reliability import check_runs_seed
 from teton.spec.schema import Spec
 from teton.spec.storage import storage_system
 from teton.sweep.search import SearchSpace
@@ -77,6 +78,11 @@ class CountTask:
     space: SearchSpace
 
 
+# what plan_request takes: the plan section's fields, and the Monte Carlo runs and seed, the search space
+OPTION_KEYS = (*PlanSpec.model_fields, "runs", "seed", "space")
+DEFAULT_RUNS = 1000  # Monte Carlo runs per plan, where neither the options nor the spec's reliability say
+
+
 def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
     """The spec's ``plan:`` section with the command-line ``options`` (non-None values) on top."""
     import math
@@ -87,6 +93,9 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
         v = options.get(name)
         if v is not None and not (math.isfinite(v) and v > 0):
             raise SpecError(name, v, "must be a positive number")
+    if unknown := sorted(set(options) - set(OPTION_KEYS)):  # a typo (gpu for gpus) would plan the default spread
+        raise SpecError(unknown[0], options[unknown[0]], unknown_field(unknown[0], OPTION_KEYS))
+    check_runs_seed(options.get("runs"), options.get("seed"))
     for name, check in (("gpus", parse_counts), ("storage_servers", parse_counts), ("tokens", parse_count)):
         if options.get(name) is not None:  # an option's bad value named as the option (the CLI's --gpus)
             check(options[name], name)
@@ -102,7 +111,7 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
                or "tectonic-llama3")
     servers = None if plan.storage_servers is None else parse_counts(plan.storage_servers, "storage_servers")
     storage_system({"preset": storage})  # a bad preset is the plan's one-line error before any task runs
-    runs = options.get("runs") or (spec.reliability.runs if spec.reliability is not None else None) or 1000
+    runs = options.get("runs") or (spec.reliability.runs if spec.reliability is not None else None) or DEFAULT_RUNS
     return PlanRequest(spec=spec, tokens=tokens, clusters=clusters, gpus=gpus, storage_preset=storage,
                        storage_servers=servers, deadline_days=plan.deadline_days, budget_usd=plan.budget_usd,
                        global_batch=plan.global_batch, usd_per_gpu_hour=dict(plan.usd_per_gpu_hour),

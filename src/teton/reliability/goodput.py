@@ -55,7 +55,7 @@ from teton.reliability.recommend import interval_limits
 from teton.reliability.recovery import CheckpointCosts, checkpoint_costs, fixed_downtime_s, pg_init_s
 from teton.reliability.sweep import run_intervals
 from teton.spec.cluster import ClusterSpec
-from teton.spec.reliability import ReliabilitySpec, parse_reliability
+from teton.spec.reliability import ReliabilitySpec, check_runs_seed, parse_reliability
 
 # The Monte Carlo advances every run by one interruption per vector step (at most 200,000): a
 # run expected to see more than this many is refused up front rather than cut short.
@@ -219,9 +219,10 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
 
     ``samples``: also keep every run's time to train (``time_to_train_samples_days``, a numpy
     array), for a caller that combines the failure spread with another (``teton plan``)."""
+    check_runs_seed(runs, seed)
     cfg = cfg or parse_reliability(spec.reliability)
     days, tokens, length_field = _run_length(cfg, days, tokens)
-    runs = runs or cfg.runs
+    runs = cfg.runs if runs is None else runs
     seed = spec.seed if seed is None else seed
     cluster, gpus = spec.cluster, spec.job.gpus
     st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown, simulate)

@@ -43,8 +43,9 @@ def _is_path(value: str) -> bool:
 
 def resolve_slot(kind: str, value: Any, base_dir: Path | None, field: str, seen: tuple[Path, ...] = ()) -> Any:
     """One slot's value: a catalog name (kept), a file's mapping (read, resolved against the
-    file's folder), a mapping with ``base:`` expanded; anything else as given (the model's
-    validator names what is wrong)."""
+    file's folder), a mapping with ``base:`` expanded (a mapping field such as ``peak_tflops``
+    merged into the base's key by key: ``peak_tflops: {bf16: 1000}`` keeps its fp8 peak); anything
+    else as given (the model's validator names what is wrong)."""
     catalog = CATALOGS[kind]
     if isinstance(value, str):
         if value in catalog or not _is_path(value):
@@ -72,7 +73,9 @@ def resolve_slot(kind: str, value: Any, base_dir: Path | None, field: str, seen:
             if not isinstance(got, dict):
                 raise SpecError(f"{field}.base", base, closest(str(base), catalog) + f"; or a {kind} file")
             out = got
-    out.update(value)
+    for key, given in value.items():  # a mapping field (peak_tflops) merges into the base's, key by key
+        nested = isinstance(given, dict) and isinstance(out.get(key), dict) and "base" not in given
+        out[key] = {**out[key], **given} if nested else given
     if kind == "host":
         for key, inner in HOST_SLOTS.items():
             if out.get(key) is not None:

@@ -261,6 +261,11 @@ def load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None =
     ``job.dp=64`` beside it), else the file's line of the field; when the spec is valid without
     its overrides but no single one is needed, the ones that break it alone (all when only
     together)."""
+    if not isinstance(source, (str, Path, dict)):
+        raise SpecError("source", source, "a spec file's path or a spec mapping")
+    if overrides is not None and (isinstance(overrides, str) or not isinstance(overrides, (list, tuple))
+                                  or not all(isinstance(o, str) for o in overrides)):
+        raise SpecError("overrides", overrides, "a list of key.path=value strings (['job.tp=8'], not 'job.tp=8')")
     try:
         return _load_spec(source, overrides)
     except SpecError as err:

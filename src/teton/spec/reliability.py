@@ -25,6 +25,18 @@ PRESETS = ("llama3-table5",)  # the defaults: Table 5 rates
 MAX_RUNS = 100_000  # Monte Carlo runs (memory and time grow linearly; see ``runs``)
 
 
+def check_runs_seed(runs: Any, seed: Any) -> None:
+    """A library caller's Monte Carlo ``runs`` (1 to :data:`MAX_RUNS`) and ``seed`` (a non-negative
+    integer), each None for the default (``teton.reliability.goodput``, ``teton.plan``)."""
+    for name, value, hi in (("runs", runs, MAX_RUNS), ("seed", seed, None)):
+        if value is None:
+            continue
+        low = 1 if name == "runs" else 0
+        if not isinstance(value, int) or isinstance(value, bool) or value < low or (hi and value > hi):
+            allowed = f"an integer in 1..{MAX_RUNS:,}" if hi else "a non-negative integer"
+            raise SpecError(name, value, f"must be {allowed}")
+
+
 def _finite_nonneg(field: str, value: Any) -> float:
     try:
         x = float(value)

@@ -325,6 +325,8 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
     sweep_dir = base_dir
     if isinstance(source, dict):
         data = source
+    elif not isinstance(source, (str, Path)):
+        raise SpecError("source", source, "a sweep file's path or a sweep mapping")
     else:
         path = Path(source)
         data = read_file(path)
