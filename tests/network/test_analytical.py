@@ -28,11 +28,36 @@ def test_one_gpu_per_host_ring_runs_at_nic_rate_inside_a_pod(roce):
 
 
 def test_sparse_groups_across_pods_pay_the_oversubscription(roce):
+    """16,384 GPUs' DP groups of 8, one member in each of the 8 pods: each pod's 2,048 ring edges
+    (one per group, one NIC per member's host) share its uplinks, 3,072 / 7 NICs' worth."""
     m = AnalyticalCostModel(roce)
     p = place(roce, {"tp": 8, "cp": 16, "pp": 16, "dp": 8})
-    bw, _ = m.busbw("all_gather", p.groups("dp"))
-    members_per_pod = 8 / np.unique(p.groups("dp")[0] // 3072).size
-    assert bw == pytest.approx(roce.nic_bytes_s_per_gpu * m.eff.nccl_net * members_per_pod / 7)
+    groups = p.groups("dp")
+    assert np.unique(groups[0] // 3072).size == 8
+    bw, _ = m.busbw("all_gather", groups)
+    edges_per_pod = groups.shape[0]
+    assert bw == pytest.approx(roce.nic_bytes_s_per_gpu * m.eff.nccl_net * 3072 / (7 * edges_per_pod))
+
+
+def test_a_group_alone_across_a_pod_boundary_shares_its_uplinks_with_nobody(roce):
+    """One TP group of 8 split 4 + 4 over the edge of a 1:7 pod runs as it does inside the rack
+    (the flow model agrees); it had paid the pod's full oversubscription, 6.7x the time."""
+    from teton.network.cost_model import cost_model
+
+    m = AnalyticalCostModel(roce)
+    straddling, inside = np.arange(3072 - 4, 3072 + 4)[None, :], np.arange(4, 12)[None, :]
+    assert m.busbw("all_reduce", straddling)[0] == m.busbw("all_reduce", inside)[0]
+    flow = cost_model(roce, "flow")
+    assert m.collective_time("all_reduce", straddling, 2**28) == pytest.approx(
+        flow.collective_time("all_reduce", straddling, 2**28), rel=0.01)
+
+
+def test_the_host_with_fewest_members_bounds_the_rings(roce):
+    """8 + 1 over two hosts: the lone GPU's one NIC carries every ring (1 NIC's worth, as the flow
+    model finds), not the average of 4.5 members per host."""
+    m = AnalyticalCostModel(roce)
+    bw, _ = m.busbw("all_reduce", np.arange(9)[None, :])
+    assert bw == pytest.approx(roce.nic_bytes_s_per_gpu * m.eff.nccl_net)
 
 
 def test_time_is_alpha_plus_beta(roce):

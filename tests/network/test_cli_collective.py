@@ -13,9 +13,9 @@ def test_json_rows_follow_nccl_tests_definitions(cli):
     rows = json.loads(out)
     assert [r["size_bytes"] for r in rows] == [2**20, 2**21, 2**22, 2**23]  # step factor 2 (-f 2)
     for r in rows:
-        assert set(r) == {"size_bytes", "time_s", "algbw_gbps", "busbw_gbps"}
-        assert r["algbw_gbps"] == pytest.approx(r["size_bytes"] / r["time_s"] / 1e9)
-        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * bus_factor("all_reduce", 16))
+        assert set(r) == {"size_bytes", "time_s", "algbw_gbytes_s", "busbw_gbytes_s"}
+        assert r["algbw_gbytes_s"] == pytest.approx(r["size_bytes"] / r["time_s"] / 1e9)
+        assert r["busbw_gbytes_s"] == pytest.approx(r["algbw_gbytes_s"] * bus_factor("all_reduce", 16))
 
 
 def test_table_and_analytical_fidelity(cli):
@@ -30,7 +30,7 @@ def test_routing_and_failures_options(cli):
                          "--fail-links", "50", "--policy", "random", "--seed", "3", "-b", "1G", "-e", "1G", "--json",
                          "--fidelity", "flow")
     assert code == 0, err
-    assert json.loads(out)[0]["busbw_gbps"] > 0
+    assert json.loads(out)[0]["busbw_gbytes_s"] > 0
 
 
 @pytest.mark.parametrize("args,needle", [

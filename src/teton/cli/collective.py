@@ -106,8 +106,8 @@ def _print_table(rows: list[dict], title: str) -> None:
     for col in ("size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(f"{r['size_bytes']:,}", f"{r['time_s'] * 1e6:,.1f}", f"{r['algbw_gbps']:.2f}",
-                      f"{r['busbw_gbps']:.2f}")
+        table.add_row(f"{r['size_bytes']:,}", f"{r['time_s'] * 1e6:,.1f}", f"{r['algbw_gbytes_s']:.2f}",
+                      f"{r['busbw_gbytes_s']:.2f}")
     output_console().print(table)
 
 

@@ -6,13 +6,18 @@ One question: how long does collective ``op`` of ``size_bytes`` take on ``groups
 Model (NCCL ring algorithms; nccl-tests definitions of algbw / busbw, PERFORMANCE.md):
     t = factor(op, n) * S / busbw + steps(op, n) * alpha
     factor: all_gather / reduce_scatter / all_to_all (n-1)/n, all_reduce 2(n-1)/n, send_recv 1.
-Bus bandwidth of a group with k members per host spread over several hosts:
-    busbw = min(NVLink_bw * e_nvlink,  NIC_bw * e_net * min(k, min_l b_l / o_l))
-where, for every fabric layer l whose domains the group spans more than one of, b_l is the
-group's members per domain and o_l the layer's oversubscription. Derivation: NCCL builds one
-ring per NIC (k channels); with topology-ordered rings each channel leaves a domain once, so a
-domain of D GPUs running D/b_l groups needs D/b_l * k crossing edges at rate r against an uplink
-capacity of D * NIC / o_l, hence r <= NIC * b_l / (k * o_l); busbw is k rings times r.
+Bus bandwidth of a group spread over several hosts, k its fewest members on one host:
+    busbw = min(NVLink_bw * e_nvlink,  NIC_bw * e_net * min(k, min_l min_d k D_d / (o_l E_d)))
+for every fabric layer l whose domains the group spans more than one of and every such domain d
+it has members in: D_d the domain's GPUs, o_l the layer's oversubscription, E_d the ring edges
+that leave d, summed over all the groups that cross l there. Derivation: NCCL builds one ring
+per NIC, and a host with k of the group's GPUs has k NICs for it (k channels: the host with the
+fewest members bounds every ring, so k is that host's count, not the average); with
+topology-ordered rings each channel leaves a domain once, so a group puts k edges across d's
+uplinks, whose capacity D_d * NIC / o_l the E_d edges share: r <= NIC * D_d / (o_l E_d), busbw k
+rings times r. A domain full of groups of b_l members each (E_d = D_d / b_l * k) gives the
+classic NIC * b_l / o_l; a group alone across a pod boundary shares its uplinks with nobody
+(the groups of one collective see the fabric alone, and only they).
 A group inside one host runs on NVLink (NVLS in-switch reduction for all-reduce where present).
 alpha: per ring step, the NIC latency plus one switch hop up and down at every layer crossed.
 steps: n - 1 (2(n - 1) for all-reduce), an all-reduce's capped at 2 ceil(log2 n) (NCCL's trees
@@ -91,6 +96,32 @@ class AnalyticalCostModel:
         s = np.sort(ids, axis=1)
         return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
 
+    @staticmethod
+    def _fewest_per_domain(g: np.ndarray, span: int) -> np.ndarray:
+        """(rows,) the fewest members each group has in one of its domains of ``span`` GPUs."""
+        rows = np.repeat(np.arange(g.shape[0]), g.shape[1])
+        doms = (g // span).ravel()
+        pairs, counts = np.unique(rows * (int(doms.max()) + 1) + doms, return_counts=True)
+        fewest = np.full(g.shape[0], g.shape[1])
+        np.minimum.at(fewest, pairs // (int(doms.max()) + 1), counts)
+        return fewest
+
+    def _uplink_share(self, g: np.ndarray, k: np.ndarray, crossing: np.ndarray, layer) -> np.ndarray:
+        """(rows,) each group's NIC-multiple through ``layer``'s uplinks (module docstring:
+        min over its domains d of k D_d / (o E_d)); inf for a group that does not cross it."""
+        span, width = layer.span_gpus, int(g.max()) // layer.span_gpus + 1
+        rows = np.repeat(np.arange(g.shape[0]), g.shape[1])
+        pairs = np.unique(rows * width + (g // span).ravel())
+        row_of, dom_of = pairs // width, pairs % width
+        cross = crossing[row_of]
+        edges = np.bincount(dom_of[cross], weights=k[row_of[cross]], minlength=width)
+        gpus = np.minimum(span, self.cluster.gpus - np.arange(width) * span).clip(min=1)
+        ratio = np.where(cross, k[row_of] * gpus[dom_of] / (layer.oversubscription * np.maximum(edges[dom_of], 1)),
+                         np.inf)
+        out = np.full(g.shape[0], np.inf)
+        np.minimum.at(out, row_of, ratio)
+        return out
+
     def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
         """(bus bandwidth bytes/s, per-step latency s) of the slowest group, contention included."""
         link, factor, latency, _ = self.path(op, groups)
@@ -116,7 +147,7 @@ class AnalyticalCostModel:
                 return "nvls", 1.0, NVLINK_STEP_LATENCY_S, False
             return "nvlink", 1.0, NVLINK_STEP_LATENCY_S, False
         one_per_host = bool((hosts == n).all())
-        k = np.maximum(1, n // hosts)
+        k = self._fewest_per_domain(g, self.domain_gpus)
         share = k.astype(float)
         worst_a2a = np.ones(g.shape[0])
         latency = self.nic_latency_s
@@ -127,7 +158,7 @@ class AnalyticalCostModel:
                 latency += 2 * layer.turn_latency_s  # paths turn around at this tier
                 break
             members = n / domains
-            share = np.where(crossing, np.minimum(share, members / layer.oversubscription), share)
+            share = np.minimum(share, self._uplink_share(g, k, crossing, layer))
             worst_a2a = np.where(crossing, np.maximum(worst_a2a, (n - members) / max(1, n - 1)
                                                       * layer.oversubscription), worst_a2a)
             latency += 2 * layer.turn_latency_s

@@ -60,15 +60,19 @@ def devx_storage(spec) -> tuple[str, StorageSystem, int]:
 def writer_scaling_study(spec, result: CheckpointResult, total_bytes: float,
                          figure_path: Path | str | None = None) -> dict:
     """``scaling``: the checkpoint's ``total_bytes`` over each of the default writer counts the
-    cluster has, on the storage ``result`` saved to; ``scaling_plot``: the figure's path, when
-    ``figure_path`` is given."""
+    cluster has, on the storage ``result`` saved to, at the share of it other jobs leave the job
+    (as the save itself: ``teton.storage.budget.other_jobs_share``); ``scaling_plot``: the
+    figure's path, when ``figure_path`` is given."""
+    from teton.storage.budget import other_jobs_share
     from teton.storage.scaling import DEFAULT_WRITERS, plot_scaling, scaling_rows, writer_scaling
 
+    share = 1.0 - other_jobs_share(result.system, spec.job.gpus, spec.cluster.gpus)[0]
     pts = writer_scaling(result.system, spec.cluster, total_bytes,
-                         tuple(w for w in DEFAULT_WRITERS if w <= spec.cluster.gpus), seed=spec.seed)
+                         tuple(w for w in DEFAULT_WRITERS if w <= spec.cluster.gpus), seed=spec.seed,
+                         storage_share=share)
     out = {"scaling": scaling_rows(pts)}
     if figure_path:
         out["scaling_plot"] = str(plot_scaling(
-            pts, result.system.peak_write_bytes_s(), figure_path,
+            pts, result.system.peak_write_bytes_s() * share, figure_path,
             f"{spec.model.name} checkpoint ({total_bytes / 1e12:.2f} TB) on {result.system.name}"))
     return out

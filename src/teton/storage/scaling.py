@@ -40,8 +40,10 @@ class ScalingPoint:
 
 
 def writer_scaling(system: StorageSystem, cluster: ClusterSpec, total_bytes: float,
-                   writers: tuple[int, ...] = DEFAULT_WRITERS, seed: int = 0) -> list[ScalingPoint]:
-    """Delivered write bandwidth of ``total_bytes`` spread over each writer count."""
+                   writers: tuple[int, ...] = DEFAULT_WRITERS, seed: int = 0,
+                   storage_share: float = 1.0) -> list[ScalingPoint]:
+    """Delivered write bandwidth of ``total_bytes`` spread over each writer count, on the share
+    ``storage_share`` of the storage servers other jobs leave (``teton.storage.transfer``)."""
     g = cluster.gpus_per_host
     out = []
     for n in writers:
@@ -50,7 +52,8 @@ def writer_scaling(system: StorageSystem, cluster: ClusterSpec, total_bytes: flo
         if n > cluster.gpus:
             raise SpecError("writer_counts", n, f"cluster {cluster.name} has only {cluster.gpus} GPUs")
         hosts = np.arange(n) // g
-        t = transfer(system, cluster, np.full(n, total_bytes / n), hosts, "write", extra_files=1, seed=seed)
+        t = transfer(system, cluster, np.full(n, total_bytes / n), hosts, "write", extra_files=1, seed=seed,
+                     storage_share=storage_share)
         out.append(ScalingPoint(n, t.hosts, total_bytes / n, t.time_s, t.delivered_bw_bytes_s, t.bottleneck,
                                 t.aggregate_s, t.slowest_writer_s, t.median_writer_s, t.peak_rate_bytes_s,
                                 t.tail_s))

@@ -50,7 +50,7 @@ def collective_sweep(cluster: ClusterSpec, op: str, gpus: int, placement: str = 
                      min_bytes: int = 1 << 20, max_bytes: int = 1 << 30, step_factor: int = 2,
                      routing: str = "e-ecmp", qps: int | None = None, algo: str = "auto", fail_links: int = 0,
                      fidelity: str = "flow", seed: int = 0, leaf_uplink_ratio: float | None = None) -> list[dict]:
-    """nccl-tests rows (size_bytes, time_s, algbw_gbps, busbw_gbps) for sizes min..max by ``step_factor``."""
+    """nccl-tests rows (size_bytes, time_s, algbw_gbytes_s, busbw_gbytes_s) for sizes min..max by ``step_factor``."""
     from teton.network.analytical import OPS, AnalyticalCostModel, bus_factor
 
     if op not in OPS:
@@ -82,5 +82,5 @@ def collective_sweep(cluster: ClusterSpec, op: str, gpus: int, placement: str = 
     for size in message_sizes(min_bytes, max_bytes, step_factor):
         t = model.collective_time(op, groups, float(size))
         algbw = size / t / 1e9 if t > 0 else 0.0
-        rows.append({"size_bytes": int(size), "time_s": t, "algbw_gbps": algbw, "busbw_gbps": algbw * factor})
+        rows.append({"size_bytes": int(size), "time_s": t, "algbw_gbytes_s": algbw, "busbw_gbytes_s": algbw * factor})
     return rows

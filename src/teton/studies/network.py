@@ -56,7 +56,7 @@ def placement_study(cluster: ClusterSpec, trials: int = 16, seed: int = 0, job_g
     g = cluster.gpus_per_host
     small = np.arange(min(2 * g, cluster.layers[0].span_gpus))[None]
     ideal = roofline_busbw(FlowCostModel(cluster, routing="ecmp", qps=1), op, small)
-    out: dict = {"cluster": cluster.name, "op": op, "ideal_busbw_gbps": ideal / 1e9, "job_gpus": [],
+    out: dict = {"cluster": cluster.name, "op": op, "ideal_busbw_gbytes_s": ideal / 1e9, "job_gpus": [],
                  "neighbours": neighbours,
                  "normalized_busbw": {n: [] for n in names}}
     total = trials * len(names)
