@@ -101,9 +101,10 @@ class AnalyticalCostModel:
         """(rows,) the fewest members each group has in one of its domains of ``span`` GPUs."""
         rows = np.repeat(np.arange(g.shape[0]), g.shape[1])
         doms = (g // span).ravel()
-        pairs, counts = np.unique(rows * (int(doms.max()) + 1) + doms, return_counts=True)
+        width = int(doms.max()) + 1
+        pairs, counts = np.unique(rows * width + doms, return_counts=True)
         fewest = np.full(g.shape[0], g.shape[1])
-        np.minimum.at(fewest, pairs // (int(doms.max()) + 1), counts)
+        np.minimum.at(fewest, pairs // width, counts)
         return fewest
 
     def _uplink_share(self, g: np.ndarray, k: np.ndarray, crossing: np.ndarray, layer) -> np.ndarray:
