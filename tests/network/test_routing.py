@@ -58,3 +58,20 @@ def test_adaptive_bundles_lose_the_capacity_of_failed_links(fabric):
 def test_splitmix_is_a_bijection_on_a_sample():
     x = np.arange(100_000, dtype=np.uint64)
     assert np.unique(splitmix64(x)).size == x.size
+
+
+def test_failed_links_never_speed_up_an_ecmp_all_reduce():
+    """Resilient hashing: a flow keeps its next hop while that is alive, and only a failed hop's flows
+    move. Rehashing every flow of the switch over its survivors had made a 512-GPU ECMP all-reduce
+    29 % faster with 32 cables cut than with none."""
+    from teton.network.flow_model import FlowCostModel
+    from teton.placement.mapping import place
+    from teton.spec.cluster import ClusterSpec
+
+    c = ClusterSpec(name="t", host="grand-teton", hosts=64, topology="clos",
+                    layers=[dict(name="rack", span_gpus=64, oversubscription=1.0, hop_latency_us=1.0),
+                            dict(name="cluster", span_gpus=512, oversubscription=1.0, hop_latency_us=4.0)])
+    g = place(c, {"tp": 1, "cp": 1, "pp": 1, "dp": 512}, policy="topology-aware", seed=0).groups("dp")
+    times = [FlowCostModel(c, routing="ecmp", qps=1, failed_links=n, seed=0).collective_time("all_reduce", g, 2**28)
+             for n in (0, 8, 32, 128, 256)]
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(times, times[1:], strict=False)), times

@@ -113,9 +113,14 @@ class Router:
         dead = ~mask.any(axis=1)
         if dead.any():
             mask[dead] = a[src_sw[dead]]
+        # resilient hashing (as switches do it): a flow whose next hop is alive keeps it; only the
+        # flows of a failed one are rehashed over the live ones (rehashing every flow over the
+        # survivors had let 32 failed links speed a 512-GPU ECMP all-reduce up by 29 %)
+        first = (h % np.uint64(p)).astype(np.int64)
+        keep = mask[np.arange(mask.shape[0]), first]
         count = mask.sum(axis=1)
-        k = (h % np.maximum(count, 1).astype(np.uint64)).astype(np.int64)
-        return np.argmax(np.cumsum(mask, axis=1) > k[:, None], axis=1)
+        k = (h % np.maximum(count, 1).astype(np.uint64)).astype(np.int64)  # pinned keys are slots: spread them
+        return np.where(keep, first, np.argmax(np.cumsum(mask, axis=1) > k[:, None], axis=1))
 
     def _selector(self, tier: int, a: np.ndarray, b: np.ndarray, key: np.ndarray) -> np.ndarray:
         f = self.fabric
