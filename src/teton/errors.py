@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import reprlib
 
@@ -108,8 +109,6 @@ def closest(name: str, choices: list[str] | tuple[str, ...] | set[str], n: int =
 def not_a_file(path) -> str | None:
     """Why ``path`` cannot be read as a file (``no such file``, ``a directory, not a file``); None
     when it is one."""
-    import os
-
     if os.path.isfile(path):
         return None
     return "a directory, not a file" if os.path.isdir(path) else "no such file"

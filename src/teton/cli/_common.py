@@ -99,13 +99,13 @@ def _bad_value_message(err: Exception) -> str | None:
     flags = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
     if not flags or not message:
         return None
-    args = sys.argv[1:]
+    allowed, args = message[0].lower() + message[1:], sys.argv[1:]
     for i, arg in enumerate(args):
         for flag in flags:
             if arg.startswith(flag + "="):
-                return f"{flag} = {arg[len(flag) + 1:]!r}: {message[0].lower()}{message[1:]}"
+                return f"{flag} = {arg[len(flag) + 1:]!r}: {allowed}"
             if arg == flag and i + 1 < len(args):
-                return f"{flag} = {args[i + 1]!r}: {message[0].lower()}{message[1:]}"
+                return f"{flag} = {args[i + 1]!r}: {allowed}"
     return None
 
 

@@ -129,34 +129,32 @@ def _moe_table(moe: dict):
 
 def _weak_scaling(d: dict, console) -> None:
     """The weak-scaling series: published vs teton's step-time ratio, largest / smallest GPU count."""
-    from rich.table import Table
-
     if not d["series"]:  # a table of headers only says less than its note
         console.print(f"weak scaling: no series. {d['note']}")
         return
-    t = Table(title="weak scaling: step time at the largest / the smallest GPU count (the same work per GPU)",
-              title_justify="left", title_style="bold")
-    for col in ("series", "GPUs", "published", "teton", "difference"):
-        t.add_column(col, justify="left" if col == "series" else "right")
-    for s in d["series"]:
-        t.add_row(s["series"], " / ".join(f"{g:,}" for g in s["gpus"]), f"{s['published_ratio']:.3f}",
-                  f"{s['teton_ratio']:.3f}", f"{s['difference'] * 100:+.1f} pts")
-    console.print(t)
-    console.print(f"  note: {d['note']}")
+    _scaling_table(d, console, "weak scaling: step time at the largest / the smallest GPU count (the same work "
+                   "per GPU)")
 
 
 def _strong_scaling(d: dict, console) -> None:
     """The strong-scaling series: ideal, published and teton's step-time ratio, largest / smallest
     GPU count at the same global batch."""
+    _scaling_table(d, console, "strong scaling: step time at the largest / the smallest GPU count (the same "
+                   "global batch)", ideal=True)
+
+
+def _scaling_table(d: dict, console, title: str, ideal: bool = False) -> None:
+    """One scaling table (a row per series: GPU counts, [ideal,] published, teton, difference) and its note."""
     from rich.table import Table
 
-    t = Table(title="strong scaling: step time at the largest / the smallest GPU count (the same global batch)",
-              title_justify="left", title_style="bold")
-    for col in ("series", "GPUs", "ideal", "published", "teton", "difference"):
+    t = Table(title=title, title_justify="left", title_style="bold")
+    cols = ("series", "GPUs", *(("ideal",) if ideal else ()), "published", "teton", "difference")
+    for col in cols:
         t.add_column(col, justify="left" if col == "series" else "right")
     for s in d["series"]:
-        t.add_row(s["series"], " / ".join(f"{g:,}" for g in s["gpus"]), f"{s['ideal_ratio']:.3f}",
-                  f"{s['published_ratio']:.3f}", f"{s['teton_ratio']:.3f}", f"{s['difference'] * 100:+.1f} pts")
+        t.add_row(s["series"], " / ".join(f"{g:,}" for g in s["gpus"]),
+                  *((f"{s['ideal_ratio']:.3f}",) if ideal else ()), f"{s['published_ratio']:.3f}",
+                  f"{s['teton_ratio']:.3f}", f"{s['difference'] * 100:+.1f} pts")
     console.print(t)
     console.print(f"  note: {d['note']}")
 

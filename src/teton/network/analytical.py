@@ -24,7 +24,7 @@ steps: n - 1 (2(n - 1) for all-reduce), an all-reduce's capped at 2 ceil(log2 n)
 when latency dominates), an all-gather's or reduce-scatter's at ceil(log2 n) over one GPU per host
 (NCCL's PAT, ``software.nccl_pat``; ``teton.collectives.algorithms.auto_steps``).
 all_to_all: a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain, through
-uplinks at NIC / o_l; with k group members per host, the NIC-share of the bus bandwidth is
+uplinks at NIC / o_l; with k the group's fewest members on one host, the NIC-share of the bus bandwidth is
 (n - 1) / (max(1, max_l (n - b_l) o_l / (n - 1)) * max(1, n - k)).
 """
 
@@ -97,23 +97,26 @@ class AnalyticalCostModel:
         return 1 + (np.diff(s, axis=1) != 0).sum(axis=1)
 
     @staticmethod
-    def _fewest_per_domain(g: np.ndarray, span: int) -> np.ndarray:
-        """(rows,) the fewest members each group has in one of its domains of ``span`` GPUs."""
+    def _group_domains(g: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(group, domain, members) of every domain of ``span`` GPUs each group has members in."""
+        width = int(g.max()) // span + 1
         rows = np.repeat(np.arange(g.shape[0]), g.shape[1])
-        doms = (g // span).ravel()
-        width = int(doms.max()) + 1
-        pairs, counts = np.unique(rows * width + doms, return_counts=True)
+        pairs, counts = np.unique(rows * width + (g // span).ravel(), return_counts=True)
+        return pairs // width, pairs % width, counts
+
+    def _fewest_per_host(self, g: np.ndarray) -> np.ndarray:
+        """(rows,) k: the fewest members each group has on one of its hosts."""
+        row_of, _, counts = self._group_domains(g, self.domain_gpus)
         fewest = np.full(g.shape[0], g.shape[1])
-        np.minimum.at(fewest, pairs // width, counts)
+        np.minimum.at(fewest, row_of, counts)
         return fewest
 
     def _uplink_share(self, g: np.ndarray, k: np.ndarray, crossing: np.ndarray, layer) -> np.ndarray:
         """(rows,) each group's NIC-multiple through ``layer``'s uplinks (module docstring:
         min over its domains d of k D_d / (o E_d)); inf for a group that does not cross it."""
-        span, width = layer.span_gpus, int(g.max()) // layer.span_gpus + 1
-        rows = np.repeat(np.arange(g.shape[0]), g.shape[1])
-        pairs = np.unique(rows * width + (g // span).ravel())
-        row_of, dom_of = pairs // width, pairs % width
+        span = layer.span_gpus
+        row_of, dom_of, _ = self._group_domains(g, span)
+        width = int(dom_of.max()) + 1
         cross = crossing[row_of]
         edges = np.bincount(dom_of[cross], weights=k[row_of[cross]], minlength=width)
         gpus = np.minimum(span, self.cluster.gpus - np.arange(width) * span).clip(min=1)
@@ -148,7 +151,7 @@ class AnalyticalCostModel:
                 return "nvls", 1.0, NVLINK_STEP_LATENCY_S, False
             return "nvlink", 1.0, NVLINK_STEP_LATENCY_S, False
         one_per_host = bool((hosts == n).all())
-        k = self._fewest_per_domain(g, self.domain_gpus)
+        k = self._fewest_per_host(g)
         share = k.astype(float)
         worst_a2a = np.ones(g.shape[0])
         latency = self.nic_latency_s

@@ -28,12 +28,11 @@ MAX_RUNS = 100_000  # Monte Carlo runs (memory and time grow linearly; see ``run
 def check_runs_seed(runs: Any, seed: Any) -> None:
     """A library caller's Monte Carlo ``runs`` (1 to :data:`MAX_RUNS`) and ``seed`` (a non-negative
     integer), each None for the default (``teton.reliability.goodput``, ``teton.plan``)."""
-    for name, value, hi in (("runs", runs, MAX_RUNS), ("seed", seed, None)):
+    for name, value, lo, hi, allowed in (("runs", runs, 1, MAX_RUNS, f"an integer in 1..{MAX_RUNS:,}"),
+                                         ("seed", seed, 0, None, "a non-negative integer")):
         if value is None:
             continue
-        low = 1 if name == "runs" else 0
-        if not isinstance(value, int) or isinstance(value, bool) or value < low or (hi and value > hi):
-            allowed = f"an integer in 1..{MAX_RUNS:,}" if hi else "a non-negative integer"
+        if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
             raise SpecError(name, value, f"must be {allowed}")
 
 

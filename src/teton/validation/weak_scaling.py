@@ -33,8 +33,9 @@ NOT_WEAK = ("Megatron-LM's weak-scaling table (source E) grows the model with th
 
 
 @dataclass(frozen=True)
-class WeakScalingSeries:
-    """Rows (ids) of one configuration at the same work per GPU, by ascending GPU count."""
+class ScalingSeries:
+    """Rows (ids) of one configuration at the same work per GPU (weak) or the same global batch
+    (strong), by ascending GPU count."""
 
     label: str
     row_ids: tuple[str, ...]
@@ -52,7 +53,7 @@ def series_key(row, strong: bool = False) -> tuple | None:
             row.gbs if strong else Fraction(row.gbs, row.gpus))
 
 
-def weak_scaling_series(rows, strong: bool = False) -> list[WeakScalingSeries]:
+def weak_scaling_series(rows, strong: bool = False) -> list[ScalingSeries]:
     """The weak-scaling series among ``rows`` (training set 2's ``PublishedRow``): groups of one
     :func:`series_key` measured at two or more GPU counts; the strong-scaling ones with ``strong``."""
     groups: dict[tuple, list] = {}
@@ -67,7 +68,7 @@ def weak_scaling_series(rows, strong: bool = False) -> list[WeakScalingSeries]:
         members.sort(key=lambda m: (m.gpus, m.id))
         batch = f"{key[-1]:,} sequences per step" if strong else f"{float(key[-1]):g} sequences per GPU"
         label = f"{key[3]} {key[4]} on {key[2]} ({key[1]}), {batch}"
-        out.append(WeakScalingSeries(label, tuple(m.id for m in members), tuple(m.gpus for m in members)))
+        out.append(ScalingSeries(label, tuple(m.id for m in members), tuple(m.gpus for m in members)))
     return out
 
 
@@ -89,14 +90,19 @@ def _ratio(small, large) -> tuple[float, float]:
     return pub_l / pub_s, teton_l / teton_s
 
 
+def _rows_and_judged() -> tuple[dict, list]:
+    """Training set 2's rows by id, and those it judges."""
+    from teton.validation.training_set2 import JUDGED, published_rows, row_status
+
+    rows = {r.id: r for r in published_rows()}
+    return rows, [r for r in rows.values() if row_status(r)[0] == JUDGED]
+
+
 def weak_scaling_table() -> dict:
     """Per judged series of training set 2: GPU counts, the published and teton's step-time ratio
     largest / smallest and their difference (teton - published); with the note on what the
     bundled data hold (module docstring)."""
-    from teton.validation.training_set2 import JUDGED, published_rows, row_status
-
-    rows = {r.id: r for r in published_rows()}
-    judged = [r for r in rows.values() if row_status(r)[0] == JUDGED]
+    rows, judged = _rows_and_judged()
     out = []
     for s in weak_scaling_series(judged):
         published, predicted = _ratio(rows[s.row_ids[0]], rows[s.row_ids[-1]])
@@ -125,6 +131,7 @@ def _table4_series() -> dict:
 
 
 def _strong_row(label: str, gpus, published: float, teton: float) -> dict:
+    """One row of :func:`strong_scaling_table`."""
     return {"series": label, "gpus": list(gpus), "ideal_ratio": gpus[0] / gpus[-1], "published_ratio": published,
             "teton_ratio": teton, "difference": teton - published}
 
@@ -133,10 +140,7 @@ def strong_scaling_table() -> dict:
     """Per strong-scaling series of the training sets (module docstring): GPU counts, the ideal
     step-time ratio largest / smallest (smallest / largest count), the published and teton's, and
     their difference (teton - published), each step at its run's in-situ values."""
-    from teton.validation.training_set2 import JUDGED, published_rows, row_status
-
-    rows = {r.id: r for r in published_rows()}
-    judged = [r for r in rows.values() if row_status(r)[0] == JUDGED]
+    rows, judged = _rows_and_judged()
     out = [_table4_series()]
     for s in weak_scaling_series(judged, strong=True):
         published, predicted = _ratio(rows[s.row_ids[0]], rows[s.row_ids[-1]])
