@@ -26,9 +26,10 @@ def test_405b_topology_aware_best_and_fragmented_pays_on_tp(spec):
     assert frag["step_time_s"] > 1.05 * ta  # measurably slower
     assert frag["axis_pays"] == "tp"  # TP groups split over two hosts leave NVLink
     assert frag["delta_vs_ideal_s"]["tp_comm"] > 0.1
-    # whole hosts scattered over the pods: the analytical model balances each pod's uplinks among the
-    # job's groups evenly, so random placement costs next to nothing here (the flow model: below)
-    assert rows["random"]["slowdown"] == pytest.approx(1.0, abs=0.01)
+    # whole hosts scattered over the 1:7 pods: every pipeline boundary crosses a pod edge, and in
+    # steady state all of them send at once through the same uplinks (the flow model: below)
+    assert rows["random"]["slowdown"] > 1.05
+    assert rows["random"]["axis_pays"] == "pp"
     for r in rows.values():
         assert set(r) >= {"policy", "step_time_s", "breakdown"}
         assert sum(r["breakdown"].values()) == pytest.approx(r["step_time_s"], rel=1e-6)
@@ -47,11 +48,13 @@ def test_on_a_half_occupied_cluster_topology_aware_wins(llama3_405b_16k):
 
 @needs_simulate
 def test_random_placement_pays_ecmp_collisions_in_the_flow_model(spec):
-    """The 405B job's whole hosts scattered over the 1:7 pods: ECMP hashes the scattered flows onto
-    colliding uplinks, which only the flow model sees (+7 %, in pp and dp)."""
+    """The 405B job's whole hosts scattered over the 1:7 pods: beyond the uplinks every pipeline
+    boundary shares (both models), ECMP hashes the scattered flows onto colliding links, which only
+    the flow model sees (+26 % against the analytical model's +12 %, in pp and dp)."""
     flow = spec.model_copy(update={"network": spec.network.model_copy(update={"fidelity": "flow"})})
     rows = {r["policy"]: r for r in compare_policies(flow, policies=("topology-aware", "random"), simulate=simulate)}
-    assert rows["random"]["step_time_s"] > 1.03 * rows["topology-aware"]["step_time_s"]
+    analytical = {r["policy"]: r for r in compare_policies(spec, policies=("topology-aware", "random"), simulate=simulate)}
+    assert rows["random"]["slowdown"] > analytical["random"]["slowdown"] > 1.05
     assert rows["random"]["axis_pays"] in ("pp", "dp")
 
 

@@ -31,6 +31,9 @@ class InSituCost:
     def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float:
         return self.base.collective_time(op, groups, size_bytes) / self.factor
 
+    def concurrent_times(self, op: str, group_sets: list[np.ndarray], size_bytes: float) -> np.ndarray:
+        return self.base.concurrent_times(op, group_sets, size_bytes) / self.factor
+
     def __getattr__(self, name: str):
         return getattr(self.base, name)
 
@@ -75,15 +78,16 @@ _CLUSTER_KEYS = IdentityMemo(1024)
 
 def pp_transfer_times(placement: Placement, cost, nbytes: float, v: int) -> np.ndarray:
     """(p,) seconds to send ``nbytes`` across each pipeline boundary (the last: the interleaved
-    wrap-around, 0 for 1F1B); memoised per placement, cost model and size."""
+    wrap-around, 0 for 1F1B), every boundary sending at once as they do in the schedule's steady
+    state (the cost model's ``concurrent_times``: boundaries whose sends cross the same uplinks
+    share them); memoised per placement, cost model and size."""
 
     def times() -> np.ndarray:
         pairs = pp_boundary_pairs(placement)
+        used = pairs if v > 1 else pairs[:-1]
         out = np.zeros(len(pairs))
-        for r, pr in enumerate(pairs):
-            if r == len(pairs) - 1 and v == 1:
-                break
-            out[r] = cost.collective_time("send_recv", pr, nbytes)
+        if used:
+            out[:len(used)] = cost.concurrent_times("send_recv", used, nbytes)
         out.flags.writeable = False
         return out
 

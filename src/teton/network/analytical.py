@@ -18,6 +18,11 @@ uplinks, whose capacity D_d * NIC / o_l the E_d edges share: r <= NIC * D_d / (o
 rings times r. A domain full of groups of b_l members each (E_d = D_d / b_l * k) gives the
 classic NIC * b_l / o_l; a group alone across a pod boundary shares its uplinks with nobody
 (the groups of one collective see the fabric alone, and only they).
+A point-to-point send (``send_recv`` over pairs: a pipeline boundary, a ring attention step) loads
+one direction of each uplink: E_out(d) counts the sends leaving d, E_in(d) those entering it, and a
+send runs at NIC * min(D_s / (o_l E_out(s)), D_r / (o_l E_in(r))), at most one NIC.
+``concurrent_times``: several sets at once (a pipeline's boundaries in steady state), every set's
+groups counted in E.
 A group inside one host runs on NVLink (NVLS in-switch reduction for all-reduce where present).
 alpha: per ring step, the NIC latency plus one switch hop up and down at every layer crossed.
 steps: n - 1 (2(n - 1) for all-reduce), an all-reduce's capped at 2 ceil(log2 n) (NCCL's trees
@@ -150,11 +155,20 @@ class AnalyticalCostModel:
             if op == "all_reduce" and self.nvls and n > 2:
                 return "nvls", 1.0, NVLINK_STEP_LATENCY_S, False
             return "nvlink", 1.0, NVLINK_STEP_LATENCY_S, False
-        one_per_host = bool((hosts == n).all())
+        share, latency = self._row_shares(op, g)
+        return "net", float(share.min()), latency, bool((hosts == n).all())
+
+    def _row_shares(self, op: str, g: np.ndarray) -> tuple[np.ndarray, float]:
+        """((rows,) each group's multiple of one NIC's bus bandwidth, every row of ``g`` running at
+        once; the per-step latency of the tiers the groups cross) -- the module docstring's
+        formulas. A point-to-point send (``send_recv`` over pairs) loads one direction of each
+        uplink: the sends leaving a domain share its way up, those entering it its way down."""
+        n = g.shape[1]
         k = self._fewest_per_host(g)
         share = k.astype(float)
         worst_a2a = np.ones(g.shape[0])
         latency = self.nic_latency_s
+        pairs = op == "send_recv" and n == 2
         for layer in self.cluster.layers:
             domains = self._distinct_per_row(g // layer.span_gpus)
             crossing = domains > 1
@@ -162,17 +176,32 @@ class AnalyticalCostModel:
                 latency += 2 * layer.turn_latency_s  # paths turn around at this tier
                 break
             members = n / domains
-            share = np.minimum(share, self._uplink_share(g, k, crossing, layer))
+            share = np.minimum(share, self._send_share(g, crossing, layer) if pairs
+                               else self._uplink_share(g, k, crossing, layer))
             worst_a2a = np.where(crossing, np.maximum(worst_a2a, (n - members) / max(1, n - 1)
                                                       * layer.oversubscription), worst_a2a)
             latency += 2 * layer.turn_latency_s
         if op == "all_to_all":
             # a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain at NIC / o_l
-            per = 1.0 / worst_a2a * (n - 1) / np.maximum(1, n - k)
-            return "net", float(per.min()), latency, one_per_host
+            return 1.0 / worst_a2a * (n - 1) / np.maximum(1, n - k), latency
         if op == "send_recv":
             share = np.minimum(1.0, share)
-        return "net", float(share.min()), latency, one_per_host
+        return share, latency
+
+    def _send_share(self, g: np.ndarray, crossing: np.ndarray, layer) -> np.ndarray:
+        """(rows,) each send's NIC-multiple through ``layer``'s uplinks, sender ``g[:, 0]`` to
+        receiver ``g[:, 1]``: min(D_s / (o E_out(s)), D_r / (o E_in(r))) over the sender's and the
+        receiver's domains, E counting the crossing sends that leave (enter) each; inf for a send
+        that does not cross the layer."""
+        span = layer.span_gpus
+        src, dst = g[:, 0] // span, g[:, 1] // span
+        width = int(max(src.max(), dst.max())) + 1
+        out_edges = np.bincount(src[crossing], minlength=width).clip(min=1)
+        in_edges = np.bincount(dst[crossing], minlength=width).clip(min=1)
+        gpus = np.minimum(span, self.cluster.gpus - np.arange(width) * span).clip(min=1)
+        o = layer.oversubscription
+        ratio = np.minimum(gpus[src] / (o * out_edges[src]), gpus[dst] / (o * in_edges[dst]))
+        return np.where(crossing, ratio, np.inf)
 
     def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float:
         """Seconds until the slowest of ``groups`` finishes ``op`` on ``size_bytes`` (nccl-tests S)."""
@@ -181,12 +210,41 @@ class AnalyticalCostModel:
         n = groups.shape[1]
         if n <= 1 or size_bytes <= 0:
             return 0.0
+        return self._time(op, n, self._path_of(op, groups), size_bytes)
+
+    def _path_of(self, op: str, groups: np.ndarray) -> tuple[str, float, float, bool]:
         key = (self._key, op, groups.shape, self._groups_hash(groups))
         hit = _PATHS.get(key)
-        if hit is None:
-            hit = _PATHS.put(key, self.path(op, groups))
-        link, factor, alpha, one_per_host = hit
+        return hit if hit is not None else _PATHS.put(key, self.path(op, groups))
+
+    def _time(self, op: str, n: int, path: tuple[str, float, float, bool], size_bytes: float) -> float:
+        link, factor, alpha, one_per_host = path
         bw = self._bus_bw(link, factor)
         # NCCL switches to (double binary) trees, or PAT, when latency dominates
         steps = auto_steps(op, n, ring_steps(op, n), one_per_host, self.pat)
         return bus_factor(op, n) * size_bytes / bw + steps * alpha
+
+    def concurrent_times(self, op: str, group_sets: list[np.ndarray], size_bytes: float) -> np.ndarray:
+        """Seconds of ``op`` on each of ``group_sets`` when all of them run at once (a pipeline's
+        boundaries, which send together in steady state): each set as :meth:`collective_time`, its
+        groups across hosts sharing the uplinks with every other set's (:meth:`_row_shares` over
+        them all)."""
+        sets = [np.atleast_2d(np.asarray(s)) for s in group_sets]
+        paths = [self._path_of(op, s) if s.shape[1] > 1 else None for s in sets]
+        net = [i for i, p in enumerate(paths) if p is not None and p[0] == "net"]
+        if len(net) > 1 and size_bytes > 0 and len({sets[i].shape[1] for i in net}) == 1:
+            stacked = np.concatenate([sets[i] for i in net])
+            key = (self._key, "concurrent", op, stacked.shape, hash(stacked.tobytes()),
+                   tuple(sets[i].shape[0] for i in net))
+            worst = _PATHS.get(key)
+            if worst is None:
+                share, _ = self._row_shares(op, stacked)
+                owner = np.repeat(np.arange(len(net)), [sets[i].shape[0] for i in net])
+                worst = np.full(len(net), np.inf)
+                np.minimum.at(worst, owner, share)
+                worst = _PATHS.put(key, tuple(worst.tolist()))
+            for j, i in enumerate(net):
+                link, factor, alpha, one = paths[i]
+                paths[i] = (link, min(factor, worst[j]), alpha, one)
+        return np.array([0.0 if p is None or size_bytes <= 0 else self._time(op, s.shape[1], p, size_bytes)
+                         for s, p in zip(sets, paths, strict=True)])

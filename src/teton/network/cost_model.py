@@ -30,6 +30,10 @@ class CostModel(Protocol):
 
     def collective_time(self, op: str, groups: np.ndarray, size_bytes: float) -> float: ...
 
+    def concurrent_times(self, op: str, group_sets: list[np.ndarray], size_bytes: float) -> np.ndarray:
+        """Seconds of ``op`` on each of ``group_sets`` when every set runs at the same time."""
+        ...
+
 
 def cost_model(cluster: ClusterSpec, fidelity: Literal["analytical", "flow"] | str = "analytical", *,
                routing: str = "e-ecmp", qps: int = 16, seed: int = 0, nvls: bool = True, pat: bool = True) -> CostModel:

@@ -135,6 +135,12 @@ class FlowCostModel:
         return self._background_phase
 
     def _solve_phase(self, phase: Phase) -> PhaseResult:
+        finish, events, crossings, alpha = self._finish_times(phase)
+        return PhaseResult(int(phase.flow_bytes.size), crossings, events, float(finish.max()), float(phase.steps * alpha))
+
+    def _finish_times(self, phase: Phase) -> tuple[np.ndarray, int, int, float]:
+        """(each of the phase's own flows' finish time s, max-min solves, flow-link crossings,
+        the slowest hop's latency s), the neighbours' traffic beside them."""
         gph = self.fabric.domain_gpus
         n_own = int(phase.flow_bytes.size)
         bg = self.neighbour_phase()
@@ -170,8 +176,7 @@ class FlowCostModel:
         finish, events = complete(hop_ptr[sub_ptr], links, self._cap_nvls if phase.nvls else self._cap,
                                   phase.flow_bytes, weight=weight)
         alpha = np.where(tier < 0, NVLINK_STEP_LATENCY_S, self.fabric.path_latency_s(tier)).max()
-        return PhaseResult(int(phase.flow_bytes.size), int(links.size), events, float(finish[:n_own].max()),
-                           float(phase.steps * alpha))
+        return finish[:n_own], events, int(links.size), float(alpha)
 
     def _solve_sharp(self, groups: np.ndarray) -> PhaseResult:
         indptr, links, weight, nbytes, top = sharp_flows(self.router, groups)
@@ -236,3 +241,29 @@ class FlowCostModel:
         if groups.shape[1] <= 1 or size_bytes <= 0:
             return 0.0
         return float(sum(p.per_byte_s * size_bytes + p.latency_s for p in self.plan(op, groups)))
+
+    def concurrent_times(self, op: str, group_sets: list[np.ndarray], size_bytes: float) -> np.ndarray:
+        """Seconds of a point-to-point ``send_recv`` on each of ``group_sets`` when all of them run
+        at once (a pipeline's boundaries, which send together in steady state): the sends of every
+        set across hosts as one phase of max-min fair flows, each set done when its last flow ends,
+        plus its own latency. Other ops, or sets inside hosts, as :meth:`collective_time` alone."""
+        sets = [np.atleast_2d(np.asarray(s, dtype=np.int64)) for s in group_sets]
+        out = np.array([self.collective_time(op, s, size_bytes) for s in sets])
+        gph = self.fabric.domain_gpus
+        net = [i for i, s in enumerate(sets) if s.shape[1] == 2 and (s[:, 0] // gph != s[:, 1] // gph).any()]
+        if op != "send_recv" or len(net) < 2 or size_bytes <= 0:
+            return out
+        stacked = np.concatenate([sets[i] for i in net])
+        key = ("concurrent", op, stacked.shape, hash(stacked.tobytes()), tuple(sets[i].shape[0] for i in net))
+        worst = self._cache.get(key)
+        if worst is None:
+            (phase,) = phases_for(op, stacked, gph, "auto", self.nvls, self.channels_per_nic, self.pat)
+            finish = self._finish_times(phase)[0]
+            owner = np.repeat(np.arange(len(net)), [sets[i].shape[0] for i in net])[phase.flow_group]
+            worst = np.zeros(len(net))
+            np.maximum.at(worst, owner, finish)
+            self._cache[key] = worst
+        for j, i in enumerate(net):
+            latency = sum(p.latency_s for p in self.plan(op, sets[i]))
+            out[i] = max(out[i], worst[j] * size_bytes + latency)
+        return out
