@@ -23,7 +23,7 @@ OTHER_LAYOUT = ["job.gpus=1024", "job.tp=2", "job.pp=16", "job.global_batch=1024
 def _fit(cli, runs, *args):
     code, out, err = cli("fit", str(runs), "--json", *args)
     assert code == 0, err
-    return json.loads(out)
+    return json.loads(out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))  # no NaN / Infinity
 
 
 def _params(d):
@@ -147,3 +147,21 @@ def test_band_arithmetic_and_uncertainty_keys():
                        ({"corr_tensor_core_in_situ": 0.5}, "corr_tensor_core_in_situ")):
         with pytest.raises(SpecError, match=f"cluster.efficiency.{field}"):
             cluster_efficiency(GPUS["h100-sxm"], bad)
+
+
+def test_runs_that_mislead_the_fit_are_named(tmp_path, cli):
+    """A run that does not fit in memory, two measurements of one configuration far apart, and a
+    mistyped time that drives a value onto its bound: each named in the fit's notes (the JSON stays
+    valid JSON, no NaN)."""
+    shutil.copy(DATA / "llama3-70b-ib.toml", tmp_path / "job.toml")
+    oom = ["job.gpus=512", "job.global_batch=512", "job.tp=1", "job.pp=1", "job.virtual_stages=1", "job.zero=0"]
+    runs = [{"name": "oom", "spec": "job.toml", "set": oom, "step_time_s": 11.8},
+            {"name": "a", "spec": "job.toml", "set": ["job.gpus=1024", "job.global_batch=1024"], "step_time_s": 11.8},
+            {"name": "b", "spec": "job.toml", "set": ["job.gpus=1024", "job.global_batch=1024"], "step_time_s": 0.01}]
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump({"runs": runs}))
+    notes = _fit(cli, tmp_path / "runs.yaml")["notes"]
+    assert any(n.startswith("run oom:") and "does not fit" in n for n in notes)
+    assert any(n.startswith("runs a, b are one configuration") for n in notes)
+    assert any("bound" in n and "mistyped" in n for n in notes)
+    clean = _fit(cli, SEPARATING)["notes"]
+    assert not any("does not fit" in n or "bound" in n or "one configuration" in n for n in clean)

@@ -136,6 +136,12 @@ def test_unsupported_layouts_are_one_line_errors():
         torch_layer_flops(_spec("mixtral-8x7b", 1).model, 4096, 1, tp=1)
     with pytest.raises(SpecError, match="attention_kernel"):
         torch_layer_flops(_spec("llama3-8b", 1).model, 8192, 1, tp=1, attention_kernel="sparse")
+    # the reference layer is one grouped-query attention + MLP layer over the whole sequence
+    for name, field in (("deepseek-v3", "model.kv_lora_rank"), ("nemotron-h-8b", "model.layer_pattern"),
+                        ("gpt-oss-120b", "model.sliding_window")):
+        dense = _spec(name, 1).model.model_copy(update={"experts": 1, "top_k": 1})
+        with pytest.raises(SpecError, match=field):
+            torch_layer_flops(dense, 8192, 1, tp=1)
 
 
 def test_cli_flops_json(example_spec, cli):

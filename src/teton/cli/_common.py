@@ -64,7 +64,8 @@ def check_figure_path(path: Path, field: str) -> None:
 
 
 def print_json(obj: Any) -> None:
-    """One JSON document on stdout (numpy scalars converted)."""
+    """One JSON document on stdout (numpy scalars converted; NaN and infinities, which JSON has
+    no numbers for, as null)."""
 
     def default(o: Any) -> Any:
         if hasattr(o, "item"):
@@ -75,7 +76,8 @@ def print_json(obj: Any) -> None:
             return o.model_dump()
         raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
-    sys.stdout.write(json.dumps(obj, default=default, indent=2) + "\n")
+    plain = json.loads(json.dumps(obj, default=default), parse_constant=lambda _: None)
+    sys.stdout.write(json.dumps(plain, indent=2, allow_nan=False) + "\n")
 
 
 def click_error_exit(err: Exception, verbs: set[str]) -> NoReturn:
@@ -165,8 +167,10 @@ def flag_for(parameter: str, flags: set[str]) -> str | None:
 def as_flags(err: SpecError, flags: set[str]) -> SpecError:
     """``err`` as the CLI says it: the parameter it names, and an override it blames, as the verb's
     flags (``workers = 0`` -> ``--workers = 0``; ``override job.tp=3`` -> ``--set job.tp=3``)."""
-    flag = flag_for(err.field, flags) if err.field and "." not in err.field else None
     where = err.where
+    in_file = bool(where) and not (where.startswith(OVERRIDE_WHERE) or f" {OVERRIDE_WHERE}" in where)
+    # an error located in a file names what the file holds, never a flag ("malformed.json:1: json = ...")
+    flag = flag_for(err.field, flags) if err.field and "." not in err.field and not in_file else None
     if where and "--set" in flags and (where.startswith(OVERRIDE_WHERE) or f" {OVERRIDE_WHERE}" in where):
         where = re.sub(rf"(^|(?<= )){OVERRIDE_WHERE}", "--set ", where)
     if flag is None and where == err.where:

@@ -21,12 +21,18 @@ def model_from_hf_config(path: str | Path) -> dict:
         top = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise SpecError("model", str(path), f"not a readable HF config.json ({err})") from None
+    if not isinstance(top, dict):
+        raise SpecError("model", str(path), f"an HF config.json holds one JSON object, not a {type(top).__name__}")
     cfg = {**top, **top["text_config"]} if isinstance(top.get("text_config"), dict) else top
+    kind = str(cfg.get("model_type", ""))
+    if kind in GEMMA_TYPES and "vocab_size" not in cfg:
+        cfg = {**cfg, "vocab_size": GEMMA3_VOCAB}  # Gemma3TextConfig's default, which its configs leave out
     required = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
     missing = [k for k in required if k not in cfg]
     if missing:
         raise SpecError("model", str(path), f"HF config lacks {', '.join(missing)}")
-    act = str(cfg.get("hidden_act", cfg.get("mlp_hidden_act", "silu"))).lower()
+    _check_types(cfg, str(path))
+    act = str(cfg.get("hidden_act", cfg.get("hidden_activation", cfg.get("mlp_hidden_act", "silu")))).lower()
     fields = dict(
         name=path.stem,
         layers=cfg["num_hidden_layers"],
@@ -36,8 +42,9 @@ def model_from_hf_config(path: str | Path) -> dict:
         kv_heads=cfg.get("num_key_value_heads"),
         head_dim=cfg.get("head_dim"),
         vocab=cfg["vocab_size"],
-        mlp="swiglu" if act in ("silu", "swish", "swiglu") else "relu2" if act in ("relu2", "squared_relu") else "gelu",
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        mlp=("swiglu" if act in ("silu", "swish", "swiglu") or kind in GEMMA_TYPES
+             else "relu2" if act in ("relu2", "squared_relu") else "gelu"),
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", kind in GEMMA_TYPES)),
         max_seq_len=cfg.get("max_position_embeddings", 8192),
         bias=bool(cfg.get("attention_bias", False)),
         qk_norm=_qk_norm(cfg),
@@ -50,6 +57,40 @@ def model_from_hf_config(path: str | Path) -> dict:
     fields.update(_window_fields(cfg, str(path)))
     fields = {k: v for k, v in fields.items() if v is not None}
     return {**fields, "name": _hf_name(top, fields)}
+
+
+# Gemma's model types: a gated MLP whatever its GELU (GeGLU: gate, up and down projections, the
+# shapes of teton's swiglu), embeddings tied unless the config says otherwise (HF's GemmaConfig,
+# Gemma2Config and Gemma3TextConfig default tie_word_embeddings to True), and local / global
+# attention layers (Gemma 2 alternates them; Gemma 3 every sliding_window_pattern-th is global)
+GEMMA_TYPES = ("gemma", "gemma2", "gemma3", "gemma3_text")
+GEMMA3_VOCAB = 262_208  # Gemma3TextConfig's vocab_size default (transformers 4.50)
+# keys read as counts or sizes: an integer each where present (a list of integers for layer lists)
+INT_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size",
+            "num_key_value_heads", "head_dim", "max_position_embeddings", "num_local_experts", "n_routed_experts",
+            "num_experts", "num_experts_per_tok", "experts_per_token", "moe_intermediate_size", "n_shared_experts",
+            "first_k_dense_replace", "interleave_moe_layer_step", "decoder_sparse_step", "n_group", "topk_group",
+            "intermediate_size_mlp", "moe_shared_expert_intermediate_size", "kv_lora_rank", "q_lora_rank",
+            "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "num_nextn_predict_layers", "mamba_num_heads",
+            "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel", "sliding_window", "sliding_window_pattern")
+INT_LIST_KEYS = ("mlp_only_layers",)
+
+
+def _check_types(cfg: dict, where: str) -> None:
+    """Every count or size the import reads is an integer (:data:`INT_KEYS`), every layer list a
+    list of them: a string or float there is a one-line error naming the key."""
+    for key in INT_KEYS:
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise SpecError("model", where, f"{key} = {value!r} in the HF config: must be a non-negative integer")
+    for key in INT_LIST_KEYS:
+        value = cfg.get(key)
+        if value is not None and (not isinstance(value, list)
+                                  or any(isinstance(v, bool) or not isinstance(v, int) for v in value)):
+            raise SpecError("model", where, f"{key} = {value!r} in the HF config: must be a list of layer numbers")
+    types = cfg.get("layer_types")
+    if types is not None and (not isinstance(types, list) or not all(isinstance(t, str) for t in types)):
+        raise SpecError("model", where, f"layer_types = {types!r} in the HF config: must be a list of layer types")
 
 
 # model types whose attention normalises each query and key head (Qwen3 and Qwen3-MoE, OLMo-2 and
@@ -154,13 +195,18 @@ def _hybrid_fields(cfg: dict, where: str) -> dict:
 
 def _window_fields(cfg: dict, where: str) -> dict:
     """A sliding window on some layers: GPT-OSS's ``layer_types`` (``sliding_attention`` /
-    ``full_attention``) must repeat with a full layer every N-th; without ``layer_types`` every
-    layer is windowed."""
+    ``full_attention``) must repeat with a full layer every N-th; without ``layer_types`` Gemma 2
+    alternates (its ``Gemma2DecoderLayer``: every other layer global) and Gemma 3 makes every
+    ``sliding_window_pattern``-th (6) global, any other model windows every layer."""
     window = cfg.get("sliding_window")
     if not window or cfg.get("use_sliding_window") is False:
         return {}
     types = cfg.get("layer_types") or []
     full = [i for i, t in enumerate(types) if t == "full_attention"]
+    kind = str(cfg.get("model_type", ""))
+    if not types and kind in GEMMA_TYPES[1:]:  # HF's Gemma 2 / 3 modelling code when the config lists no types
+        return dict(sliding_window=window, global_attention_every=2 if kind == "gemma2"
+                    else cfg.get("sliding_window_pattern") or 6)
     if not full:
         return dict(sliding_window=window)
     every = full[0] + 1

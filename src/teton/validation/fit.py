@@ -35,6 +35,7 @@ from teton.validation import bands
 from teton.validation.hierarchy import Hyper, Solution, estimate_hyper, fit, group_of
 from teton.validation.identify import IDENTIFIED, analyse, interval95, joint_covariance
 from teton.validation.predict import predict_s, run_spec  # noqa: F401 - the fit's predictions
+from teton.validation.run_checks import loose_parameter_notes, user_run_notes
 from teton.validation.runs import MeasuredRun
 from teton.validation.surrogate import (
     HeldSurrogates,
@@ -266,23 +267,11 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
                        tuple(map(float, loo)), None if loso is None else tuple(map(float, loso)), pair_loo,
                        (), surrogate_error(sur), sur, prior is not None, held_values,
                        user.identifiability if user else (), user.covariance(sol, held_values) if user else {})
-    if user is None:
-        _loose_notes(result, cells, notes)
+    notes.extend(user_run_notes(result) if user is not None else loose_parameter_notes(result, cells))
     if result.surrogate_miss > 0.01:
         notes.append(f"the fit's surrogate misses a run's simulated step by up to {result.surrogate_miss * 100:.1f} % "
                      "on its grid; the reported predictions are exact simulations")
     return replace(result, notes=tuple(dict.fromkeys(notes)))
-
-
-def _loose_notes(result: FitResult, cells, notes: list[str]) -> None:
-    loose: dict[str, list[str]] = {}
-    for p in result.parameter_rows():
-        if not p["identified"]:
-            loose.setdefault(p["key"], []).append(f"{p['stack']}/{p['family']}")
-    for key, where in loose.items():
-        notes.append(f"{key}: the runs do not pin it down for {len(where)} of {len(set(cells))} stack/GPU cells "
-                     f"({', '.join(where)}): there it stays near the across-stack prior (posterior sd over "
-                     f"{IDENTIFIED:g} x the prior's spread)")
 
 
 class _UserFit:

@@ -88,6 +88,15 @@ def require_torch():
 def _check_shards(model: ModelSpec, seq_len: int, micro_batch: int, tp: int, cp: int) -> None:
     if model.experts > 1:
         raise SpecError("model.experts", model.experts, "the PyTorch reference layer is dense (experts = 1)")
+    if model.mla:
+        raise SpecError("model.kv_lora_rank", model.kv_lora_rank, "the PyTorch reference layer has grouped-query "
+                        "attention, not multi-head latent attention (kv_lora_rank unset)")
+    if model.layer_pattern is not None:
+        raise SpecError("model.layer_pattern", model.layer_pattern, "the PyTorch reference layer is one attention + "
+                        "MLP layer, not a hybrid pattern (layer_pattern unset)")
+    if model.sliding_window and model.sliding_window < seq_len:
+        raise SpecError("model.sliding_window", model.sliding_window, "the PyTorch reference layer attends to the "
+                        f"whole sequence: no window shorter than job.seq_len ({seq_len})")
     for name, value in (("job.tp", tp), ("job.cp", cp), ("job.seq_len", seq_len), ("job.micro_batch", micro_batch)):
         if value < 1:
             raise SpecError(name, value, "must be >= 1")
