@@ -8,12 +8,26 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from teton.engine.result import StepResult
 from teton.errors import SpecError
-from teton.spec import Spec, load_spec
 from teton.version import __version__
+
+if TYPE_CHECKING:
+    from teton.engine.result import StepResult
+    from teton.spec import Spec
+
+_LAZY = {"Spec": "teton.spec", "load_spec": "teton.spec", "StepResult": "teton.engine.result"}
+
+
+def __getattr__(name: str) -> Any:
+    """The spec and result types load on first use, so that ``import teton`` (and the ``teton``
+    command's first moment) stays light."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'teton' has no attribute {name!r}")
 
 
 def simulate(spec: Spec | str | Path | dict[str, Any], overrides: list[str] | None = None,
@@ -24,6 +38,7 @@ def simulate(spec: Spec | str | Path | dict[str, Any], overrides: list[str] | No
     :class:`teton.placement.Placement` to use instead of the spec's policy.
     """
     from teton.engine.step import simulate_step
+    from teton.spec import Spec, load_spec
 
     if not isinstance(spec, Spec):
         spec = load_spec(spec, overrides)

@@ -75,6 +75,24 @@ def test_a_spec_that_does_not_fit_names_its_largest_term(cli, tmp_path):
                      r"DOES NOT FIT \(largest term: \w+\)", out.read_text())
 
 
+def test_a_spec_that_does_not_fit_says_so_in_the_step_section_and_the_terminal(cli, tmp_path):
+    path = _spec(tmp_path, "big", TOO_BIG)
+    out = tmp_path / "r.html"
+    code, said, _ = cli("report", path, "--out", out, "--sections", "step")
+    assert code == 0 and re.search(r"; DOES NOT FIT in memory \([\d.]+ GiB short\)", said)
+    assert "It DOES NOT FIT in memory" in out.read_text(encoding="utf-8")
+
+
+def test_moe_ops_section_lists_the_expert_ops(cli, tmp_path):
+    """MoE layers are blocks of their own kind (``moe_layer``): the section shows them, not nothing."""
+    path = _spec(tmp_path, "moe", MIXTRAL)
+    out = tmp_path / "r.html"
+    assert cli("report", path, "--out", out, "--sections", "ops")[0] == 0
+    page = out.read_text(encoding="utf-8")
+    ms = float(re.search(r"A layer takes ([\d.]+) ms per micro-batch", page).group(1))
+    assert ms > 0 and "expert_up" in page
+
+
 def test_moe_layout_shows_expert_parallelism(cli, tmp_path):
     path = _spec(tmp_path, "moe", MIXTRAL)
     out = tmp_path / "r.html"

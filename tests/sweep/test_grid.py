@@ -61,6 +61,20 @@ def test_base_path_is_relative_to_the_sweep_file(tmp_path, base_spec):
     assert [p.spec["job"]["tp"] for p in points] == [2, 4] and points[0].spec["model"] == "llama3-8b"
 
 
+def test_an_edited_cluster_file_is_a_new_point(tmp_path, base_spec):
+    """A resumed sweep must not reuse rows of a cluster (or model) file edited since: the key holds
+    the named files' contents."""
+    (tmp_path / "cl.yaml").write_text("base: meta-roce-24k\ngpu: h100-sxm\n")
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"base": {**base_spec, "cluster": "cl.yaml"},
+                                                         "grid": {"job.tp": [2, 4]}}))
+    before, _ = parse_sweep(tmp_path / "sweep.yaml").points()
+    again, _ = parse_sweep(tmp_path / "sweep.yaml").points()
+    (tmp_path / "cl.yaml").write_text("base: meta-roce-24k\ngpu: h200\n")
+    after, _ = parse_sweep(tmp_path / "sweep.yaml").points()
+    assert [p.key for p in before] == [p.key for p in again]
+    assert not {p.key for p in before} & {p.key for p in after}
+
+
 @pytest.mark.parametrize("change, field", [
     ({"grid": {"job.tpp": [1]}}, "grid"),
     ({"grid": {"jobs.tp": [1]}}, "grid"),

@@ -14,6 +14,9 @@ def _row(key, **kw):
 def test_sql_types_and_values():
     assert sql_type([1, 2]) == "BIGINT" and sql_type([1, 2.5]) == "DOUBLE" and sql_type([True, None]) == "BOOLEAN"
     assert sql_type(["a", 1]) == "VARCHAR" and sql_type([None]) == "VARCHAR"
+    assert sql_type(x for x in [4, 10**23]) == "VARCHAR"  # past 64 bits: its digits, not a failed write
+    with pytest.raises(ValueError):
+        to_sql_value(10**23, "BIGINT")
     assert to_sql_value({"b": 1, "a": [2]}, "VARCHAR") == '{"a":[2],"b":1}'
     assert to_sql_value(3, "DOUBLE") == 3.0 and isinstance(to_sql_value(3, "DOUBLE"), float)
     with pytest.raises(ValueError):
@@ -70,3 +73,20 @@ def test_a_second_writer_is_refused(tmp_path):
                 "    print(e); sys.exit(2)\n")
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "another process" in proc.stdout
+
+
+def test_a_corrupt_store_is_named_corrupt_not_locked(tmp_path):
+    """A damaged file (a checksum DuckDB cannot match in some block) is one error naming it corrupt,
+    whether opening or reading finds it: not a traceback, nor 'in use by another process'
+    because the message says 'block'."""
+    path = tmp_path / "r.duckdb"
+    with ResultStore(path) as store:
+        store.write([_row(f"k{i}", note="x" * 400, step_time_s=float(i)) for i in range(4000)])
+    data = bytearray(path.read_bytes())
+    for at in range(16384, len(data) - 4096, 65536):
+        data[at:at + 2048] = b"\xab" * 2048
+    path.write_bytes(bytes(data))
+    with pytest.raises(SpecError, match="^db = .*a corrupt DuckDB file") as err:
+        with ResultStore(path) as store:
+            store.rows()
+    assert "another process" not in str(err.value)

@@ -1,120 +1,49 @@
-"""The ``teton`` command.
+"""The ``teton`` command: :func:`main`, the console entry point, and (loaded on first use) the
+typer ``app`` and its click ``command`` from :mod:`teton.cli._app`.
 
-Each verb lives in its own module of this package and exposes ``register(app)``; modules are
-discovered here, so adding a verb never edits this file.
+Importing this package is light on purpose: ``main`` sets Ctrl-C to one line and exit 130 before
+the verbs (typer, numpy, the engine) are imported, so an interrupt in the first half second of a
+command is no traceback either.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import signal
 import sys
-
-import typer
-
-from teton.errors import SpecError
-
-app = typer.Typer(
-    name="teton",
-    help="A digital twin of GenAI training clusters.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+from typing import Any
 
 
-def _version(value: bool) -> None:
-    if value:
-        from teton import __version__
-
-        print(f"teton {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="print the version and exit")) -> None:
-    """A digital twin of GenAI training clusters."""
-
-
-def _register_verbs() -> None:
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(app)
-
-
-_register_verbs()
-
-
-def _show_no_type_for_switches() -> None:
-    """typer >= 0.20 prints a Python type after every parameter, ``<bool>`` even after ``--help``
-    and ``<path>`` or ``<str>`` after ``SPEC``. A switch takes no value and an argument's name
-    (``SPEC``) says what it is, so both show none; the options' labels come from
-    :mod:`teton.cli.conventions`."""
-    from typer.core import TyperArgument, TyperOption
-
-    shown = getattr(TyperOption, "display_type_rich", None)
-    if shown is None or getattr(shown, "_teton", False):
-        return
-
-    def display_type_rich(self, ctx):
-        return None if self.is_flag else shown(self, ctx)
-
-    display_type_rich._teton = True
-    TyperOption.display_type_rich = display_type_rich
-    TyperArgument.display_type_rich = lambda self, ctx: None
-
-
-def command():
-    """The click command of ``teton``, with the conventional type label on every flag."""
-    from teton.cli import conventions
-
-    _show_no_type_for_switches()
-    cmd = typer.main.get_command(app)
-    conventions.apply(cmd)
-    return cmd
-
-
-def _invoked(cmd):
-    """The verb's click command the command line runs (None before one is named)."""
-    verb = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
-    return cmd.commands.get(verb) if verb else None
+def _interrupted_while_starting(signum, frame) -> None:
+    print("interrupted", file=sys.stderr)
+    raise SystemExit(130)
 
 
 def main() -> None:
-    """Console entry point: one-line errors with exit code 2 for bad input; Ctrl-C exits 130."""
-    from teton.cli._interrupt import exit_interrupted, ignore_further, install, is_interrupt
+    """Console entry point (:func:`teton.cli._app.main`): one-line errors with exit code 2 for
+    bad input; Ctrl-C exits 130, from the first moment."""
+    early = _swap(signal.default_int_handler, _interrupted_while_starting)
+    from teton.cli._app import main as run
 
-    install()
-    cmd = command()
+    if early:  # back to Python's own, which the command's numba-safe handler replaces (cli._interrupt)
+        _swap(_interrupted_while_starting, signal.default_int_handler)
+    run()
+
+
+def _swap(current, new) -> bool:
+    """Install ``new`` for SIGINT if ``current`` is the handler (not ``nohup``'s ignore, nor another
+    program's); False off the main thread."""
     try:
-        code = cmd.main(prog_name="teton", standalone_mode=False)
-        ignore_further()  # the work is over: a Ctrl-C from now on (exit, shutdown) changes nothing
-        if code == 130:  # typer turns a KeyboardInterrupt into this code
-            exit_interrupted()
-        if isinstance(code, int) and code:
-            sys.exit(code)
-    except SpecError as err:
-        from teton.cli._common import as_flags, verb_flags
+        if signal.getsignal(signal.SIGINT) is current:
+            signal.signal(signal.SIGINT, new)
+            return True
+    except ValueError:  # not the main thread
+        pass
+    return False
 
-        print(f"error: {as_flags(err, verb_flags(_invoked(cmd)))}", file=sys.stderr)
-        sys.exit(2)
-    except typer.Exit as err:
-        sys.exit(err.exit_code)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        exit_interrupted()
-    except Exception as err:  # click usage errors and the like
-        if is_interrupt(err):  # e.g. numba's SystemError around a KeyboardInterrupt
-            exit_interrupted()
-        from teton.cli._common import click_error_exit
 
-        click_error_exit(err, {c.name or c.callback.__name__ for c in app.registered_commands})
-    finally:  # done, failed or interrupted: a late Ctrl-C must not turn the exit into a traceback
-        ignore_further()
+def __getattr__(name: str) -> Any:
+    if name in ("app", "command"):
+        from teton.cli._app import app, command
+
+        return {"app": app, "command": command}[name]
+    raise AttributeError(f"module 'teton.cli' has no attribute {name!r}")

@@ -110,7 +110,9 @@ def step_section(ctx: Context) -> Section:
     bd = Table(("category", "seconds", "share"),
                tuple((k, f"{v:.3f}", fmt_pct(v / r.step_time_s)) for k, v in r.breakdown.items()),
                "where the step time goes")
-    return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu_bf16)} MFU.",
+    short = "" if r.fits_in_memory else (f" It DOES NOT FIT in memory ({(r.memory_per_gpu_bytes - r.usable_hbm_bytes) / GIB:.1f} "
+                                         "GiB short on the fullest GPU, see Memory): the time is of a job that cannot run.")
+    return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu_bf16)} MFU.{short}",
                    (_kv(rows, "key metrics"), bd), (("breakdown", plots.breakdown_bar(r.breakdown, r.step_time_s)),),
                    data={"step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16})
 
@@ -132,22 +134,32 @@ def memory_section(ctx: Context) -> Section:
 
 
 def ops_section(ctx: Context) -> Section:
-    """One transformer layer, one micro-batch, op by op (the rows of ``teton ops``)."""
+    """Each kind of transformer layer (``layer``; a MoE, hybrid or windowed model has several: dense
+    and MoE layers, Mamba and attention layers), one micro-batch, op by op (the rows of ``teton ops``)."""
     from teton.engine.op_table import block_totals, op_rows
 
-    rows = [r for r in op_rows(ctx.spec) if r["block"] == "layer"]
-    table = Table(("pass", "op", "kind", "shape / group", "GFLOP", "% of peak", "ms", "exposed ms"), tuple(
-        (r["pass"], r["name"], r["kind"], r["shape"], f"{r['flops'] / 1e9:,.0f}" if r["flops"] else "",
-         fmt_pct(r["fraction_of_peak"]) if r["fraction_of_peak"] else "", f"{r['time_s'] * 1e3:.3f}",
-         f"{r['exposed_s'] * 1e3:.3f}") for r in rows), "one layer, one micro-batch, one GPU")
+    rows = [r for r in op_rows(ctx.spec) if r["block"] not in ("embedding", "head")]
+    kinds = list(dict.fromkeys(r["block"] for r in rows))
+    several = len(kinds) > 1
+    table = Table((*(("layer",) if several else ()), "pass", "op", "kind", "shape / group", "GFLOP", "% of peak", "ms",
+                   "exposed ms"), tuple(
+        (*((r["block"],) if several else ()), r["pass"], r["name"], r["kind"], r["shape"],
+         f"{r['flops'] / 1e9:,.0f}" if r["flops"] else "", fmt_pct(r["fraction_of_peak"]) if r["fraction_of_peak"] else "",
+         f"{r['time_s'] * 1e3:.3f}", f"{r['exposed_s'] * 1e3:.3f}") for r in rows),
+                  "one layer of each kind, one micro-batch, one GPU")
     totals = block_totals(rows)
-    total_ms = sum(sum(c.values()) for c in totals.values()) * 1e3
-    gemm = [r for r in rows if r["kind"] == "gemm"]
-    gemm_ms = sum(r["time_s"] for r in gemm) * 1e3
-    lead = (f"A layer takes {total_ms:.2f} ms per micro-batch on one GPU (forward and backward); GEMMs "
-            f"{gemm_ms:.2f} ms at {sum(r['flops'] for r in gemm) / max(gemm_ms, 1e-12) / 1e9:,.0f} TFLOP/s on average.")
-    return Section("ops", "Ops of one layer", lead, (table,), (("ops", plots.ops_bars(rows)),),
-                   data={"layer_ms": total_ms})
+    layer_ms = {k: sum(sum(c.values()) for key, c in totals.items() if key.rsplit(".", 1)[0] == k) * 1e3
+                for k in kinds}
+    parts = []
+    for k in kinds:
+        gemm = [r for r in rows if r["block"] == k and r["kind"] == "gemm"]
+        gemm_ms = sum(r["time_s"] for r in gemm) * 1e3
+        parts.append(f"{'A ' + k.replace('_', ' ') if several else 'A layer'} takes {layer_ms[k]:.2f} ms per "
+                     f"micro-batch on one GPU (forward and backward); GEMMs {gemm_ms:.2f} ms at "
+                     f"{sum(r['flops'] for r in gemm) / max(gemm_ms, 1e-12) / 1e9:,.0f} TFLOP/s on average.")
+    bars = [{**r, "name": f"{r['block']}: {r['name']}"} for r in rows] if several else rows
+    return Section("ops", "Ops of one layer" + (" of each kind" if several else ""), " ".join(parts), (table,),
+                   (("ops", plots.ops_bars(bars)),), data={"layer_ms": layer_ms})
 
 
 def timeline_section(ctx: Context) -> Section:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from teton.errors import SpecError, closest
+from teton.memo import cached
 from teton.spec.load import SPEC_SECTIONS, read_file, set_path
 
 SWEEP_KEYS = ("base", "grid", "zip", "filter", "notes")  # notes: free text, ignored
@@ -91,12 +92,41 @@ def canonical_json(obj: Any) -> str:
 
 
 def point_key(merged_spec: dict[str, Any]) -> str:
-    """Stable key of one point: SHA-256 of teton's version, the store schema and the merged spec's
-    canonical JSON (first 32 hex digits). A new teton version re-evaluates rather than reuse rows."""
+    """Stable key of one point: SHA-256 of teton's version, the store schema, the merged spec's
+    canonical JSON and the contents of the files it names (a cluster, model or hardware file: an
+    edited file is a new point, not a stored one; first 32 hex digits). A new teton version
+    re-evaluates rather than reuse rows."""
     from teton.version import __version__
 
-    text = f"teton-{__version__}/sweep-{STORE_SCHEMA}/" + canonical_json(merged_spec)
+    files = "".join(f"{path}={_file_digest(path)};" for path in sorted(_named_files(merged_spec)))
+    text = f"teton-{__version__}/sweep-{STORE_SCHEMA}/" + canonical_json(merged_spec) + "/" + files
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
+
+
+def _named_files(value: Any) -> set[str]:
+    """The existing spec files (by suffix) a spec mapping names anywhere in it."""
+    if isinstance(value, str):
+        return {value} if value.endswith(SPEC_FILE_SUFFIXES) and os.path.isfile(value) else set()
+    if isinstance(value, dict):
+        return set().union(*(_named_files(v) for v in value.values())) if value else set()
+    if isinstance(value, list | tuple):
+        return set().union(*(_named_files(v) for v in value)) if value else set()
+    return set()
+
+
+@cached(1024)
+def _digest_of(path: str, mtime_ns: int, size: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def _file_digest(path: str) -> str:
+    """A named file's content digest (cached while its modification time and size stay)."""
+    st = os.stat(path)
+    return _digest_of(path, st.st_mtime_ns, st.st_size)
 
 
 # ---------------------------------------------------------------- filter expressions
@@ -229,7 +259,7 @@ class FilterExpr:
 def _absolutise(value: Any, base_dir: Path) -> Any:
     """Relative file paths in a base spec's cluster / model become absolute (resolved once, here)."""
     if isinstance(value, str):
-        if value.endswith((".json", ".yaml", ".yml", ".toml")) and os.path.exists(base_dir / value):
+        if value.endswith(SPEC_FILE_SUFFIXES) and os.path.exists(base_dir / value):
             return str((base_dir / value).resolve())
         return value
     if isinstance(value, dict) and "base" in value:

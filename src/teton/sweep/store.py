@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 from collections.abc import Iterable, Sequence
@@ -40,13 +41,19 @@ _NATIVE = {"VARCHAR": {str, type(None)}, "DOUBLE": {float, type(None)}, "BIGINT"
            "BOOLEAN": {bool, type(None)}}
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
 def sql_type(values: Iterable[Any]) -> str:
     """The DuckDB type that holds every value: BOOLEAN, BIGINT, DOUBLE, else VARCHAR."""
+    values = list(values)
     kinds = {type(v) for v in values if v is not None}
     if not kinds:
         return "VARCHAR"
     if kinds == {bool}:
         return "BOOLEAN"
+    if kinds & {int} and any(isinstance(v, int) and not INT64_MIN <= v <= INT64_MAX for v in values):
+        return "VARCHAR"  # an integer past 64 bits (a point that is invalid anyway) is kept as its digits
     if kinds == {int}:
         return "BIGINT"
     if kinds <= {int, float}:
@@ -65,7 +72,7 @@ def to_sql_value(value: Any, typ: str) -> Any:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     if typ == "DOUBLE" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if typ == "BIGINT" and isinstance(value, int) and not isinstance(value, bool):
+    if typ == "BIGINT" and isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX:
         return int(value)
     if typ == "BOOLEAN" and isinstance(value, bool):
         return value
@@ -92,6 +99,12 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _corrupt(message: str) -> bool:
+    """Whether a DuckDB error says its file is damaged (a checksum or block it cannot read)."""
+    low = message.lower()
+    return "corrupt" in low or "checksum" in low
+
+
 class ResultStore:
     """A DuckDB results file. Open it, ``write`` batches, read rows back; ``close`` when done."""
 
@@ -110,7 +123,10 @@ class ResultStore:
                 + ", ".join(f"{_quote(n)} {t}" for n, t in FIXED_COLUMNS + METRIC_COLUMNS) + ")")
         except duckdb.Error as err:
             msg = str(err).splitlines()[0]
-            if "lock" in msg.lower():
+            if _corrupt(msg):
+                raise SpecError("db", str(path), f"a corrupt DuckDB file ({msg}); move it aside or use another "
+                                "store file") from None
+            if re.search(r"\block\b", msg.lower()):  # "Could not set lock", not a damaged "block"
                 why = "in use by another process (one DuckDB writer at a time)"
             elif "not a valid duckdb" in msg.lower() or "database file" in msg.lower():
                 why = f"not a DuckDB results file ({msg})"
@@ -137,6 +153,11 @@ class ResultStore:
         except (duckdb.InterruptException, RuntimeError) as err:
             if isinstance(err, duckdb.InterruptException) or "interrupted" in str(err).lower():
                 raise KeyboardInterrupt from None
+            raise
+        except duckdb.Error as err:
+            if _corrupt(str(err)):
+                raise SpecError("db", str(self.path), f"a corrupt DuckDB file ({str(err).splitlines()[0]}); move it "
+                                "aside or use another store file") from None
             raise
 
     def _read_columns(self) -> dict[str, str]:
