@@ -5,6 +5,7 @@ import json
 
 import pytest
 import yaml
+from cli_checks import one_line_error
 
 import teton
 
@@ -144,3 +145,13 @@ def test_a_profile_override_is_no_measured_row(tmp_path, cli):
     code, out, err = cli("calibrate", str(_calibration(tmp_path, {"profile": "burst", "gemm_bf16": 0.7})), "--json")
     assert code == 0, err
     assert [r["key"] for r in json.loads(out)["rows"]] == ["gemm_bf16"]
+
+
+def test_a_calibration_of_another_gpu_family_is_refused(cli, tmp_path):
+    """Fractions of an A100's peaks do not calibrate an H100 cluster (the default one)."""
+    path = tmp_path / "a100.json"
+    path.write_text(json.dumps({"device": "NVIDIA A100-SXM4-80GB", "efficiency_overrides": {"gemm_bf16": 0.7}}))
+    code, _, err = cli("calibrate", str(path))
+    assert "A100" in one_line_error(code, err, "--cluster")
+    code, out, _ = cli("calibrate", str(path), "--cluster", "dgx-a100-superpod", "--json")
+    assert code == 0 and json.loads(out)["cluster"]["efficiency"]["gemm_bf16"] == 0.7

@@ -17,6 +17,10 @@ def test_compare_overrides_against_the_same_spec(cli, example_spec):
     assert d["change"]["step_time_s"] == pytest.approx(b.step_time_s / a.step_time_s - 1)
     assert d["breakdown_delta_s"]["compute"] == pytest.approx(b.breakdown["compute"] - a.breakdown["compute"])
     assert d["breakdown_delta_s"]["tp_comm"] == pytest.approx(0.0)  # fp8 leaves TP communication alone
+    # a share (MFU) changes by percentage points, printed so: not the relative change beside it
+    assert d["change_points"]["mfu_bf16"] == pytest.approx(100 * (b.mfu_bf16 - a.mfu_bf16))
+    code, table, _ = cli("compare", example_spec, "--b", "job.precision=fp8")
+    assert f"{d['change_points']['mfu_bf16']:+.1f} pts" in table
 
 
 def test_compare_two_files_table_and_errors(cli, example_spec):

@@ -16,7 +16,13 @@ import typer
 
 from teton.cli._common import JsonFlag, print_json
 from teton.errors import SpecError
-from teton.validation.calibration import calibrated_cluster, layer_comparison, override_rows, read_calibration
+from teton.validation.calibration import (
+    calibrated_cluster,
+    check_device,
+    layer_comparison,
+    override_rows,
+    read_calibration,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -40,6 +46,7 @@ def register(app: typer.Typer) -> None:
         overrides, provenance = dict(read.efficiency_overrides), read.provenance
         spec = calibrated_cluster(cluster, overrides)
         gpu = ClusterSpec(**CLUSTER_PRESETS[cluster]).gpu_spec
+        check_device(provenance, cluster, gpu)
         rows = override_rows(gpu, overrides)
         layer = None if read.layer is None else read.layer.model_dump()
         layer_row = None if layer is None else layer_comparison(layer, provenance, gpu.name, overrides)

@@ -29,7 +29,9 @@ OWN_PEAK = ("mfu", "hfu")  # against the job's precision peak: a table row only 
 
 def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, set_b: list[str] | None,
                   set_both: list[str] | None = None) -> dict:
-    """Both variants' results and B's change against A: metrics, breakdown and memory terms.
+    """Both variants' results and B's change against A: each metric's relative change
+    (``change``; memory per GPU among them), the shares' (MFU, HFU, ETTR) in percentage points
+    too (``change_points``), and each breakdown category's seconds (``breakdown_delta_s``).
     ``set_both`` applies to both variants, before each one's own ``set_a`` / ``set_b``."""
     from teton.engine.step import simulate_step
     from teton.errors import SpecError
@@ -56,6 +58,7 @@ def compare_specs(spec_a: Path, spec_b: Path | None, set_a: list[str] | None, se
     a, b = out["a"], out["b"]
     keys = [k for k in (*METRICS, "checkpoint_save_s", "ettr", "time_to_train_days", "cost_usd") if k in a and k in b]
     out["change"] = {k: _rel(a[k], b[k]) for k in keys}
+    out["change_points"] = {k: 100 * (b[k] - a[k]) for k in keys if k in SHARES}
     out["breakdown_delta_s"] = {k: b["breakdown"].get(k, 0.0) - a["breakdown"].get(k, 0.0)
                                 for k in dict.fromkeys([*a["breakdown"], *b["breakdown"]])}
     return out
@@ -69,6 +72,9 @@ def _variant_where(where: str | None, name: str, both: list[str]) -> str:
         parts = where.split(OVERRIDE_WHERE)
         at = parts[0] + "".join(("--set " if p.strip() in both else f"--{name} ") + p for p in parts[1:])
     return f"variant {name.upper()}" + (f" ({at.strip()})" if at else "")
+
+
+SHARES = ("mfu_bf16", "mfu", "hfu_bf16", "hfu", "ettr")  # fractions: compared in percentage points
 
 
 def _pct(v: float) -> str:
@@ -125,6 +131,9 @@ def register(app: typer.Typer) -> None:
             if k in OWN_PEAK and not own_peak:
                 continue
             label, f = fmt[k]
+            if k in SHARES:  # a share's change in percentage points, not relative
+                t.add_row(label, f(a[k]), f(b[k]), f"{d['change_points'][k]:+.1f} pts")
+                continue
             t.add_row(label, f(a[k]), f(b[k]), "-" if change is None else f"{change * 100:+.1f} %")
         t.add_row("headroom / GPU", f"{a['headroom_bytes'] / GIB:.1f} GiB", f"{b['headroom_bytes'] / GIB:.1f} GiB",
                   f"{(b['headroom_bytes'] - a['headroom_bytes']) / GIB:+.1f} GiB")

@@ -32,7 +32,7 @@ def _print_tables(out: dict) -> None:
         ("MTBI (unexpected)", none if out["mtbi_h"] is None else f"{out['mtbi_h']:.2f} h"),
         ("ETTR mean (p5/p50/p95)", f"{out['ettr']:.2%} ({e['p5']:.2%} / {e['p50']:.2%} / {e['p95']:.2%})"),
         ("goodput", f"{out['goodput']:.2%}"),
-        ("checkpoint interval (used)", f"{out['checkpoint_interval_s']:.0f} s, {out['checkpoint_interval_source']}"),
+        ("checkpoint interval (used)", _interval(out["checkpoint_interval_s"]) + f", {out['checkpoint_interval_source']}"),
         *_interval_rows(out["interval_recommendation"]),
         ("Young / Daly interval", none if out["young_interval_s"] is None else
          f"{out['young_interval_s']:.0f} s / {out['young_daly_interval_s']:.0f} s"),
@@ -65,12 +65,21 @@ def _print_tables(out: dict) -> None:
         con.print(f"  - {a}")
 
 
+def _interval(seconds: float) -> str:
+    """An interval in seconds; ``never`` for the one without unexpected interruptions (no
+    checkpoint is needed to survive them)."""
+    from teton.reliability.recommend import NO_FAILURES_INTERVAL_S
+
+    return "never (no unexpected interruptions)" if seconds >= NO_FAILURES_INTERVAL_S else f"{seconds:.0f} s"
+
+
 def _interval_rows(rec: dict) -> list[tuple[str, str]]:
     """The recommendation's rows: the practical interval, the flat region, the optimum, the storage."""
     lo, hi = rec["flat_region_s"]
-    rows = [("practical interval (recommended)", f"{rec['practical_interval_s']:.0f} s, ETTR {rec['practical_ettr']:.2%}"),
-            (f"flat region (within {rec['ettr_tolerance_pp']:g} pp of the best)", f"{lo:.0f} - {hi:.0f} s ({rec['method']})"),
-            ("optimum", f"{rec['optimal_interval_s']:.0f} s (ETTR {rec['optimal_ettr']:.2%})"),
+    rows = [("practical interval (recommended)", f"{_interval(rec['practical_interval_s'])}, ETTR {rec['practical_ettr']:.2%}"),
+            (f"flat region (within {rec['ettr_tolerance_pp']:g} pp of the best)",
+             f"{lo:.0f} s - {_interval(hi)} ({rec['method']})"),
+            ("optimum", f"{_interval(rec['optimal_interval_s'])} (ETTR {rec['optimal_ettr']:.2%})"),
             ("shortest interval offered", f"{rec['min_interval_s']:.0f} s ({rec['min_interval_bound']})")]
     if rec["storage_available_write_bytes_s"] is not None:
         rows.append(("checkpoint writes at the practical interval",

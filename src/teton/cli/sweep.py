@@ -70,7 +70,10 @@ def register(app: typer.Typer) -> None:
         with ResultStore(out) as store:
             summary = _run(spec, store, out, executor, workers, batch)
             point_cols = list(spec.keys)
-            run_cols = [c for c in RUN_COLUMNS if c in store.columns]  # points that modelled a whole run
+            # points that modelled a whole run: columns this sweep's rows fill (the store may hold another sweep's)
+            stored = [c for c in RUN_COLUMNS if c in store.columns]
+            filled = store.rows(columns=stored) if stored else []
+            run_cols = [c for c in stored if any(r[c] is not None for r in filled)]
             metric_cols = [*METRIC_COLUMNS, *run_cols]
             best = store.rows(order="best", limit=top, only_ok=True, columns=["key", *point_cols, *metric_cols])
             errors = [r for r in store.rows(columns=["key", "status", "error", *point_cols]) if r["status"] != "ok"]

@@ -27,6 +27,12 @@ def _value(v: Any) -> str:
     return f"{v:g}" if isinstance(v, float) else str(v)
 
 
+def _value_order(v) -> tuple:
+    """Numbers in ascending order, then everything else by its text (a key's boxes in value order)."""
+    number = isinstance(v, int | float) and not isinstance(v, bool)
+    return (0, v, "") if number else (1, 0, str(v))
+
+
 def sweep_sections(rows: Sequence[dict[str, Any]], keys: Sequence[str], top: int = 20) -> list[Section]:
     """Sections of the page for a sweep's stored rows (``keys``: the swept spec paths); the charts and
     the table use the ``ok`` rows, the lead counts every status."""
@@ -52,7 +58,7 @@ def sweep_sections(rows: Sequence[dict[str, Any]], keys: Sequence[str], top: int
 
     figures = []
     for key in keys:
-        values = list(dict.fromkeys(r[key] for r in fitting))
+        values = sorted(dict.fromkeys(r[key] for r in fitting), key=_value_order)
         if len(values) < 2:
             continue
         fig = go.Figure()

@@ -152,7 +152,10 @@ def _nemotron_h_moe(cfg: dict, where: str, expert: int | None) -> dict:
     width = cfg.get("moe_shared_expert_intermediate_size")
     if not width:
         return {}
-    if not expert or width % expert:
+    if not expert:
+        raise SpecError("model", where, f"moe_shared_expert_intermediate_size {width} without moe_intermediate_size: "
+                        "teton counts shared experts in routed experts' widths")
+    if width % expert:
         raise SpecError("model", where, f"moe_shared_expert_intermediate_size {width} is not a multiple of "
                         f"moe_intermediate_size ({expert}): teton counts shared experts whole")
     return {"shared_experts": width // expert}

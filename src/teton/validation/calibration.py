@@ -154,9 +154,24 @@ def predicted_layer_s(layer: dict, gpu_name: str, efficiency: dict[str, float] |
 
 
 def device_gpu(provenance: dict, default: str) -> str:
-    """The catalog GPU a calibration ran on, from the device name torch reported."""
-    name = str(provenance.get("device", "")).upper()
-    return "h200" if "H200" in name else "h100-sxm" if "H100" in name else default
+    """The catalog GPU a calibration ran on, from the device name torch reported
+    (:func:`teton.validation.trace_classes.catalog_gpu_name`), else ``default``."""
+    from teton.validation.trace_classes import catalog_gpu_name
+
+    device = provenance.get("device")
+    return (catalog_gpu_name(device) if isinstance(device, str) else None) or default
+
+
+def check_device(provenance: dict, cluster: str, gpu) -> None:
+    """Fractions of peak measured on one GPU family calibrate a cluster of that family: a device
+    the catalog knows whose family is not the cluster GPU's is a one-line error."""
+    from teton.hardware.efficiency import family_of
+    from teton.hardware.gpus import GPUS
+
+    on = device_gpu(provenance, gpu.name)
+    if on in GPUS and family_of(GPUS[on]) != family_of(gpu):
+        raise SpecError("cluster", cluster, f"its GPU is {gpu.name} ({family_of(gpu)}), but the calibration ran on "
+                        f"{provenance['device']} ({on}, {family_of(GPUS[on])}): calibrate a cluster of that GPU")
 
 
 def layer_comparison(layer: dict, provenance: dict, default_gpu: str, overrides: dict[str, float]) -> dict:

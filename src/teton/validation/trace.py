@@ -47,7 +47,8 @@ def trace_gpu(trace: KinetoTrace, gpu_name: str | None = None) -> GPU:
         return GPUS[key]
     props = [p for p in trace.device_properties if p.get("id") == trace.device] or list(trace.device_properties)
     if not props or not isinstance(props[0].get("name"), str):
-        raise SpecError("trace.deviceProperties", None, f"missing: pass the GPU (one of {', '.join(GPUS)})")
+        raise SpecError("gpu", None, f"the trace names no GPU (no deviceProperties): give its GPU, one of "
+                        f"{', '.join(GPUS)}")
     mem = props[0].get("totalGlobalMem")  # a hint (A100 40 / 80 GB): left out unless a number
     key = tc.catalog_gpu_name(props[0]["name"], mem if type(mem) in (int, float) else None)
     if key is None:
