@@ -40,6 +40,21 @@ def test_the_mi300x_example_runs_on_its_own_gpu_with_the_nearest_family_and_a_no
     assert r.fits_in_memory and 0 < r.mfu < 1 and r.hbm_bytes == 192e9
     note = next(n for n in r.notes if "mi300x is not a catalog GPU" in n)
     assert "hopper family's" in note and "assumed" in note and "nccl_nvls" not in note  # no NVLS on a mesh
+    assert "interpolated by distance" in note  # its in-situ prior: every family's, by distance
+
+
+def test_a_custom_gpus_in_situ_prior_moves_smoothly_across_a_family_boundary():
+    """Without a declared family, the in-situ values are the families' interpolated by distance:
+    1 % more HBM bandwidth moves the step by well under 1 % where the nearest family changes
+    (it jumped 19 % when the nearest family's values were taken whole), and a GPU on a catalog
+    GPU's figures gets that family's values."""
+    from teton.hardware.in_situ import gpu_in_situ_values, in_situ_values
+
+    steps = [teton.simulate(MI300X, [f"cluster.host.gpu.hbm_bw_bytes_s={hb}e12"]).step_time_s
+             for hb in (7.7, 7.8, 7.9, 8.0)]
+    assert max(abs(b / a - 1) for a, b in zip(steps, steps[1:])) < 0.01
+    b200_like = GPUS["b200"].model_copy(update={"name": "not-b200"})
+    assert gpu_in_situ_values(b200_like) == in_situ_values("blackwell")[0]
 
 
 def test_the_mi300x_example_runs_from_the_cli(cli):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from teton.hardware.gpus import FAMILIES, GPU, gpu_family, is_catalog
 from teton.hardware.in_situ import PARAMETERS as IN_SITU_PARAMETERS
-from teton.hardware.in_situ import UNKNOWN_STACK, fitted_catalog, in_situ_values
+from teton.hardware.in_situ import UNKNOWN_STACK, fitted_catalog, gpu_in_situ_values, in_situ_values
 from teton.hardware.in_situ import band as catalog_band
 from teton.memo import ValueMemo, cached
 
@@ -375,14 +375,18 @@ def assumed_note(gpu: GPU, overrides: dict | None, mode: str) -> str | None:
     o = overrides or {}
     keys = [k for k in MICROBENCHMARK_KEYS if k not in o and (gpu.nvls or k != "nccl_nvls")
             and (not k.startswith("gemm_") or k.removeprefix("gemm_") in gpu.peak_tflops)]
+    blended = mode == "in_situ" and nearest is not None  # teton.hardware.in_situ.gpu_in_situ_values
     taken = ([f"microbenchmark efficiencies ({', '.join(keys)})"] if keys else []) + \
-        (["in-situ prior"] if mode == "in_situ" else [])
-    if not taken:
+        (["in-situ prior"] if mode == "in_situ" and not blended else [])
+    if not taken and not blended:
         return None
     how = f"nearest catalog GPU {nearest}" if nearest else "declared family"
-    return (f"{gpu.name} is not a catalog GPU: its {' and '.join(taken)} are the {family} family's ({how}), "
-            f"assumed, not measured; set cluster.efficiency from your own microbenchmarks and calibrate with "
-            f"teton fit on your runs")
+    said = [f"its {' and '.join(taken)} are the {family} family's ({how})"] if taken else []
+    if blended:
+        said.append("its in-situ prior is the catalog families' interpolated by distance in bf16 peak and HBM "
+                    f"bandwidth (nearest: {family})")
+    return (f"{gpu.name} is not a catalog GPU: {'; '.join(said)}, assumed, not measured; set cluster.efficiency "
+            f"from your own microbenchmarks and calibrate with teton fit on your runs")
 
 
 def _mode(gpu: GPU, overrides: dict | None, stack: str) -> tuple[str, str | None]:
@@ -426,7 +430,7 @@ def cluster_efficiency(gpu: GPU, overrides: dict[str, float | str] | None = None
     if hit is None:
         eff = efficiency_for(gpu)
         if profile_of(overrides) == "in_situ":
-            eff = with_overrides(eff, in_situ_values(family_of(gpu), stack)[0])
+            eff = with_overrides(eff, gpu_in_situ_values(gpu, stack))
         hit = _CLUSTER_EFFICIENCY.put(key, with_overrides(eff, overrides))
     return hit
 

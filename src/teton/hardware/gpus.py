@@ -160,18 +160,27 @@ GPUS: dict[str, GPU] = {g.name: g for g in (
 
 def gpu_family(gpu: GPU) -> tuple[str, str | None]:
     """(family, the catalog GPU it was taken from): the GPU's declared ``family`` (None), else the
-    family of the catalog GPU nearest to it: the smallest |ln(bf16 peak ratio)| + |ln(HBM
-    bandwidth ratio)|, the two figures that set a step's compute and memory-bound time (ties: the
-    catalog's order)."""
+    family of the catalog GPU nearest to it (:func:`catalog_distance`; ties: the catalog's order)."""
     if gpu.family is not None:
         return gpu.family, None
-
-    def distance(other: GPU) -> float:
-        return (abs(math.log(gpu.peak_tflops["bf16"] / other.peak_tflops["bf16"]))
-                + abs(math.log(gpu.hbm_bw_bytes_s / other.hbm_bw_bytes_s)))
-
-    nearest = min(GPUS.values(), key=distance)
+    nearest = min(GPUS.values(), key=lambda other: catalog_distance(gpu, other))
     return str(nearest.family), nearest.name
+
+
+def catalog_distance(gpu: GPU, other: GPU) -> float:
+    """|ln(bf16 peak ratio)| + |ln(HBM bandwidth ratio)|: how far apart two GPUs are in the two
+    figures that set a step's compute and memory-bound time."""
+    return (abs(math.log(gpu.peak_tflops["bf16"] / other.peak_tflops["bf16"]))
+            + abs(math.log(gpu.hbm_bw_bytes_s / other.hbm_bw_bytes_s)))
+
+
+def family_distances(gpu: GPU) -> dict[str, float]:
+    """Each catalog family's distance to ``gpu``: its nearest member's (:func:`catalog_distance`)."""
+    out: dict[str, float] = {}
+    for other in GPUS.values():
+        d = catalog_distance(gpu, other)
+        out[str(other.family)] = min(d, out.get(str(other.family), math.inf))
+    return out
 
 
 def is_catalog(gpu: GPU) -> bool:

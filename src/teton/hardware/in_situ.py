@@ -130,6 +130,29 @@ def in_situ_values(family: str, stack: str = UNKNOWN_STACK) -> tuple[dict[str, f
     return values, "borrowed" if lender else "prior"
 
 
+def gpu_in_situ_values(gpu, stack: str = UNKNOWN_STACK) -> dict[str, float]:
+    """The in-situ values of a job of ``stack`` on ``gpu``: its family's
+    (:func:`teton.hardware.in_situ.in_situ_values`) for a catalog GPU or one that declares its
+    family; else every catalog family's, weighted by the inverse square of its distance to the GPU
+    (Shepard's interpolation over ``teton.hardware.gpus.catalog_distance``: a GPU on a catalog
+    GPU's figures gets that family's values, and the values move continuously in between, where
+    the nearest family's alone jumped by up to 20 % of the step at a boundary)."""
+    from teton.hardware.gpus import family_distances, gpu_family, is_catalog
+
+    family = gpu_family(gpu)[0]
+    if gpu.family is not None or is_catalog(gpu):
+        return in_situ_values(family, stack)[0]
+    distances = family_distances(gpu)
+    exact = [f for f, d in distances.items() if d == 0.0]
+    if exact:
+        return in_situ_values(exact[0], stack)[0]
+    weights = {f: d ** -2 for f, d in distances.items()}
+    tables = {f: in_situ_values(f, stack)[0] for f in weights}
+    nearest = tables[family]
+    total = sum(weights.values())
+    return {k: sum(w * tables[f].get(k, v) for f, w in weights.items()) / total for k, v in nearest.items()}
+
+
 def fitted_values(family: str, stack: str = UNKNOWN_STACK) -> dict[str, float]:
     """The in-situ values for ``stack`` on ``family`` (:func:`in_situ_values`)."""
     return in_situ_values(family, stack)[0]
