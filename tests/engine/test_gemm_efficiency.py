@@ -47,6 +47,21 @@ def test_the_mxfp8_factor_slows_block_scaled_gemms_only():
     assert mx_half.breakdown["compute"] > 1.3 * mx.breakdown["compute"]
 
 
+def test_a_memory_bound_fp8_gemm_reads_its_inputs_quantised():
+    """A GEMM on the fp8 tensor cores reads one-byte inputs (per-tensor scaling), MXFP8 adds its
+    scales, NVFP4 reads half a byte and its scales; the output stays bf16. A skinny (memory-bound)
+    GEMM is that much faster; a bf16 job's is not."""
+    gpu = GPUS["b200"]
+    fwd = gemm_ops("expert_up", 64, 16384, 5120)[0]  # 64 tokens through a 16384 x 5120 weight
+    inputs, output = 64 * 5120 + 5120 * 16384, 64 * 16384
+    for recipe, per_element in (("current", 1.0), ("mxfp8", 1 + 1 / 32), ("nvfp4", 0.5 + 1 / 16)):
+        model = ComputeModel.for_gpu(gpu, "fp8", fp8_recipe=recipe)
+        assert model.moved_bytes(fwd) == pytest.approx(per_element * inputs + 2 * output)
+    bf16, fp8 = ComputeModel.for_gpu(gpu, "bf16"), ComputeModel.for_gpu(gpu, "fp8", fp8_recipe="current")
+    assert bf16.moved_bytes(fwd) == fwd.bytes
+    assert fp8.gemm_s(fwd) < 0.6 * bf16.gemm_s(fwd)
+
+
 # DeepGEMM's README (deepseek-ai/DeepGEMM, PyPI sdist deep_gemm 1.0.0): H800 fp8 GEMMs, TFLOPS
 # (m, n, k, groups, measured); normal GEMMs at M = 4096 and the contiguous-layout grouped GEMMs
 DEEPGEMM_H800_FP8 = [(4096, 2112, 7168, 1, 1058), (4096, 24576, 1536, 1, 990), (4096, 32768, 512, 1, 590),

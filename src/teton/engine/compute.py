@@ -81,7 +81,18 @@ class ComputeModel:
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.op_precision(op)
-        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, op.bytes, op.groups) + self.epilogue_s(op)
+        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, self.moved_bytes(op), op.groups) \
+            + self.epilogue_s(op)
+
+    def gemm_bytes(self, op: ComputeOp, prec: str) -> float:
+        """HBM bytes of a GEMM at ``prec``: its two inputs (``groups x (m k + k n)`` elements) in the
+        recipe's quantised form (``Fp8Recipe.saved_bytes`` per element, scales included: 1 for a
+        per-tensor fp8 operand, 1 + 1/32 MXFP8, 1/2 + 1/16 NVFP4) where it runs on the low-precision
+        tensor cores; the output as the op counts it (bf16, or the accumulated fp32 gradient)."""
+        if prec == "bf16":
+            return op.bytes
+        inputs = op.groups * (op.m * op.k + op.k * op.n)
+        return op.bytes - (ACT_BYTES - FP8_RECIPES[self.fp8_recipe].saved_bytes) * inputs
 
     def gemm_roofline_s(self, prec: str, m: int, n: int, k: int, flops: float, nbytes: float,
                         groups: int = 1) -> float:
@@ -136,7 +147,10 @@ class ComputeModel:
 
     def moved_bytes(self, op: ComputeOp) -> float:
         """The HBM bytes ``op`` moves on this GPU: without a cast's transposed fp8 copy where the
-        GPU's fp8 GEMMs take any layout (``GPU.fp8_any_layout``; ``ComputeOp.tn_only_bytes``)."""
+        GPU's fp8 GEMMs take any layout (``GPU.fp8_any_layout``; ``ComputeOp.tn_only_bytes``); a
+        GEMM's inputs in its precision's quantised form (:meth:`gemm_bytes`)."""
+        if op.kind == "gemm":
+            return self.gemm_bytes(op, self.op_precision(op))
         return op.bytes - op.tn_only_bytes if self.gpu.fp8_any_layout else op.bytes
 
     def memory_s(self, op: ComputeOp) -> float:
