@@ -61,3 +61,14 @@ def test_malformed_json_is_named_as_the_file_not_a_flag(tmp_path, cli):
     code, _, err = cli("run", str(spec), "--json")
     line = one_line_error(code, err, "malformed JSON")
     assert "--json" not in line
+
+
+def test_keys_teton_does_not_model_are_notes_not_dropped(tmp_path):
+    """Gemma 2's soft-capping and the like reach every result as notes."""
+    from teton import simulate
+
+    (tmp_path / "config.json").write_text(json.dumps(GEMMA2_9B))
+    spec = write_spec(tmp_path, "model: config.json\ncluster: meta-roce-24k\njob: {gpus: 8, tp: 8}\n")
+    notes = [n for n in simulate(spec).notes if "is not modelled" in n]
+    assert len(notes) == 2 and all(n.startswith("model config.json: ") for n in notes)
+    assert any("final_logit_softcapping = 30.0" in n for n in notes)

@@ -98,6 +98,32 @@ def _check_types(cfg: dict, where: str) -> None:
 QK_NORM_TYPES = ("qwen3", "qwen3_moe", "olmo2", "olmoe", "gemma3", "gemma3_text")
 
 
+# keys of families teton reads whose cost it does not price or whose meaning it does not take:
+# each one a config sets is a note on every result, never silently dropped
+UNMODELLED_KEYS = {
+    "attn_logit_softcapping": "attention-score soft-capping (a tanh on every score: not priced)",
+    "final_logit_softcapping": "output-logit soft-capping (a tanh over the logits: not priced)",
+    "mlp_bias": "biases in the dense MLP (not counted)",
+    "quantization_config": "the checkpoint's quantisation (teton trains in job.precision)",
+    "scoring_func": "the router's scoring function (priced as a softmax top-k)",
+    "topk_method": "the router's top-k method (priced as a plain top-k)",
+}
+
+
+def hf_config_notes(path: str | Path) -> tuple[str, ...]:
+    """One note per key of :data:`UNMODELLED_KEYS` an HF config sets (a value other than null,
+    false or 0): what teton leaves out of its model of that config."""
+    try:
+        top = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return ()
+    cfg = {**top, **top["text_config"]} if isinstance(top, dict) and isinstance(top.get("text_config"), dict) else top
+    if not isinstance(cfg, dict):
+        return ()
+    return tuple(f"model {Path(path).name}: {key} = {cfg[key]!r} is not modelled: {what}"
+                 for key, what in UNMODELLED_KEYS.items() if cfg.get(key) not in (None, False, 0, "softmax"))
+
+
 def _qk_norm(cfg: dict) -> bool:
     """Whether the model normalises each query and key head: Llama 4's ``use_qk_norm``, else its
     model type (:data:`QK_NORM_TYPES`)."""

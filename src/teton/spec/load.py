@@ -19,7 +19,7 @@ from teton.errors import SpecError, closest, from_validation, unknown_field
 from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.spec.fields import ignored_field_notes
 from teton.spec.hardware import is_slot, resolve_cluster_hardware, slot_base
-from teton.spec.hf_config import model_from_hf_config
+from teton.spec.hf_config import hf_config_notes, model_from_hf_config
 from teton.spec.job import JobSpec, check_job, job_defaults
 from teton.spec.locate import field_line
 from teton.spec.model import MODEL_PRESETS, ModelSpec
@@ -362,8 +362,17 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
         "reliability", where, lambda: parse_reliability({"preset": rel} if isinstance(rel, str) else rel))
     plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
     return Spec(cluster=cluster, model=model, job=job, network=network, storage=storage, reliability=reliability,
-                plan=plan, seed=seed, notes=(*_notes(data.get("notes"), path), *ignored_field_notes(network, "network")),
+                plan=plan, seed=seed, notes=(*_notes(data.get("notes"), path), *ignored_field_notes(network, "network"),
+                                             *_hf_notes(data.get("model"), base_dir)),
                 job_defaults=defaults)
+
+
+def _hf_notes(value: Any, base_dir: Path | None) -> tuple[str, ...]:
+    """The notes of a model given as an HF config.json file (``hf_config.hf_config_notes``)."""
+    if not (isinstance(value, str) and value.endswith(".json")):
+        return ()
+    path = Path(value) if base_dir is None else base_dir / value
+    return hf_config_notes(path) if os.path.isfile(path) else ()
 
 
 def _section_file(value: Any, base_dir: Path | None, field: str) -> Any:
