@@ -63,10 +63,11 @@ def bus_factor(op: str, n: int) -> float:
 
 def ring_steps(op: str, n: int) -> int:
     """Latency steps of the ring algorithm: n-1 per all-gather / reduce-scatter phase, two phases
-    for all-reduce, one for a point-to-point send or a pipelined broadcast."""
+    for all-reduce, one for a point-to-point send; a broadcast's pipelined chain fills in n-1 hops
+    before its first chunk reaches the last rank (NCCL's ring broadcast; the flow model's chain)."""
     if op == "all_reduce":
         return 2 * (n - 1)
-    if op in ("send_recv", "broadcast"):
+    if op == "send_recv":
         return 1
     return n - 1
 
