@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from teton.errors import SpecError
 from teton.sweep.grid import parse_sweep
 from teton.sweep.run import SerialExecutor, evaluate_batch, run_sweep
 from teton.sweep.store import ResultStore
@@ -319,3 +320,11 @@ def test_a_dead_worker_is_a_one_line_error_and_keeps_what_was_stored(tmp_path, s
         with ResultStore(path) as store, pytest.raises(SpecError, match="4 points are stored"):
             run_sweep(sweep, store, executor=DiesOnThirdBatch(at_submit), batch=2)
         assert len(_rows(path)) == 4
+
+
+def test_an_unanswered_ray_address_is_one_error_not_minutes_of_retries():
+    from teton.sweep.run import _check_reachable
+
+    with pytest.raises(SpecError, match="RAY_ADDRESS = '127.0.0.1:1': no Ray cluster answers there"):
+        _check_reachable("127.0.0.1:1")
+    _check_reachable("auto")  # Ray's own to resolve

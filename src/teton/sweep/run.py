@@ -141,6 +141,25 @@ class _Pool(ProcessPoolExecutor):
             return super().submit(fn, *args, **kwargs)
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0  # Ray itself retries an unanswered address for minutes
+
+
+def _check_reachable(address: str) -> None:
+    """A ``host:port`` (or ``ray://host:port``) ``RAY_ADDRESS`` must answer a TCP connection within
+    :data:`RAY_CONNECT_TIMEOUT_S`: a one-line error, not minutes of Ray's retries. ``auto`` and
+    ``local`` are Ray's to resolve."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as err:
+        raise SpecError("RAY_ADDRESS", address, f"no Ray cluster answers there ({err.strerror or err}); start it, "
+                        "or unset RAY_ADDRESS to run a local Ray") from None
+
+
 class RayExecutor(Executor):
     """``concurrent.futures`` on Ray: each submit is a ``ray.remote`` task; its ObjectRef's future.
 
@@ -158,6 +177,7 @@ class RayExecutor(Executor):
             address = os.environ.get("RAY_ADDRESS")
             kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
             if address:
+                _check_reachable(address)
                 ray.init(address=address, **kwargs)
             else:
                 ray.init(num_cpus=workers, **kwargs)
