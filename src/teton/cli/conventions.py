@@ -54,7 +54,7 @@ F = Flag
 FLAGS: dict[str, Flag] = {
     # shared by most verbs
     "--set": F("KEY=VALUE", "override one spec field (repeatable); an error it causes names the --set"),
-    "--json": F(SWITCH, "print one JSON document on stdout, nothing else", False),
+    "--json": F(SWITCH, "print one JSON document on stdout, nothing else (report: with --frontier only)", False),
     "--seed": F("INT", "random seed (placement, ECMP hashing, failures, synthetic traces); default: "
                        "the spec's seed, or 0 for verbs without a spec"),
     "--cluster": F("NAME|FILE", "cluster preset or cluster file (calibrate and fit --trace: a preset, the "
