@@ -18,6 +18,7 @@ from teton.cli._common import JsonFlag, check_figure_path, parse_size, print_jso
 from teton.errors import SpecError, closest
 from teton.progress import progress_bar, progress_task
 from teton.spec.load import DEFAULT_CLUSTER, load_cluster
+from teton.spec.reliability import check_runs_seed
 from teton.studies.nccl_tests import collective_sweep, default_qps
 
 
@@ -148,9 +149,8 @@ def register(app: typer.Typer) -> None:
                                 "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo},
                      trials=trials)
         cluster = DEFAULT_CLUSTER if cluster is None else cluster
+        check_runs_seed(None, seed)  # as every verb's --seed and the spec's seed
         seed = 0 if seed is None else seed
-        if seed < 0:  # as every verb's --seed
-            raise SpecError("--seed", seed, "must be a non-negative integer")
         gpus = _one_count(gpus)
         routing = routing or "e-ecmp"
         if pinning_study:

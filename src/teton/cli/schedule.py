@@ -11,6 +11,7 @@ from teton.cli._common import JsonFlag, parse_names, print_json
 from teton.errors import SpecError
 from teton.progress import eta_columns, progress_bar
 from teton.spec.load import DEFAULT_CLUSTER, load_cluster
+from teton.spec.reliability import check_runs_seed
 
 MAX_WARNINGS = 20
 
@@ -114,9 +115,8 @@ def register(app: typer.Typer) -> None:
         from teton.placement.scheduler import SCHEDULER_POLICIES
 
         policies = list(parse_names(policy, tuple(SCHEDULER_POLICIES), "--policy"))
+        check_runs_seed(None, seed)  # as every verb's --seed and the spec's seed
         seed = 0 if seed is None else seed
-        if seed < 0:
-            raise SpecError("--seed", seed, "must be a non-negative integer")
         cl = load_cluster(DEFAULT_CLUSTER if cluster is None else cluster)
         tr = load_trace(trace, fmt, strict, cl, seed, load)
         warn_issues(tr)

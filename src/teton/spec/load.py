@@ -27,7 +27,7 @@ from teton.spec.network import NetworkSpec
 from teton.spec.override_paths import from_cwd
 from teton.spec.plan import PlanSpec
 from teton.spec.read import MAX_DEPTH, check_tree, read_file  # noqa: F401 - re-exported
-from teton.spec.reliability import ReliabilitySpec, parse_reliability
+from teton.spec.reliability import ReliabilitySpec, check_runs_seed, parse_reliability
 from teton.spec.schema import Spec
 from teton.spec.software import SOFTWARE_PRESETS, SoftwareSpec
 from teton.spec.storage import StorageSection, parse_storage
@@ -348,8 +348,7 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
         raise SpecError(err.field, err.value, err.allowed,
                         where=where("job", (err.field.split(".")[-1],))) from None
     seed = data.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise SpecError("seed", seed, "must be a non-negative integer", where=str(path) if path else None)
+    check_runs_seed(None, seed, where=str(path) if path else None)
     for section in ("storage", "reliability"):
         if data.get(section) is not None and not isinstance(data[section], (dict, str, StorageSection,
                                                                             ReliabilitySpec)):

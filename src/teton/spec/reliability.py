@@ -25,15 +25,16 @@ PRESETS = ("llama3-table5",)  # the defaults: Table 5 rates
 MAX_RUNS = 100_000  # Monte Carlo runs (memory and time grow linearly; see ``runs``)
 
 
-def check_runs_seed(runs: Any, seed: Any) -> None:
-    """A library caller's Monte Carlo ``runs`` (1 to :data:`MAX_RUNS`) and ``seed`` (a non-negative
-    integer), each None for the default (``teton.reliability.goodput``, ``teton.plan``)."""
+def check_runs_seed(runs: Any, seed: Any, where: str | None = None) -> None:
+    """Monte Carlo ``runs`` (1 to :data:`MAX_RUNS`) and a ``seed`` (a non-negative integer), each
+    None for the default: a library caller's (``teton.reliability.goodput``, ``teton.plan``), a
+    verb's ``--seed`` and a spec's ``seed`` (``where``: its file)."""
     for name, value, lo, hi, allowed in (("runs", runs, 1, MAX_RUNS, f"an integer in 1..{MAX_RUNS:,}"),
                                          ("seed", seed, 0, None, "a non-negative integer")):
         if value is None:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-            raise SpecError(name, value, f"must be {allowed}")
+            raise SpecError(name, value, f"must be {allowed}", where=where)
 
 
 def _finite_nonneg(field: str, value: Any) -> float:
