@@ -36,3 +36,19 @@ def parse_count(value: Any, field: str) -> float:
     if not math.isfinite(x) or x <= 0:
         raise SpecError(field, value, "must be a positive, finite number")
     return x
+
+
+def format_count(x: float) -> str:
+    """A count as a user types it back (:func:`parse_count`'s suffixes): ``15.6T``, ``16.8M``,
+    ``4.1K`` (three significant digits from a thousand up; the count itself below)."""
+    scales = (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3))
+    for i, (suffix, scale) in enumerate(scales):
+        v = x / scale
+        if abs(v) < 1:
+            continue
+        digits = max(0, 2 - math.floor(math.log10(abs(v))))
+        if round(abs(v), digits) >= 1000 and i > 0:  # 999.96K reads 1M
+            suffix, v, digits = scales[i - 1][0], v / 1000, 2
+        text = f"{v:,.{digits}f}"
+        return (text.rstrip("0").rstrip(".") if "." in text else text) + suffix
+    return f"{x:,.0f}"

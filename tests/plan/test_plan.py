@@ -123,7 +123,7 @@ def test_per_gpu_batch_scales_and_is_printed(cli, small_spec, plan_args):
     by = {p["gpus"]: p["batch_tokens"] for p in d["plans"]}
     assert by[256] == 2 * by[128] == 4 * by[64]
     code, out, _ = cli("plan", small_spec, *plan_args, "--global-batch", "per_gpu")
-    assert code == 0 and "8.4M" in out and "4.2M" in out  # the batch at each size, on screen
+    assert code == 0 and "8.39M" in out and "4.19M" in out  # the batch at each size, on screen
 
 
 def test_html_page(cli, small_spec, tmp_path, plan_args):

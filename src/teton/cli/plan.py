@@ -10,6 +10,7 @@ import typer
 
 from teton.cli._common import MAX_TOP, JsonFlag, SetOverrides, SpecPath, print_json
 from teton.spec.reliability import MAX_RUNS
+from teton.units import format_count
 
 
 def _print(d: dict, top: int) -> None:
@@ -24,7 +25,7 @@ def _print(d: dict, top: int) -> None:
     # the parts of the cost split some plan pays (a rental price holds energy and network)
     parts = [k for k in ("gpus", "storage", "energy", "network") if any(p["cost_split_usd"][k] for p in rows)]
     held = [k for k in ("energy", "network") if k not in parts]
-    t = Table(title=f"{d['model']} on {d['tokens'] / 1e12:,.2f}T tokens: the Pareto front "
+    t = Table(title=f"{d['model']} on {format_count(d['tokens'])} tokens: the Pareto front "
                     f"({len(d['front'])} of {len(plans)} plans; days = time to train with failures; cost = "
                     f"{' + '.join('GPUs' if k == 'gpus' else k for k in parts)}"
                     + (f", {' and '.join(held)} in the GPU-hour price" if held else "") + ")")
@@ -32,7 +33,7 @@ def _print(d: dict, top: int) -> None:
                 *(f"{k} $" if k != "gpus" else "GPUs $" for k in parts), "MWh", "GPU-hours", "ETTR", ""):
         t.add_column(col, justify="left" if col in ("cluster", "layout", "") else "right")
     for p in rows:
-        t.add_row(f"{p['gpus']:,}", p["cluster"], layout_text(p), f"{p['batch_tokens'] / 1e6:,.1f}M",
+        t.add_row(f"{p['gpus']:,}", p["cluster"], layout_text(p), format_count(p["batch_tokens"]),
                   storage_text(p, cell=True), f"{p['days_p50']:.1f}", f"{p['days_p90']:.1f}", usd(p["cost_usd"]),
                   *(usd(p["cost_split_usd"][k]) for k in parts), f"{p['energy_mwh']:,.0f}",
                   f"{p['gpu_hours'] / 1e6:,.2f}M", f"{p['ettr'] * 100:.1f} %", "<- chosen" if p["chosen"] else "")
@@ -43,7 +44,7 @@ def _print(d: dict, top: int) -> None:
     console.print(f"spread: {chosen['days_spread']}; {d['runs']:,} Monte Carlo runs, seed {d['seed']}; "
                   f"batch rule: {d['global_batch_rule']}; storage: {storage_note(d, chosen)}", highlight=False)
     sizes = {(c["cluster"], c["gpus"]): c["batch_tokens"] for c in d["counts"]}
-    console.print("batch at each size: " + ", ".join(f"{n:,} GPUs ({cl}) {b / 1e6:,.1f}M tokens"
+    console.print("batch at each size: " + ", ".join(f"{n:,} GPUs ({cl}) {format_count(b)} tokens"
                                                      for (cl, n), b in sizes.items()), highlight=False)
     for c in d["counts"]:
         if c.get("reason"):
