@@ -6,6 +6,7 @@ import re
 
 import pytest
 import yaml
+from cli_checks import one_line_error
 from plotly.offline import get_plotlyjs
 
 
@@ -162,6 +163,20 @@ def test_scaling_reason_compares_the_chosen_count_with_its_neighbour(chosen, oth
     assert scaling_reason(c, [c, *unrelated]) is None
 
 
+def test_the_scaling_reason_names_spare_hosts_when_they_sink_the_ettr():
+    """A job that takes every host waits for repairs: ETTR falls for want of spares, which the
+    reason says (with goodput's advice), not 'failures at scale'."""
+    from teton.plan.answer import scaling_reason
+
+    small, big = _scaling_plan(128), _scaling_plan(256)
+    wait = ("ETTR 4.0%: 96% of the wall time is spent waiting for a spare host. There are 0 spare hosts; "
+            "add spares: reliability.spare_hosts = 39")
+    small["goodput"], big["goodput"] = {"mtbi_h": 4.0, "warnings": []}, {"mtbi_h": 2.0, "warnings": [wait]}
+    big |= {"ettr": 0.04, "days_p50": small["days_p50"] * 10}
+    text = scaling_reason(small, [small, big])
+    assert "failed hosts wait for spares: 96% of the wall time" in text and "failures at scale" not in text
+
+
 def test_the_scaling_reason_writes_the_layout_as_text_not_a_dict():
     """More GPU-time per step and nothing else growing: the cause names the larger plan's layout as
     the tables write it (it printed the row's raw dict)."""
@@ -224,3 +239,11 @@ def test_the_step_time_band_is_drawn_as_the_p10_p90_interval_it_is():
     assert p50 == pytest.approx((25.2 * 46.7) ** 0.5, rel=0.01)  # the geometric middle of a skewed band
     assert 0.18 < np.mean((f * 25.8 < 25.2) | (f * 25.8 > 46.7)) < 0.22
     assert np.array_equal(step_factors(25.8, 25.2, 46.7, 10, seed=3), step_factors(25.8, 25.2, 46.7, 10, seed=3))
+
+
+def test_a_batch_no_layout_divides_names_the_batch_and_a_power_of_two(cli, small_spec, plan_args):
+    """1,001 sequences divide over no data-parallel degree: the error is about --global-batch (not
+    --gpus, which the user may not have given) and names a batch that divides."""
+    code, _, err = cli("plan", small_spec, *plan_args, "--global-batch", str(1001 * 8192))
+    line = one_line_error(code, err, "--global-batch")
+    assert "1,001 sequences" in line and "1,024 sequences" in line

@@ -8,6 +8,7 @@ the failure Monte Carlo on each storage size) and answers it (:mod:`teton.plan.a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,17 @@ def run_tasks(tasks: list, executor: str, workers: int | None,
     return [results[i] for i in range(len(tasks))]
 
 
+def batch_advice(batch_tokens: int, seq_len: int) -> str:
+    """Why a token batch fits no layout, and the power-of-two batch nearest to it (data parallelism,
+    micro-batches and an interleaved pipeline's rounds all divide the sequences of a step)."""
+    from teton.units import format_count
+
+    seqs = max(1, batch_tokens // seq_len)
+    near = 2 ** max(0, round(math.log2(seqs)))
+    return (f"{seqs:,} sequences of {seq_len:,} tokens: no layout at any GPU count divides them; a power of two "
+            f"such as {near:,} sequences ({format_count(near * seq_len)} tokens) divides most")
+
+
 def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The whole plan: every candidate's rows, the Pareto front, the chosen plan and why."""
@@ -65,8 +77,12 @@ def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = N
     plans = [p for c in counts for p in c["plans"]]
     if not plans:  # say why, count by count: memory, or a batch no layout divides
         clusters = dict.fromkeys(c["cluster"] for c in counts)
-        raise SpecError("gpus", ",".join(map(str, sorted({c["gpus"] for c in counts}))), "no candidate has a plan: "
-                        + "; ".join(r for cluster in clusters for r in unplanned_counts(counts, cluster)))
+        reasons = "; ".join(r for cluster in clusters for r in unplanned_counts(counts, cluster))
+        if req.global_batch not in ("fixed", "per_gpu") and all(c["reason"].startswith("layout") for c in counts):
+            raise SpecError("global_batch", req.global_batch, batch_advice(int(req.global_batch),
+                                                                          req.spec.job.layout.seq_len) + f" ({reasons})")
+        raise SpecError("gpus", ",".join(map(str, sorted({c["gpus"] for c in counts}))),
+                        "no candidate has a plan: " + reasons)
     chosen, rule = recommend(plans, req.deadline_days, req.budget_usd, req.prefer)
     front = pareto_front(plans)
     for i, p in enumerate(plans):

@@ -184,8 +184,10 @@ def scaling_reason(chosen: dict[str, Any], plans: list[dict[str, Any]]) -> str |
     d_ettr = a["ettr"] - b["ettr"]
     if d_ettr > 0.002:
         before, after = distinct(a["ettr"], b["ettr"])
-        causes.append((d_ettr, f"ETTR falls from {before} to {after} (failures at scale: "
-                       f"an interruption every {b['goodput']['mtbi_h']:.1f} h)"))
+        wait = next((w for w in b["goodput"].get("warnings") or () if "waiting for a spare host" in w), None)
+        causes.append((d_ettr, f"ETTR falls from {before} to {after} (" + (
+            f"failed hosts wait for spares: {wait.split(': ', 1)[1]}" if wait else
+            f"failures at scale: an interruption every {b['goodput']['mtbi_h']:.1f} h") + ")"))
     d_step = (b["gpus"] * b["step_time_s"]) / (a["gpus"] * a["step_time_s"]) - 1.0
     if not causes and d_step > 0.005:
         causes.append((d_step, f"the step takes {d_step * 100:.0f} % more GPU-time ({layout_text(b)})"))

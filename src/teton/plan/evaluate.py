@@ -178,14 +178,17 @@ def run_on_storage(task: CountTask, spec, servers: int | None, step) -> dict[str
     use = _use(task, run, run_spec, system)
     days = np.asarray(run.time_to_train_samples_days, dtype=float)
     band = step.step_time_s_low is not None and step.step_time_s_high is not None
+    stretch = 1.0  # the band's mean factor on the run's time: GPU-hours, energy and cost scale with it
     if band:
-        days = days * step_factors(step.step_time_s, step.step_time_s_low, step.step_time_s_high, days.size, task.seed)
+        banded = days * step_factors(step.step_time_s, step.step_time_s_low, step.step_time_s_high, days.size, task.seed)
+        stretch, days = float(np.mean(banded) / np.mean(days)), banded
     p10, p50, p90 = (float(x) for x in np.percentile(days, [10, 50, 90]))
     usable_tb = system.usable_capacity_bytes(run.run.hosts) / 1e12
     charged = use.servers_used if task.storage_pricing == "share" else (0.0 if system.kind == "local" else system.servers)
     tb_month = usable_tb / use.servers * task.usd_per_tb_month  # one server's usable TB, a month
     months = float(np.mean(days)) / DAYS_PER_MONTH
-    run_cost = cost_split_usd(rel, run.time.gpu_hours, run.energy.energy_mwh)
+    gpu_hours, energy_mwh = run.time.gpu_hours * stretch, run.energy.energy_mwh * stretch
+    run_cost = cost_split_usd(rel, gpu_hours, energy_mwh)
     split = {"gpus": run_cost["gpus"], "storage": charged * tb_month * months, "energy": run_cost["energy"],
              "network": run_cost["network"]}
     cost = sum(split.values())
@@ -200,7 +203,7 @@ def run_on_storage(task: CountTask, spec, servers: int | None, step) -> dict[str
         "storage_use": use.to_dict(), "storage_fits": use.capacity_share <= 1.0,
         "days_p10": p10, "days_p50": p50, "days_p90": p90,
         "days_spread": "failures and the step-time band" if band else "failures only (no step-time band)",
-        "gpu_hours": run.time.gpu_hours, "energy_mwh": run.energy.energy_mwh,
+        "gpu_hours": gpu_hours, "energy_mwh": energy_mwh, "step_band_stretch": stretch,
         # gpu_cost_usd: what goodput charges (GPUs, energy, network), the key plans had before the split
         "gpu_cost_usd": split["gpus"] + split["energy"] + split["network"], "storage_cost_usd": split["storage"],
         "cost_usd": cost, "cost_split_usd": split, "cost_p10_usd": float(spread[0]), "cost_p90_usd": float(spread[1]),
