@@ -236,3 +236,24 @@ def test_an_infinite_gpu_count_in_a_schedule_trace_is_a_skipped_line(cli, tmp_pa
     assert code == 0 and "Traceback" not in err
     code, _, err = cli("schedule", str(trace), "--cluster", "meta-roce-24k", "--strict")
     assert code == 2 and "finite" in err and len(err.strip().splitlines()) == 1
+
+
+# ---- stop 50's probe of plan, search, placement, schedule and collective
+
+
+@pytest.mark.parametrize("args, needle", [
+    (("collective", "--policy", "random,linear"), "one policy"),  # not 'unknown; did you mean random'
+    (("schedule", "synthetic:10", "--format", "philly"), "synthetic:N generates its jobs"),  # was ignored
+    (("placement", str(EXAMPLE), "--fidelity", "x"), "--fidelity = 'x'"),
+])
+def test_probe_findings_are_one_line_errors(cli, args, needle):
+    code, _, err = cli(*args)
+    assert needle in one_error_line(code, err)
+
+
+def test_placement_takes_the_flow_model_as_a_flag_and_sizes_go_to_a_pebibyte(cli):
+    from teton.cli._common import parse_size
+
+    code, out, _ = cli("placement", str(EXAMPLE), "--fidelity", "flow", "--policy", "topology-aware", "--json")
+    assert code == 0 and json.loads(out)[0]["step_time_s"] == pytest.approx(6.918, rel=0.01)  # README's flow figure
+    assert parse_size("1P", "-e") == 1024**5

@@ -19,8 +19,8 @@ SpecPath = Annotated[Path, typer.Argument(metavar="SPEC", help="spec file (YAML,
 SetOverrides = Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)?\s*$", re.IGNORECASE)
-_MULT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?B?)?\s*$", re.IGNORECASE)
+_MULT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 MAX_TOP = 1_000_000  # rows a --top prints (a results store's LIMIT is a 64-bit integer)
 MAX_SIZE = 1024**5  # 1 PiB: no message, file or request of a training cluster is larger
 

@@ -48,7 +48,7 @@ def _check_flags(*, placement_study: bool, pinning_study: bool, png: Path | None
     given = next((k for k, v in flow_only.items() if v is not None), None)
     if given and fidelity != "flow" and not (placement_study or pinning_study):
         raise SpecError(given, flow_only[given], "applies to --fidelity flow only (the analytical model "
-                        "has no routing, QPs or failed links)")
+                        "has no routing, QPs, failed links, leaf uplinks or algorithm choice)")
 
 
 def _pinning_study(cluster_name: str, seed: int, json_: bool) -> None:

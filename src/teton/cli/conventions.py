@@ -65,7 +65,8 @@ FLAGS: dict[str, Flag] = {
                           "the verb compares; collective times one placement, topology-aware by default",
                   None, (("collective", "topology-aware"),)),
     "--fidelity": F("NAME", "network model: analytical (alpha-beta, no contention) | flow (max-min fair "
-                            "flows on the fabric: ECMP collisions, oversubscription)", "analytical"),
+                            "flows on the fabric: ECMP collisions, oversubscription); placement: default the "
+                            "spec's network.fidelity", "analytical", (("placement", None),)),
     "--occupancy": F("FLOAT", "fraction of the cluster other jobs hold, in [0, 1)", 0.0),
     "--neighbours": F(SWITCH, "the other jobs on the busy GPUs all-reduce on the same fabric (flow model; slow)",
                       False),

@@ -10,7 +10,9 @@ import typer
 
 from teton.cli._common import JsonFlag, SetOverrides, parse_names, print_json
 from teton.errors import SpecError
+from teton.network.cost_model import FIDELITIES
 from teton.progress import progress_task
+from teton.spec.reliability import check_runs_seed
 
 
 def compare(spec_path: Path, overrides: list[str] | None, occupancy: float, seed: int | None,
@@ -77,11 +79,16 @@ def register(app: typer.Typer) -> None:
         node_prefix: Annotated[str, typer.Option("--node-prefix", help="node name prefix in topology.conf")] = "node",
         neighbours: Annotated[bool, typer.Option("--neighbours", help="the other jobs on the busy GPUs "
                                                  "all-reduce on the same fabric (flow model; slow)")] = False,
+        fidelity: Annotated[str | None, typer.Option("--fidelity", help="network model: analytical | flow "
+                                                     "(default: the spec's network.fidelity)")] = None,
         json_: JsonFlag = False,
     ) -> None:
         """Compare placement policies for the job of SPEC: step time and breakdown vs the ideal."""
-        if seed is not None and seed < 0:
-            raise SpecError("--seed", seed, "must be a non-negative integer")
+        check_runs_seed(None, seed)
+        if fidelity is not None:
+            if fidelity not in FIDELITIES:
+                raise SpecError("--fidelity", fidelity, f"must be one of {', '.join(FIDELITIES)}")
+            set_ = [*(set_ or []), f"network.fidelity={fidelity}"]
         if spec is None and slurm_topology is None:
             raise SpecError("SPEC", None, "give a spec file to compare policies, or --slurm-topology FILE --cluster NAME")
         if slurm_topology is not None:

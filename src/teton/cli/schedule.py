@@ -23,6 +23,8 @@ def load_trace(trace: str, fmt: str, strict: bool, cluster, seed: int, load: flo
     if fmt != "auto" and fmt not in FORMATS:  # refused for a synthetic trace too, whose jobs it does not read
         raise SpecError("format", fmt, f"must be auto or one of {', '.join(FORMATS)}")
     if trace.startswith("synthetic:"):
+        if fmt != "auto":
+            raise SpecError("format", fmt, "reads a trace file; synthetic:N generates its jobs (leave --format out)")
         try:
             n = int(trace.split(":", 1)[1])
         except ValueError:

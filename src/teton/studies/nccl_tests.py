@@ -30,6 +30,8 @@ def job_group(cluster: ClusterSpec, gpus: int, placement: str, seed: int) -> np.
         raise SpecError("gpus", gpus, "must be at least 1")
     if gpus > cluster.gpus:
         raise SpecError("gpus", gpus, f"cluster {cluster.name} has {cluster.gpus} GPUs")
+    if "," in placement and all(p.strip() in POLICIES for p in placement.split(",")):
+        raise SpecError("policy", placement, "one policy: a collective is timed on one placement")
     if placement not in POLICIES:
         raise SpecError("policy", placement, closest(placement, POLICIES))
     pl = place(cluster, {"tp": 1, "cp": 1, "pp": 1, "dp": gpus}, policy=placement, seed=seed)
