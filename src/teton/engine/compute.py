@@ -81,8 +81,8 @@ class ComputeModel:
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.op_precision(op)
-        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, self.moved_bytes(op), op.groups) \
-            + self.epilogue_s(op)
+        nbytes = op.bytes if prec == "bf16" else self.gemm_bytes(op, prec)
+        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, nbytes, op.groups) + self.epilogue_s(op)
 
     def gemm_bytes(self, op: ComputeOp, prec: str) -> float:
         """HBM bytes of a GEMM at ``prec``: its two inputs (``groups x (m k + k n)`` elements) in the

@@ -35,6 +35,8 @@ uplinks at NIC / o_l; with k the group's fewest members on one host, the NIC-sha
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from teton.collectives.algorithms import auto_steps
@@ -234,18 +236,26 @@ class AnalyticalCostModel:
         paths = [self._path_of(op, s) if s.shape[1] > 1 else None for s in sets]
         net = [i for i, p in enumerate(paths) if p is not None and p[0] == "net"]
         if len(net) > 1 and size_bytes > 0 and len({sets[i].shape[1] for i in net}) == 1:
-            stacked = np.concatenate([sets[i] for i in net])
-            key = (self._key, "concurrent", op, stacked.shape, hash(stacked.tobytes()),
-                   tuple(sets[i].shape[0] for i in net))
-            worst = _PATHS.get(key)
-            if worst is None:
-                share, _ = self._row_shares(op, stacked)
-                owner = np.repeat(np.arange(len(net)), [sets[i].shape[0] for i in net])
-                worst = np.full(len(net), np.inf)
-                np.minimum.at(worst, owner, share)
-                worst = _PATHS.put(key, tuple(worst.tolist()))
-            for j, i in enumerate(net):
-                link, factor, alpha, one = paths[i]
-                paths[i] = (link, min(factor, worst[j]), alpha, one)
+            for j, worst in zip(net, self._concurrent_shares(op, [sets[i] for i in net]), strict=True):
+                link, factor, alpha, one = paths[j]
+                paths[j] = (link, min(factor, worst), alpha, one)
         return np.array([0.0 if p is None or size_bytes <= 0 else self._time(op, s.shape[1], p, size_bytes)
                          for s, p in zip(sets, paths, strict=True)])
+
+    def _concurrent_shares(self, op: str, sets: list[np.ndarray]) -> tuple[float, ...]:
+        """Each set's slowest NIC-multiple with every set's groups counted in the uplink load
+        (memoised by value); inf for every set when only non-blocking layers are crossed by sends,
+        whose every domain's uplinks carry all that leaves it (one send per GPU and direction)."""
+        stacked = np.concatenate(sets)
+        if stacked.shape[1] == 2 and op == "send_recv" and not any(
+                layer.oversubscription > 1 and (stacked[:, 0] // layer.span_gpus != stacked[:, 1] // layer.span_gpus).any()
+                for layer in self.cluster.layers):
+            return (math.inf,) * len(sets)
+        key = (self._key, "concurrent", op, stacked.shape, hash(stacked.tobytes()), tuple(s.shape[0] for s in sets))
+        hit = _PATHS.get(key)
+        if hit is None:
+            share, _ = self._row_shares(op, stacked)
+            worst = np.full(len(sets), np.inf)
+            np.minimum.at(worst, np.repeat(np.arange(len(sets)), [s.shape[0] for s in sets]), share)
+            hit = _PATHS.put(key, tuple(worst.tolist()))
+        return hit
