@@ -257,3 +257,13 @@ def test_placement_takes_the_flow_model_as_a_flag_and_sizes_go_to_a_pebibyte(cli
     code, out, _ = cli("placement", str(EXAMPLE), "--fidelity", "flow", "--policy", "topology-aware", "--json")
     assert code == 0 and json.loads(out)[0]["step_time_s"] == pytest.approx(6.918, rel=0.01)  # README's flow figure
     assert parse_size("1P", "-e") == 1024**5
+
+
+def test_a_search_where_nothing_fits_names_the_layout_closest_to_fitting(cli, tmp_path):
+    """Nothing fits (70B on one host): the table is ranked by step time, so the note says which
+    layout comes closest and by how much, not that layouts were skipped for fitting with less."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text("cluster: dgx-h100-superpod\nmodel: llama3-70b\njob: {gpus: 8, tp: 8, global_batch: 8, seq_len: 8192}\n")
+    code, out, _ = cli("search", str(spec), "--tp", "8", "--cp", "1", "--pp", "1")
+    assert code == 0 and "no layout fits in memory; the closest" in out and "GiB short" in out
+    assert "not simulated" not in out

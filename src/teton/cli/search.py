@@ -71,7 +71,13 @@ def register(app: typer.Typer) -> None:
         from teton.cli._common import console as output_console
 
         output_console().print(_table(d, s, space, top))
-        if d.get("dominated"):
+        if not d["fitting"] and d["rows"]:  # the table is ranked by step time: say which comes closest
+            near = max(d["rows"], key=lambda r: r["headroom_bytes"])
+            output_console().print(
+                f"  note: no layout fits in memory; the closest, tp {near['tp']} cp {near['cp']} pp {near['pp']} "
+                f"dp {near['dp']} ({near['recompute']} recompute, ZeRO {near['zero']}), is "
+                f"{-near['headroom_bytes'] / 2**30:,.1f} GiB short: more GPUs, offload or a smaller micro-batch")
+        elif d.get("dominated"):
             where = (" at an expert choice of the first pass" if d.get("refined_top")
                      else ", never slower")  # a staged MoE pass compares savers across EP degrees
             output_console().print(f"  note: {d['dominated']:,} layouts not simulated: the same degrees fit with less "
