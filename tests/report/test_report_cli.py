@@ -55,6 +55,13 @@ def test_png_path_that_is_a_file_is_exit_2(cli, small_spec_path, tmp_path):
     assert code == 2 and "--png-dir" in stderr
 
 
+def test_png_dir_in_a_missing_directory_is_exit_2_and_creates_nothing(cli, small_spec_path, tmp_path):
+    """As --out: a mistyped parent is an error, not a tree of new folders."""
+    png = tmp_path / "no" / "such" / "pngs"
+    code, _, stderr = cli("report", small_spec_path, "--out", tmp_path / "r.html", "--sections", "step", "--png-dir", png)
+    assert code == 2 and "does not exist" in stderr and not (tmp_path / "no").exists()
+
+
 def test_help_names_every_section(cli):
     from teton.report.sections import SECTIONS
 

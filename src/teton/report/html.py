@@ -39,12 +39,17 @@ def check_writable_file(path: Path, field: str = "out") -> Path:
 
 
 def check_png_dir(path: Path, field: str = "png_dir") -> Path:
-    """Create the PNG directory if needed; SpecError if it cannot be a writable directory."""
+    """Create the PNG directory if needed, in a directory that exists (as ``--out`` asks of the
+    page's: a mistyped parent is an error, not a tree of new folders); SpecError if it cannot be a
+    writable directory."""
     path = Path(path)
     if os.path.exists(path) and not os.path.isdir(path):
         raise SpecError(field, str(path), "exists and is not a directory")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not os.path.isdir(parent):
+        raise SpecError(field, str(path), f"directory {parent} does not exist")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(exist_ok=True)
     except OSError as err:
         raise SpecError(field, str(path), f"cannot create the directory ({err.strerror})") from None
     if not os.access(path, os.W_OK):
