@@ -144,15 +144,11 @@ def activation_states(p: int, m: int) -> list[np.ndarray]:
 def _states(p: int, m: int) -> list[np.ndarray]:
     out = []
     for order in dualpipe_orders(p, m):
-        held = np.zeros(2, dtype=np.int64)
-        seen = set()
-        for kind, c, _mb, _merged in order:
-            if kind == FWD:
-                held[c] += 1
-                seen.add((int(held[0]), int(held[1])))
-            elif kind in (BWD, BWD_WEIGHT):
-                held[c] -= 1
-        states = np.array(sorted(seen), dtype=np.int64)
+        kind, chunk = order[:, 0], order[:, 1]
+        delta = np.where(kind == FWD, 1, np.where((kind == BWD) | (kind == BWD_WEIGHT), -1, 0))
+        # each chunk's count after every op; the states are the counts just after each forward
+        held = np.stack([np.cumsum(np.where(chunk == c, delta, 0)) for c in (0, 1)], axis=1)
+        states = np.unique(held[kind == FWD], axis=0).astype(np.int64)
         states.flags.writeable = False
         out.append(states)
     return out
