@@ -247,3 +247,13 @@ def test_a_batch_no_layout_divides_names_the_batch_and_a_power_of_two(cli, small
     code, _, err = cli("plan", small_spec, *plan_args, "--global-batch", str(1001 * 8192))
     line = one_line_error(code, err, "--global-batch")
     assert "1,001 sequences" in line and "1,024 sequences" in line
+
+
+def test_token_counts_print_as_they_are_typed():
+    """``teton plan``'s counts read back in parse_count's suffixes, three significant digits; a value
+    that rounds to a thousand of one unit moves up to the next (999.96K reads 1M)."""
+    from teton.units import format_count, parse_count
+
+    assert [format_count(x) for x in (1, 4096, 16_777_216, 15.6e12, 1e9, 999_960)] == \
+        ["1", "4.1K", "16.8M", "15.6T", "1B", "1M"]
+    assert parse_count(format_count(2.5e12), "tokens") == 2.5e12

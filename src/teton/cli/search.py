@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
             output_console().print(
                 f"  note: no layout fits in memory; the closest, tp {near['tp']} cp {near['cp']} pp {near['pp']} "
                 f"dp {near['dp']} ({near['recompute']} recompute, ZeRO {near['zero']}), is "
-                f"{-near['headroom_bytes'] / 2**30:,.1f} GiB short: more GPUs, offload or a smaller micro-batch")
+                f"{-near['headroom_bytes'] / GIB:,.1f} GiB short: more GPUs, offload or a smaller micro-batch")
         elif d.get("dominated"):
             where = (" at an expert choice of the first pass" if d.get("refined_top")
                      else ", never slower")  # a staged MoE pass compares savers across EP degrees

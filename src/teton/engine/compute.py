@@ -81,18 +81,18 @@ class ComputeModel:
 
     def gemm_s(self, op: ComputeOp) -> float:
         prec = self.op_precision(op)
-        nbytes = op.bytes if prec == "bf16" else self.gemm_bytes(op, prec)
-        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, nbytes, op.groups) + self.epilogue_s(op)
+        return self.gemm_roofline_s(prec, op.m, op.n, op.k, op.flops, self.gemm_bytes(op, prec), op.groups) \
+            + self.epilogue_s(op)
 
     def gemm_bytes(self, op: ComputeOp, prec: str) -> float:
         """HBM bytes of a GEMM at ``prec``: its two inputs (``groups x (m k + k n)`` elements) in the
-        recipe's quantised form (``Fp8Recipe.saved_bytes`` per element, scales included: 1 for a
-        per-tensor fp8 operand, 1 + 1/32 MXFP8, 1/2 + 1/16 NVFP4) where it runs on the low-precision
-        tensor cores; the output as the op counts it (bf16, or the accumulated fp32 gradient)."""
+        recipe's quantised form (``Fp8Recipe.operand_bytes`` per element) where it runs on the
+        low-precision tensor cores; the output as the op counts it (bf16, or the accumulated fp32
+        gradient). A bf16 GEMM: the op's own bytes."""
         if prec == "bf16":
             return op.bytes
         inputs = op.groups * (op.m * op.k + op.k * op.n)
-        return op.bytes - (ACT_BYTES - FP8_RECIPES[self.fp8_recipe].saved_bytes) * inputs
+        return op.bytes - (ACT_BYTES - FP8_RECIPES[self.fp8_recipe].operand_bytes) * inputs
 
     def gemm_roofline_s(self, prec: str, m: int, n: int, k: int, flops: float, nbytes: float,
                         groups: int = 1) -> float:

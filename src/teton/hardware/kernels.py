@@ -118,6 +118,13 @@ class Fp8Recipe:
     param_gather_bytes: float = 1.0
 
     @property
+    def operand_bytes(self) -> float:
+        """HBM bytes per element of one quantised GEMM operand as the GEMM reads it, scales
+        included: the quantised copy's (``saved_bytes``: 1 per-tensor, 1 + 4/128 blockwise,
+        1 + 1/32 MXFP8, 1/2 + 1/16 NVFP4)."""
+        return self.saved_bytes
+
+    @property
     def cast_bytes(self) -> float:
         """HBM bytes per element of the quantise kernel (without the amax pass)."""
         return self.read_bytes + self.write_bytes

@@ -110,8 +110,8 @@ def step_section(ctx: Context) -> Section:
     bd = Table(("category", "seconds", "share"),
                tuple((k, f"{v:.3f}", fmt_pct(v / r.step_time_s)) for k, v in r.breakdown.items()),
                "where the step time goes")
-    short = "" if r.fits_in_memory else (f" It DOES NOT FIT in memory ({(r.memory_per_gpu_bytes - r.usable_hbm_bytes) / GIB:.1f} "
-                                         "GiB short on the fullest GPU, see Memory): the time is of a job that cannot run.")
+    short = "" if r.fits_in_memory else (f" It DOES NOT FIT in memory ({-r.headroom_bytes / GIB:.1f} GiB short on "
+                                         "the fullest GPU, see Memory): the time is of a job that cannot run.")
     return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu_bf16)} MFU.{short}",
                    (_kv(rows, "key metrics"), bd), (("breakdown", plots.breakdown_bar(r.breakdown, r.step_time_s)),),
                    data={"step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16})

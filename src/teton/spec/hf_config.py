@@ -23,7 +23,7 @@ def model_from_hf_config(path: str | Path) -> dict:
         raise SpecError("model", str(path), f"not a readable HF config.json ({err})") from None
     if not isinstance(top, dict):
         raise SpecError("model", str(path), f"an HF config.json holds one JSON object, not a {type(top).__name__}")
-    cfg = {**top, **top["text_config"]} if isinstance(top.get("text_config"), dict) else top
+    cfg = _language_config(top)
     kind = str(cfg.get("model_type", ""))
     if kind in GEMMA_TYPES and "vocab_size" not in cfg:
         cfg = {**cfg, "vocab_size": GEMMA3_VOCAB}  # Gemma3TextConfig's default, which its configs leave out
@@ -76,6 +76,12 @@ INT_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attent
 INT_LIST_KEYS = ("mlp_only_layers",)
 
 
+def _language_config(top: dict) -> dict:
+    """The language model's keys: a multimodal config's (Llama 4, Gemma 3) ``text_config`` over
+    the top level's."""
+    return {**top, **top["text_config"]} if isinstance(top.get("text_config"), dict) else top
+
+
 def _check_types(cfg: dict, where: str) -> None:
     """Every count or size the import reads is an integer (:data:`INT_KEYS`), every layer list a
     list of them: a string or float there is a one-line error naming the key."""
@@ -117,9 +123,9 @@ def hf_config_notes(path: str | Path) -> tuple[str, ...]:
         top = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return ()
-    cfg = {**top, **top["text_config"]} if isinstance(top, dict) and isinstance(top.get("text_config"), dict) else top
-    if not isinstance(cfg, dict):
+    if not isinstance(top, dict):
         return ()
+    cfg = _language_config(top)
     return tuple(f"model {Path(path).name}: {key} = {cfg[key]!r} is not modelled: {what}"
                  for key, what in UNMODELLED_KEYS.items() if cfg.get(key) not in (None, False, 0, "softmax"))
 

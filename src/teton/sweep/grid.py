@@ -41,7 +41,7 @@ from typing import Any
 
 from teton.errors import SpecError, closest
 from teton.memo import cached
-from teton.spec.load import SPEC_SECTIONS, read_file, set_path
+from teton.spec.load import SPEC_SECTIONS, SPEC_SUFFIXES, read_file, set_path
 
 SWEEP_KEYS = ("base", "grid", "zip", "filter", "notes")  # notes: free text, ignored
 STORE_SCHEMA = 1  # bump when the row layout or the hashed content changes
@@ -93,9 +93,10 @@ def canonical_json(obj: Any) -> str:
 
 def point_key(merged_spec: dict[str, Any]) -> str:
     """Stable key of one point: SHA-256 of teton's version, the store schema, the merged spec's
-    canonical JSON and the contents of the files it names (a cluster, model or hardware file: an
-    edited file is a new point, not a stored one; first 32 hex digits). A new teton version
-    re-evaluates rather than reuse rows."""
+    canonical JSON and the contents of the files it names itself (a cluster or model file: an
+    edited one is a new point, not a stored one; a file those name in turn, a cluster file's GPU
+    file, is not followed); first 32 hex digits. A new teton version re-evaluates rather than
+    reuse rows."""
     from teton.version import __version__
 
     files = "".join(f"{path}={_file_digest(path)};" for path in sorted(_named_files(merged_spec)))
@@ -103,13 +104,10 @@ def point_key(merged_spec: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-SPEC_FILE_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
-
-
 def _named_files(value: Any) -> set[str]:
     """The existing spec files (by suffix) a spec mapping names anywhere in it."""
     if isinstance(value, str):
-        return {value} if value.endswith(SPEC_FILE_SUFFIXES) and os.path.isfile(value) else set()
+        return {value} if value.endswith(SPEC_SUFFIXES) and os.path.isfile(value) else set()
     if isinstance(value, dict):
         return set().union(*(_named_files(v) for v in value.values())) if value else set()
     if isinstance(value, list | tuple):
@@ -259,7 +257,7 @@ class FilterExpr:
 def _absolutise(value: Any, base_dir: Path) -> Any:
     """Relative file paths in a base spec's cluster / model become absolute (resolved once, here)."""
     if isinstance(value, str):
-        if value.endswith(SPEC_FILE_SUFFIXES) and os.path.exists(base_dir / value):
+        if value.endswith(SPEC_SUFFIXES) and os.path.exists(base_dir / value):
             return str((base_dir / value).resolve())
         return value
     if isinstance(value, dict) and "base" in value:

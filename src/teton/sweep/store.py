@@ -105,6 +105,10 @@ def _corrupt(message: str) -> bool:
     return "corrupt" in low or "checksum" in low
 
 
+def _corrupt_error(path, message: str) -> SpecError:
+    return SpecError("db", str(path), f"a corrupt DuckDB file ({message}); move it aside or use another store file")
+
+
 class ResultStore:
     """A DuckDB results file. Open it, ``write`` batches, read rows back; ``close`` when done."""
 
@@ -124,8 +128,7 @@ class ResultStore:
         except duckdb.Error as err:
             msg = str(err).splitlines()[0]
             if _corrupt(msg):
-                raise SpecError("db", str(path), f"a corrupt DuckDB file ({msg}); move it aside or use another "
-                                "store file") from None
+                raise _corrupt_error(path, msg) from None
             if re.search(r"\block\b", msg.lower()):  # "Could not set lock", not a damaged "block"
                 why = "in use by another process (one DuckDB writer at a time)"
             elif "not a valid duckdb" in msg.lower() or "database file" in msg.lower():
@@ -156,8 +159,7 @@ class ResultStore:
             raise
         except duckdb.Error as err:
             if _corrupt(str(err)):
-                raise SpecError("db", str(self.path), f"a corrupt DuckDB file ({str(err).splitlines()[0]}); move it "
-                                "aside or use another store file") from None
+                raise _corrupt_error(self.path, str(err).splitlines()[0]) from None
             raise
 
     def _read_columns(self) -> dict[str, str]:
