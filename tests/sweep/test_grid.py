@@ -75,6 +75,20 @@ def test_an_edited_cluster_file_is_a_new_point(tmp_path, base_spec):
     assert not {p.key for p in before} & {p.key for p in after}
 
 
+def test_an_edited_file_a_named_file_names_is_a_new_point(tmp_path, base_spec):
+    """The GPU file a cluster file names (relative to the cluster file's folder) is part of the
+    key too: a sweep resumed after editing it must not read back the old GPU's rows."""
+    (tmp_path / "hw").mkdir()
+    (tmp_path / "hw" / "gpu.yaml").write_text("base: h100-sxm\nname: my-gpu\n")
+    (tmp_path / "hw" / "cl.yaml").write_text("base: meta-roce-24k\ngpu: gpu.yaml\n")
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"base": {**base_spec, "cluster": "hw/cl.yaml"},
+                                                         "grid": {"job.tp": [2, 4]}}))
+    before, _ = parse_sweep(tmp_path / "sweep.yaml").points()
+    (tmp_path / "hw" / "gpu.yaml").write_text("base: h100-sxm\nname: my-gpu\nhbm_bytes: 96.0e+9\n")
+    after, _ = parse_sweep(tmp_path / "sweep.yaml").points()
+    assert not {p.key for p in before} & {p.key for p in after}
+
+
 @pytest.mark.parametrize("change, field", [
     ({"grid": {"job.tpp": [1]}}, "grid"),
     ({"grid": {"jobs.tp": [1]}}, "grid"),

@@ -17,7 +17,7 @@ from teton.errors import SpecError, one_line
 # The arguments most verbs share, declared once.
 SpecPath = Annotated[Path, typer.Argument(metavar="SPEC", help="spec file (YAML, TOML or JSON)")]
 SetOverrides = Annotated[list[str] | None, typer.Option("--set", help="override: key.path=value (repeatable)")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="print one JSON document on stdout (an object, or a list of rows), nothing else")]
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?B?)?\s*$", re.IGNORECASE)
 _MULT = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}

@@ -17,8 +17,9 @@ A point is a mapping ``dotted key -> value``. Its spec is the base with the poin
 canonical JSON of that merged spec mapping (plus teton's version and the store's schema
 version): the same spec mapping always gets the same key, whatever sweep or order produced it,
 which is what resume relies on. The key hashes the mapping as written, not the resolved spec:
-``job.pp: 1`` and an omitted ``pp`` are different keys, and a file the spec names (a model
-``config.json``) is hashed by its path, not its content.
+``job.pp: 1`` and an omitted ``pp`` are different keys. The files the spec names (a cluster
+file, a model ``config.json``) and the files those name in turn (a cluster file's GPU file) are
+hashed by their contents too: an edited file makes new points, never a stale stored row.
 
 Filter expressions are parsed with :mod:`ast` and evaluated by a small interpreter (numbers,
 strings, arithmetic, comparisons, ``and``/``or``/``not``, ``in``, ``min``/``max``/``abs``) -
@@ -44,7 +45,7 @@ from teton.memo import cached
 from teton.spec.load import SPEC_SECTIONS, SPEC_SUFFIXES, read_file, set_path
 
 SWEEP_KEYS = ("base", "grid", "zip", "filter", "notes")  # notes: free text, ignored
-STORE_SCHEMA = 1  # bump when the row layout or the hashed content changes
+STORE_SCHEMA = 2  # bump when the row layout or the hashed content changes
 MAX_SWEEP_POINTS = 100_000  # grid points before filtering: each is set, hashed and filtered up front
 
 # Sections that may be varied whole (a preset name or mapping) or by sub-key.
@@ -93,10 +94,10 @@ def canonical_json(obj: Any) -> str:
 
 def point_key(merged_spec: dict[str, Any]) -> str:
     """Stable key of one point: SHA-256 of teton's version, the store schema, the merged spec's
-    canonical JSON and the contents of the files it names itself (a cluster or model file: an
-    edited one is a new point, not a stored one; a file those name in turn, a cluster file's GPU
-    file, is not followed); first 32 hex digits. A new teton version re-evaluates rather than
-    reuse rows."""
+    canonical JSON and the contents of the files it names (a cluster or model file, and the files
+    those name in turn, relative to their own folders: a cluster file's GPU file; an edited one is
+    a new point, not a stored one); first 32 hex digits. A new teton version re-evaluates rather
+    than reuse rows."""
     from teton.version import __version__
 
     files = "".join(f"{path}={_file_digest(path)};" for path in sorted(_named_files(merged_spec)))
@@ -104,15 +105,36 @@ def point_key(merged_spec: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _named_files(value: Any) -> set[str]:
-    """The existing spec files (by suffix) a spec mapping names anywhere in it."""
+def _named_files(value: Any, base_dir: Path | None = None, seen: frozenset[str] = frozenset()) -> set[str]:
+    """The existing spec files (by suffix) a spec mapping names anywhere in it, relative to
+    ``base_dir`` (None: the working directory), and those the files name in turn."""
     if isinstance(value, str):
-        return {value} if value.endswith(SPEC_SUFFIXES) and os.path.isfile(value) else set()
+        if not value.endswith(SPEC_SUFFIXES):
+            return set()
+        path = Path(value) if base_dir is None else base_dir / value
+        if not os.path.isfile(path):
+            return set()
+        name = str(path.resolve())
+        if name in seen:
+            return set()
+        st = os.stat(name)
+        return {name} | _named_files(_file_mapping(name, st.st_mtime_ns, st.st_size), Path(name).parent,
+                                     seen | {name})
     if isinstance(value, dict):
-        return set().union(*(_named_files(v) for v in value.values())) if value else set()
+        return set().union(*(_named_files(v, base_dir, seen) for v in value.values())) if value else set()
     if isinstance(value, list | tuple):
-        return set().union(*(_named_files(v) for v in value)) if value else set()
+        return set().union(*(_named_files(v, base_dir, seen) for v in value)) if value else set()
     return set()
+
+
+@cached(1024)
+def _file_mapping(path: str, mtime_ns: int, size: int) -> Any:
+    """A named file's parsed contents, for the files it names (None where it does not parse: the
+    loader reports that; its bytes are hashed all the same)."""
+    try:
+        return read_file(Path(path))
+    except Exception:  # noqa: BLE001 - any unreadable file: hashed by its bytes, named files unknown
+        return None
 
 
 @cached(1024)
