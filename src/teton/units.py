@@ -52,3 +52,12 @@ def format_count(x: float) -> str:
         text = f"{v:,.{digits}f}"
         return (text.rstrip("0").rstrip(".") if "." in text else text) + suffix
     return f"{x:,.0f}"
+
+
+def format_gb_s(bytes_s: float) -> str:
+    """A rate in GB/s with three significant digits below 100 (``39.6 GB/s``, ``0.0152 GB/s``) and
+    whole numbers above (``1,067 GB/s``): a small rate never reads 0."""
+    v = bytes_s / 1e9
+    if v == 0 or abs(v) >= 100:
+        return f"{v:,.0f} GB/s"
+    return f"{v:,.{max(0, 2 - math.floor(math.log10(abs(v))))}f} GB/s"

@@ -213,11 +213,11 @@ def test_young_and_daly_match_the_hand_calculation():
     assert d["young_interval_s"] == pytest.approx(math.sqrt(2 * c * m), rel=1e-12)
     x = c / (2 * m)
     assert d["young_daly_interval_s"] == pytest.approx(math.sqrt(2 * c * m) * (1 + math.sqrt(x) / 3 + x / 9) - c)
-    # the first-order optimum is Daly's to within a step; the interval used is the practical one
+    # the renewal model's optimum is Daly's to within a step; the interval used is the practical one
     rec = d["interval_recommendation"]
     assert rec["optimal_interval_s"] == pytest.approx(d["young_daly_interval_s"], abs=STEP_S)
     assert d["checkpoint_interval_s"] == rec["practical_interval_s"]
-    assert d["checkpoint_interval_source"] == "practical interval (first-order model)"
+    assert d["checkpoint_interval_source"] == "practical interval (renewal model)"
 
 
 def test_seeded_monte_carlo_is_deterministic_and_near_the_first_order_answer():

@@ -34,7 +34,9 @@ def test_bandwidth_grows_then_saturates_at_storage_limit(study):
     small = pts[0]
     assert small.bottleneck == "fuse_client"
     assert small.peak_rate_bytes_s < 1.05 * system.client_bytes_s_per_host()
-    assert pts[-1].bottleneck == "server_nic"
+    # saturated, the server NICs cap the rate, but the slowest FUSE host sets the finish time (it
+    # ran at its own ceiling throughout: more servers would not finish sooner)
+    assert pts[-1].rate_bottleneck == "server_nic" and pts[-1].bottleneck == "fuse_client"
 
 
 def test_tail_dominated_by_slowest_writer(study):

@@ -152,7 +152,13 @@ def _print_checkpoint(con, d: dict) -> None:
         ("other jobs' share of the storage", f"{d['storage_other_jobs_share']:.1%} ({d['storage_other_jobs_share_source']})"),
         ("write rate left for checkpoints", f"{_bw(d['storage_available_write_bytes_s'])} ({d['storage_write_bound']})"),
         ("min checkpoint interval (sustained)", f"{d['min_checkpoint_interval_s']:.2f} s"),
+        (f"{d['checkpoints_kept']} checkpoints kept / usable capacity",
+         f"{_gb(d['checkpoints_kept'] * d['total_bytes'])} / {_gb(d['storage_usable_capacity_bytes'])}"
+         + ("" if d["checkpoint_fits_storage"] else " [bold red]DOES NOT FIT[/]")),
     ]
+    if "checkpoint_interval_s" in d:
+        ok = "sustainable" if d["checkpoint_sustainable"] else "[bold red]NOT sustainable[/] (storage.checkpoint.interval_s)"
+        rows.append((f"interval {d['checkpoint_interval_s']:g} s", f"{ok}, GPUs paused {d['checkpoint_pause_fraction']:.2%}"))
     for c, bw in d["caps_bytes_s"].items():
         rows.append((f"  cap: {c}", _bw(bw)))
     dl = d.get("data_loading")
@@ -167,6 +173,10 @@ def _print_checkpoint(con, d: dict) -> None:
     for r in rows:
         t.add_row(*r)
     con.print(t)
+    if not d["checkpoint_fits_storage"]:
+        con.print(f"[bold red]warning:[/] {d['checkpoints_kept']} checkpoints of {_gb(d['total_bytes'])} do not fit "
+                  f"the storage's usable {_gb(d['storage_usable_capacity_bytes'])}: add storage.servers or lower "
+                  "storage.checkpoint.keep")
 
 
 def _print_scaling(con, scaling: list[dict]) -> None:

@@ -10,6 +10,7 @@ import typer
 from teton.cli._common import JsonFlag, SetOverrides, SpecPath
 from teton.errors import SpecError
 from teton.progress import progress_task
+from teton.units import format_gb_s
 
 
 def _print_tables(out: dict) -> None:
@@ -70,7 +71,7 @@ def _interval(seconds: float) -> str:
     checkpoint is needed to survive them)."""
     from teton.reliability.recommend import NO_FAILURES_INTERVAL_S
 
-    return "never (no unexpected interruptions)" if seconds >= NO_FAILURES_INTERVAL_S else f"{seconds:.0f} s"
+    return "never (no unexpected interruptions)" if seconds >= 0.999 * NO_FAILURES_INTERVAL_S else f"{seconds:.0f} s"
 
 
 def _interval_rows(rec: dict) -> list[tuple[str, str]]:
@@ -81,10 +82,10 @@ def _interval_rows(rec: dict) -> list[tuple[str, str]]:
              f"{lo:.0f} s - {_interval(hi)} ({rec['method']})"),
             ("optimum", f"{_interval(rec['optimal_interval_s'])} (ETTR {rec['optimal_ettr']:.2%})"),
             ("shortest interval offered", f"{rec['min_interval_s']:.0f} s ({rec['min_interval_bound']})")]
-    if rec["storage_available_write_bytes_s"] is not None:
+    if rec["storage_available_write_bytes_s"] is not None and not _interval(rec["practical_interval_s"]).startswith("never"):
         rows.append(("checkpoint writes at the practical interval",
-                     f"{rec['write_bytes_s'] / 1e9:,.1f} GB/s = {rec['storage_use']:.1%} of "
-                     f"{rec['storage_available_write_bytes_s'] / 1e9:,.0f} GB/s left (other jobs "
+                     f"{format_gb_s(rec['write_bytes_s'])} = {rec['storage_use']:.1%} of "
+                     f"{format_gb_s(rec['storage_available_write_bytes_s'])} left (other jobs "
                      f"{rec['storage_other_jobs_share']:.0%})"))
     return rows
 

@@ -15,9 +15,9 @@ The checkpoint interval is ``--interval``, else ``reliability.checkpoint_interva
 storage policy's ``storage.checkpoint.interval_s`` (the one ``teton checkpoint`` checks for
 sustainability), else the practical interval teton recommends (:mod:`teton.reliability.recommend`:
 the longest interval the storage sustains within ``reliability.interval_ettr_tolerance_pp`` of the
-best ETTR; first order, or the Monte Carlo sweep's with ``interval_sweep``); it is rounded to whole
-steps and never shorter than one save. A given interval the storage cannot sustain is run as
-given, with a warning.
+best ETTR; by the renewal model, or the Monte Carlo sweep's with ``interval_sweep``); it is rounded
+to whole steps and never shorter than one save (the source then says so). A given interval the
+storage cannot sustain is run as given, with a warning.
 """
 
 from __future__ import annotations
@@ -223,7 +223,9 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
     cfg = cfg or parse_reliability(spec.reliability)
     days, tokens, length_field = _run_length(cfg, days, tokens)
     runs = cfg.runs if runs is None else runs
-    seed = spec.seed if seed is None else seed
+    if seed is not None and seed != spec.seed:  # one seed for every draw: storage stragglers too
+        spec = spec.model_copy(update={"seed": seed})
+    seed = spec.seed
     cluster, gpus = spec.cluster, spec.job.gpus
     st, tps, breakdown, st_source = _step(spec, cfg, step_time_s, tokens_per_step, breakdown, simulate)
     _check_step(st, tps, bool(step_time_s), bool(tokens_per_step))
@@ -254,7 +256,8 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
                      days, runs, seed, st, st_source, st_eff, tps, steps)
     time = time_figures(res, gpus, steps, st, st_eff, tps, slow)
     ckf = checkpoint_figures(iv, ck, down, cfg, gpus, inp.spares)
-    warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts))
+    warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts), *local_storage_warnings(spec, inp),
+                *capacity_warnings(ck))
     return GoodputResult(
         run, interruption_figures(fm, res, inp.infant), time, ckf, energy_figures(pm, e, cost_usd(cfg, gpus, res.wall_s, e)),
         iv.sweep_rows, tuple(_assumptions(run, ckf, cfg, pm, planes)), warnings, iv.recommendation, planes,
@@ -304,6 +307,33 @@ def spare_warnings(run: RunFigures, time: TimeFigures, ck: CheckpointFigures, cf
             f"(reliability.repair_h = {cfg.repair_h:g} h). Add spares: reliability.spare_hosts = {need} "
             f"(--set reliability.spare_hosts={need}; covers the host failures of one repair time at "
             f"{SPARE_COVER_QUANTILE:.0%}), or shorten reliability.repair_h"]
+
+
+def capacity_warnings(ck) -> list[str]:
+    """A warning when the checkpoints the storage policy keeps exceed the storage's usable capacity."""
+    if ck.kept_bytes is None or ck.usable_capacity_bytes is None or ck.kept_bytes <= ck.usable_capacity_bytes:
+        return []
+    return [f"the checkpoints kept ({ck.kept_bytes / 1e12:,.2f} TB: storage.checkpoint.keep of "
+            f"{ck.checkpoint_bytes / 1e12:,.2f} TB) do not fit the storage's usable capacity "
+            f"({ck.usable_capacity_bytes / 1e12:,.2f} TB): add storage.servers or keep fewer checkpoints"]
+
+
+def local_storage_warnings(spec: Any, inp: MCInputs) -> list[str]:
+    """A warning when the checkpoints sit on the hosts' own drives (a ``local`` storage system) and
+    some interruptions replace a host: the replacement's drives hold none of the lost host's
+    shards, so those restores need a copy elsewhere, which teton does not price (it restores every
+    interruption from the local drives)."""
+    has_storage = spec.storage is not None or spec.cluster.storage is not None
+    if not has_storage or float(np.sum(inp.rates_per_s[inp.replaces_host])) <= 0:
+        return []
+    from teton.spec.storage import spec_storage
+
+    if spec_storage(spec).kind != "local":
+        return []
+    return ["checkpoints on the hosts' own drives (a local storage system) are lost with a host that is "
+            "replaced: the restore after a host failure needs a replica on other hosts or a remote copy, "
+            "which is not priced here (every restore reads the local drives); checkpoint to shared storage "
+            "or add the replica's traffic to the save"]
 
 
 def _check_interruptions(inp: MCInputs, field: str, value: float | None) -> None:

@@ -230,7 +230,7 @@ class GoodputResult:
 
     ``interval_sweep``: one row per interval simulated (empty unless asked); ``interval``: the
     checkpoint interval teton recommends (``interval.practical_interval_s``), the optimum, Young /
-    Daly's and the flat region, first order or from the sweep (:mod:`teton.reliability.recommend`);
+    Daly's and the flat region, by the renewal model or from the sweep (:mod:`teton.reliability.recommend`);
     ``time_to_train_samples_days``: every run's time to train (asked with ``samples`` on a token
     budget, else None)."""
 

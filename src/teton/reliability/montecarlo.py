@@ -22,6 +22,7 @@ ETTR = useful training time / wall-clock time (LLAMA3 §3.3.4's "effective train
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -254,6 +255,38 @@ class _RunState:
                         down_s=self.down, spare_wait_s=self.wait, counts=self.counts, finished=self.finished)
 
 
+def _seconds(x: float) -> str:
+    return f"{x:,.0f} s" if x >= 10 else f"{x:.3g} s"
+
+
+def _check_progress(inp: MCInputs, max_steps: int) -> None:
+    """Refuse, before simulating, a run whose expected interruptions exceed ``max_steps`` (one per
+    Monte Carlo step): its wall time (training over the renewal model's ETTR,
+    :mod:`teton.reliability.renewal`, at most the wall cap) over the mean time from one
+    interruption to the next (up-time and downtime); one whose checkpoint pause or interval
+    rivals the time between interruptions."""
+    from teton.reliability.renewal import renewal_ettr
+
+    if inp.work_s is None:
+        return
+    rate = float(np.sum(inp.rates_per_s))
+    if rate <= 0:
+        return
+    ettr = renewal_ettr(inp, inp.interval_s)
+    wall_s = min(inp.work_s / ettr if ettr > 0 else math.inf, _timeline(inp).wall_cap_s)
+    if wall_s / (1.0 / rate + float(np.sum(inp.rates_per_s * inp.downtime_s)) / rate) < max_steps:
+        return
+    unexpected = max(float(np.sum(inp.rates_per_s[~inp.planned])), 1e-300)
+    cycle = (f"a checkpoint every {inp.interval_s:,.0f} s of training pausing {_seconds(inp.blocking_s)} (durable "
+             f"after {inp.save_s:,.0f} s) against an unexpected interruption every {1.0 / unexpected:,.0f} s makes "
+             f"almost no progress (ETTR {ettr:.2g})")
+    if inp.blocking_s * unexpected > 0.1:
+        raise SpecError("reliability.checkpoint_blocking_s", round(inp.blocking_s, 6), cycle + ": shorten the "
+                        "pause (faster storage, async checkpoints) or lower the failure rates")
+    raise SpecError("checkpoint interval", round(inp.interval_s, 3), cycle + ": checkpoint more often (--interval; "
+                    "a storage that sustains it: storage.servers) or lower the failure rates")
+
+
 def simulate_runs(inp: MCInputs, runs: int, seed: int, progress: Callable[[int, int], None] | None = None,
                   max_steps: int = 200_000) -> MCResult:
     """Vectorised Monte Carlo of ``runs`` independent runs (deterministic in ``seed``), one
@@ -261,6 +294,7 @@ def simulate_runs(inp: MCInputs, runs: int, seed: int, progress: Callable[[int, 
     each step: the runs that have ended."""
     if (inp.work_s is None) == (inp.horizon_s is None):
         raise ValueError("give exactly one of work_s, horizon_s")
+    _check_progress(inp, max_steps)
     rng = np.random.default_rng(seed)
     tl = _timeline(inp)
     end_s = min(tl.horizon_s, tl.wall_cap_s)

@@ -16,15 +16,10 @@ checkpoints: less write traffic on shared storage, fewer files, the same ETTR wi
 
 Two ways to find it:
 
-* first order (every ``goodput``): per unit of up-time, training ``tau / c`` (``c = tau + delta``)
-  less the work lost at each unexpected interruption (rate ``lambda``), ``tau / 2`` plus, in the
-  ``lag = save - delta`` before a checkpoint is durable, a whole interval (``lag tau / c``); the
-  outages add ``D = sum_i lambda_i R_i`` of down time (planned drains their save too)::
-
-      ETTR(tau) = [tau / c - lambda (tau / 2 + lag tau / c)] / (1 + D)
-
-  maximised at ``c = sqrt(2 delta (1 - lambda lag) / lambda)`` (Young's ``sqrt(2 delta M)`` when
-  ``lag = 0``); the flat region's edges solve ``ETTR(tau) = ETTR* - tolerance`` (bisection).
+* renewal model (every ``goodput``): the closed-form ETTR of :mod:`teton.reliability.renewal`
+  (Daly 2006's exponential form; Young's first order ``[tau / c - lambda (tau / 2 + lag tau / c)]
+  / (1 + D)`` where ``lambda c`` is small), maximised numerically from Young's ``sqrt(2 delta M)``;
+  the flat region's edges solve ``ETTR(tau) = ETTR* - tolerance`` (bisection).
 * Monte Carlo (``interval_sweep``): the run simulated at a log grid of offered intervals (common
   random numbers: one seed), extended while its longest is still within tolerance, and each edge
   of the flat region refined by bisection on whole steps between the last interval inside and
@@ -42,7 +37,9 @@ import numpy as np
 
 from teton.reliability.montecarlo import MCInputs, MCResult
 from teton.reliability.recovery import CheckpointCosts
+from teton.reliability.renewal import NO_PROGRESS_ETTR, interruption_rates, renewal_ettr, renewal_optimum_s
 from teton.storage.budget import WriteBudget
+from teton.units import format_gb_s
 
 HUMAN_INTERVALS_S = (600.0, 1800.0, 3600.0, 3 * 3600.0)  # intervals people pick, added to every sweep
 GRID_POINTS = 13  # the sweep's log grid: centre / 16 ... centre x 16
@@ -114,7 +111,7 @@ class IntervalRecommendation:
     optimal_ettr: float
     flat_region_s: tuple[float, float]  # the shortest and longest offered intervals within tolerance
     ettr_tolerance_pp: float
-    method: str  # "first-order model" or "Monte Carlo sweep"
+    method: str  # "renewal model" or "Monte Carlo sweep"
     young_interval_s: float | None  # None without unexpected interruptions
     daly_interval_s: float | None
     min_interval_s: float  # the shortest offered interval
@@ -142,8 +139,8 @@ class IntervalRecommendation:
                f"{self.optimal_ettr:.2%} at {human_s(self.optimal_interval_s)}; flat from {human_s(lo)} to "
                f"{human_s(hi)}, {self.method})"]
         if self.storage_available_write_bytes_s is not None:
-            out.append(f"it writes {self.write_bytes_s / 1e9:,.1f} GB/s on average, {self.storage_use:.1%} of the "
-                       f"{self.storage_available_write_bytes_s / 1e9:,.0f} GB/s the storage leaves this job (other "
+            out.append(f"it writes {format_gb_s(self.write_bytes_s)} on average, {self.storage_use:.1%} of the "
+                       f"{format_gb_s(self.storage_available_write_bytes_s)} the storage leaves this job (other "
                        f"jobs {self.storage_other_jobs_share:.0%}, {self.storage_write_bound}); the shortest "
                        f"interval offered is {human_s(self.min_interval_s)} ({self.min_interval_bound})")
         return out
@@ -158,22 +155,8 @@ def human_s(seconds: float) -> str:
 
 def _rates(inp: MCInputs) -> tuple[float, float, float]:
     """(unexpected interruptions per s, outage seconds per second of up-time, durability lag s)."""
-    unexpected = float(np.sum(inp.rates_per_s[~inp.planned]))
-    down = float(np.sum(inp.rates_per_s * inp.downtime_s) + np.sum(inp.rates_per_s[inp.planned]) * inp.save_s)
-    return unexpected, down, max(inp.save_s - inp.blocking_s, 0.0)
-
-
-def first_order_ettr(inp: MCInputs, interval_s: float) -> float:
-    """ETTR at ``interval_s`` to first order (module docstring)."""
-    lam, down, lag = _rates(inp)
-    c = interval_s + inp.blocking_s
-    return (interval_s / c - lam * (interval_s / 2.0 + lag * interval_s / c)) / (1.0 + down)
-
-
-def _first_order_optimum_s(inp: MCInputs) -> float:
-    lam, _, lag = _rates(inp)
-    c = math.sqrt(2.0 * inp.blocking_s * max(1.0 - lam * lag, 0.0) / lam)
-    return max(c - inp.blocking_s, 0.0)
+    lam, down_u, down_p, lag = interruption_rates(inp)
+    return lam, down_u + down_p, lag
 
 
 def _edge_s(f: Callable[[float], float], inside_s: float, outside_s: float, level: float) -> float:
@@ -186,13 +169,13 @@ def _edge_s(f: Callable[[float], float], inside_s: float, outside_s: float, leve
     return math.exp(a)
 
 
-def _first_order_region(inp: MCInputs, lim: IntervalLimits, tol: float) -> tuple[float, float, float]:
-    """(optimum, shortest, longest) offered intervals within ``tol`` of the best, first order."""
+def _renewal_region(inp: MCInputs, lim: IntervalLimits, tol: float) -> tuple[float, float, float]:
+    """(optimum, shortest, longest) offered intervals within ``tol`` of the best, renewal model."""
     s = lim.step_s
-    star = lim.on_steps(_first_order_optimum_s(inp))
-    best = max((x for x in (star - s, star, star + s) if x >= lim.min_s - 1e-9), key=lambda x: first_order_ettr(inp, x))
-    level = first_order_ettr(inp, best) - tol
-    f = lambda x: first_order_ettr(inp, x)  # noqa: E731
+    star = lim.on_steps(renewal_optimum_s(inp, lim.min_s))
+    best = max((x for x in (star - s, star, star + s) if x >= lim.min_s - 1e-9), key=lambda x: renewal_ettr(inp, x))
+    level = renewal_ettr(inp, best) - tol
+    f = lambda x: renewal_ettr(inp, x)  # noqa: E731
     far = best * 2.0
     while f(far) >= level:
         far *= 2.0
@@ -225,21 +208,25 @@ def make_recommendation(lim: IntervalLimits, young_s: float, daly_s: float, tol_
         storage_limits_optimum=lim.bound == "storage write rate" and abs(optimum[0] - lim.min_s) < 1e-9 * lim.min_s)
 
 
-def recommend_first_order(inp: MCInputs, lim: IntervalLimits, young_s: float, daly_s: float,
-                          tol_pp: float) -> IntervalRecommendation:
-    """The recommendation from the first-order ETTR (module docstring). Without unexpected
+def recommend_renewal(inp: MCInputs, lim: IntervalLimits, young_s: float, daly_s: float,
+                      tol_pp: float) -> IntervalRecommendation:
+    """The recommendation from the renewal ETTR (module docstring). Without unexpected
     interruptions every interval is as good as the longest: it is :data:`NO_FAILURES_INTERVAL_S`."""
     if _rates(inp)[0] <= 0:
         far = lim.on_steps(NO_FAILURES_INTERVAL_S)
-        e = first_order_ettr(inp, far)
-        return make_recommendation(lim, young_s, daly_s, tol_pp, "first-order model", (far, e), (lim.min_s, far), e)
-    best, lo, hi = _first_order_region(inp, lim, tol_pp / 100.0)
-    best_ettr, method = first_order_ettr(inp, best), "first-order model"
-    if best_ettr <= 0:  # lambda tau past 1: the first order goes negative where no interval makes progress
+        e = renewal_ettr(inp, far)
+        return make_recommendation(lim, young_s, daly_s, tol_pp, RENEWAL, (far, e), (lim.min_s, far), e)
+    best, lo, hi = _renewal_region(inp, lim, tol_pp / 100.0)
+    best_ettr, method = renewal_ettr(inp, best), RENEWAL
+    if best_ettr <= NO_PROGRESS_ETTR:  # interruptions far more often than any cycle completes
         method += f"; no interval makes progress: an unexpected interruption every {human_s(1.0 / _rates(inp)[0])}"
         lo = hi = best
-    return make_recommendation(lim, young_s, daly_s, tol_pp, method, (best, max(best_ettr, 0.0)),
-                               (lo, hi), max(first_order_ettr(inp, hi), 0.0))
+        best_ettr = 0.0
+    return make_recommendation(lim, young_s, daly_s, tol_pp, method, (best, best_ettr),
+                               (lo, hi), renewal_ettr(inp, hi) if best_ettr else 0.0)
+
+
+RENEWAL = "renewal model"
 
 
 def sweep_row(interval_s: float, res: MCResult, lim: IntervalLimits) -> dict[str, Any]:

@@ -55,6 +55,10 @@ class CheckpointCosts:
     min_interval_s: float = 0.0
     checkpoint_bytes: float = 0.0  # one checkpoint, every writer's bytes
     budget: WriteBudget | None = None  # the storage model's write budget; None without one
+    # the checkpoints the storage policy keeps (``storage.checkpoint.keep``) against the storage's
+    # usable capacity; None without a storage model
+    kept_bytes: float | None = None
+    usable_capacity_bytes: float | None = None
 
 
 def checkpoint_costs(spec: Any, cfg: ReliabilitySpec, data_bytes_s: float = 0.0) -> CheckpointCosts:
@@ -62,15 +66,17 @@ def checkpoint_costs(spec: Any, cfg: ReliabilitySpec, data_bytes_s: float = 0.0)
     ``data_bytes_s``: the data loader's read rate beside the checkpoint (the storage model's).
 
     Fallback, when neither the spec nor its cluster names a storage system (the DGX presets):
-    ``bytes = params x checkpoint_bytes_per_param``, written and read at ``storage_bytes_s``
-    (Tectonic sustained 2 TB/s, LLAMA3 §3.3.1), synchronously.
+    ``bytes = params x checkpoint_bytes_per_param``, written and read synchronously at
+    ``min(storage_bytes_s, hosts x frontend goodput per host)`` (Tectonic sustained 2 TB/s,
+    LLAMA3 §3.3.1; a small job's hosts cannot feed a storage that fast through their frontend
+    NICs: ``teton.storage.transfer.frontend_bytes_s_per_host``).
     """
     from teton.storage.checkpoint import simulate_checkpoint
 
     has_storage = spec is not None and (spec.storage is not None or spec.cluster.storage is not None)
     model = simulate_checkpoint(spec, data_bytes_s=data_bytes_s) if has_storage else None  # SpecErrors reach the user
     source = "storage model" if model else "fallback: bytes / bandwidth"
-    min_interval, budget = 0.0, None
+    min_interval, budget, kept, usable = 0.0, None, None, None
     if model:
         summary = model.summary()
         min_interval = float(summary["min_checkpoint_interval_s"])
@@ -78,10 +84,12 @@ def checkpoint_costs(spec: Any, cfg: ReliabilitySpec, data_bytes_s: float = 0.0)
         block = float(summary["checkpoint_blocking_s"])
         restore = float(summary["checkpoint_restore_s"])
         size, budget = float(summary["total_bytes"]), model.budget
+        kept = summary["checkpoints_kept"] * size
+        usable = float(summary["storage_usable_capacity_bytes"])
     else:
         params = float(spec.model.total_params()) if spec is not None else 0.0
         size = params * cfg.checkpoint_bytes_per_param
-        save = block = restore = size / cfg.storage_bytes_s
+        save = block = restore = size / _fallback_bytes_s(spec, cfg)
     given = [cfg.checkpoint_save_s, cfg.checkpoint_blocking_s, cfg.checkpoint_restore_s]
     if any(v is not None for v in given):
         source = "reliability section" if all(v is not None for v in given) else source + " + reliability section"
@@ -89,7 +97,19 @@ def checkpoint_costs(spec: Any, cfg: ReliabilitySpec, data_bytes_s: float = 0.0)
         block = cfg.checkpoint_blocking_s if cfg.checkpoint_blocking_s is not None else min(block, save)
         restore = cfg.checkpoint_restore_s if cfg.checkpoint_restore_s is not None else restore
     return CheckpointCosts(save_s=max(save, block), blocking_s=block, restore_s=restore, source=source,
-                           min_interval_s=min_interval, checkpoint_bytes=size, budget=budget)
+                           min_interval_s=min_interval, checkpoint_bytes=size, budget=budget, kept_bytes=kept,
+                           usable_capacity_bytes=usable)
+
+
+def _fallback_bytes_s(spec: Any, cfg: ReliabilitySpec) -> float:
+    """The fallback's checkpoint bandwidth: the storage's, or the job's hosts' frontend NICs where
+    those are slower (``checkpoint_costs``)."""
+    if spec is None:
+        return cfg.storage_bytes_s
+    from teton.storage.transfer import frontend_bytes_s_per_host
+
+    hosts = -(-spec.job.gpus // spec.cluster.gpus_per_host)
+    return min(cfg.storage_bytes_s, hosts * frontend_bytes_s_per_host(spec.cluster))
 
 
 def fixed_downtime_s(cfg: ReliabilitySpec, ranks: int, restore_s: float) -> dict[str, float]:

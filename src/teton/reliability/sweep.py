@@ -22,10 +22,11 @@ from teton.reliability.recommend import (
     IntervalRecommendation,
     make_recommendation,
     on_whole_steps,
-    recommend_first_order,
+    recommend_renewal,
     sweep_grid_s,
     sweep_row,
 )
+from teton.units import format_gb_s
 
 
 class IntervalSweep:
@@ -129,19 +130,19 @@ def given_interval_warning(lim: IntervalLimits, given_s: float) -> list[str]:
     b = lim.budget
     if b is None or lim.storage_steps * lim.step_s <= given_s * (1 + 1e-9):
         return []
-    return [f"checkpoint interval {given_s:,.0f} s (given) writes {lim.write_bytes_s(given_s) / 1e9:,.1f} GB/s on "
-            f"average, more than the {b.available_write_bytes_s / 1e9:,.1f} GB/s the storage leaves this job "
-            f"(other jobs {b.other_jobs_share:.0%}, data loading {b.data_loading_bytes_s / 1e9:,.2f} GB/s; "
+    return [f"checkpoint interval {given_s:,.0f} s (used) writes {format_gb_s(lim.write_bytes_s(given_s))} on "
+            f"average, more than the {format_gb_s(b.available_write_bytes_s)} the storage leaves this job "
+            f"(other jobs {b.other_jobs_share:.0%}, data loading {format_gb_s(b.data_loading_bytes_s)}; "
             f"{b.bound}): the shortest interval it sustains is {lim.storage_steps * lim.step_s:,.0f} s"]
 
 
 def run_intervals(inp: MCInputs, lim: IntervalLimits, given_s: float | None, young_s: float, daly_s: float,
                   tol_pp: float, runs: int, seed: int, sweep: bool,
                   progress: Callable[[int, int], None] | None = None) -> IntervalRun:
-    """The recommendation (first order, or the Monte Carlo sweep's with ``sweep``), the interval
+    """The recommendation (renewal model, or the Monte Carlo sweep's with ``sweep``), the interval
     the run uses (``given_s`` on whole steps, at least the drain; else the practical interval) and
     the Monte Carlo at it; ``progress(done, total)`` counts every run simulated."""
-    first = recommend_first_order(inp, lim, young_s, daly_s, tol_pp)
+    first = recommend_renewal(inp, lim, young_s, daly_s, tol_pp)
     failures = math.isfinite(daly_s)
     center = daly_s if failures else first.practical_interval_s
     extra = (first.practical_interval_s,) + ((given_s,) if given_s else ())
@@ -157,6 +158,10 @@ def run_intervals(inp: MCInputs, lim: IntervalLimits, given_s: float | None, you
     if given_s:
         chosen = on_whole_steps(given_s, lim.step_s, lim.drain_steps)
         source, warnings = "given", given_interval_warning(lim, chosen)
+        if abs(chosen - given_s) > 1e-6 * given_s:
+            drained = given_s < chosen and lim.drain_steps > 1 and lim.drain_steps * lim.step_s >= chosen * (1 - 1e-9)
+            why = "raised to the asynchronous save's drain" if drained else "on whole steps"
+            source = f"given {given_s:,.6g} s, {why}"
     else:
         chosen, warnings = rec.practical_interval_s, []
         source = "storage sustained write rate" if rec.storage_limits_optimum else f"practical interval ({rec.method})"

@@ -37,6 +37,7 @@ class ScalingPoint:
     median_writer_s: float
     peak_rate_bytes_s: float  # aggregate rate while every writer is active
     tail_s: float  # time after the shared stage stopped running flat out
+    rate_bottleneck: str = ""  # what caps the peak rate (``teton.storage.transfer.Transfer``)
 
 
 def writer_scaling(system: StorageSystem, cluster: ClusterSpec, total_bytes: float,
@@ -56,7 +57,7 @@ def writer_scaling(system: StorageSystem, cluster: ClusterSpec, total_bytes: flo
                      storage_share=storage_share)
         out.append(ScalingPoint(n, t.hosts, total_bytes / n, t.time_s, t.delivered_bw_bytes_s, t.bottleneck,
                                 t.aggregate_s, t.slowest_writer_s, t.median_writer_s, t.peak_rate_bytes_s,
-                                t.tail_s))
+                                t.tail_s, t.rate_bottleneck))
     return out
 
 
@@ -79,10 +80,10 @@ def plot_scaling(points: list[ScalingPoint], storage_limit_bytes_s: float, path:
     ax.axhline(storage_limit_bytes_s / 1e12, color="red", ls="--", label="storage peak write (model)")
     last = None
     for p in points:  # label where the bottleneck changes
-        if p.bottleneck != last:
-            ax.annotate(p.bottleneck, (p.writers, p.peak_rate_bytes_s / 1e12), fontsize=7,
+        if p.rate_bottleneck != last:
+            ax.annotate(p.rate_bottleneck, (p.writers, p.peak_rate_bytes_s / 1e12), fontsize=7,
                         textcoords="offset points", xytext=(-4, 8), ha="right")
-            last = p.bottleneck
+            last = p.rate_bottleneck
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("writers (GPUs, 8 per host)")

@@ -24,9 +24,11 @@ after that in which only stragglers were still writing. Without jitter and with 
 T = total / C exactly. Metadata: ``ops_per_file`` per file plus ``ops_per_chunk`` Block-layer ops per chunk,
 against the metadata service rate (per host on the local tier), overlapped with the data:
     T = max(T_fluid, metadata_ops / metadata_rate) + one request latency.
-The bottleneck named is the shared stage (argmin of the caps) when C ran flat out for at least
-half of T, the writers' own ceiling (``<client>_client``, or ``frontend_fabric`` / ``ssd`` when
-that is the per-host limit) otherwise, and ``metadata`` when that takes longest.
+The bottleneck named is ``metadata`` when that takes longest; the writers' own ceiling
+(``<client>_client``, or ``frontend_fabric`` / ``ssd`` when that is the per-host limit) when the
+slowest writer's solo time b_w / u_w is T (it ran at its ceiling throughout: a larger shared stage
+would not finish sooner); else the shared stage (argmin of the caps) when C ran flat out for at
+least half of T, the writers' own ceiling otherwise.
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ class Transfer:
     metadata_ops: float = 0.0
     saturated_s: float = 0.0  # how long the shared stage ran flat out; the rest is the straggler tail
     peak_rate_bytes_s: float = 0.0  # aggregate rate while every writer is active
+    # what caps that rate: the shared stage (argmin of the caps) when it reaches it, else the
+    # writers' own ceiling (``bottleneck`` names what sets the finish time instead)
+    rate_bottleneck: str = ""
 
     @property
     def tail_s(self) -> float:
@@ -72,7 +77,7 @@ class Transfer:
             "aggregate_s": self.aggregate_s, "slowest_writer_s": self.slowest_writer_s,
             "median_writer_s": self.median_writer_s, "metadata_s": self.metadata_s,
             "metadata_ops": self.metadata_ops, "saturated_s": self.saturated_s, "tail_s": self.tail_s,
-            "peak_rate_bytes_s": self.peak_rate_bytes_s,
+            "peak_rate_bytes_s": self.peak_rate_bytes_s, "rate_bottleneck": self.rate_bottleneck,
         }
 
 
@@ -146,15 +151,19 @@ def transfer(system: StorageSystem, cluster: ClusterSpec, writer_bytes: np.ndarr
     ops = ops if metadata else 0.0
 
     time_s = max(fluid.time_s, metadata_s) + system.op_latency_us * 1e-6
+    slowest_solo_s = float((b / u).max())
     if metadata_s >= fluid.time_s:
         name = "metadata"
+    elif fluid.time_s <= slowest_solo_s * (1 + 1e-6):
+        name = host_cap_name  # the slowest writer ran at its own ceiling throughout: more servers would not help
     elif fluid.saturated_s >= fluid.time_s - fluid.saturated_s:
         name = agg_name  # most of the time the shared stage runs flat out
     else:
         name = host_cap_name  # most of the time is writers held by their own (client-side) ceilings
     return Transfer(direction, total, int(b.size), n_hosts, time_s, total / time_s, name, caps,
                     aggregate_s, fluid.time_s, fluid.median_finish_s, metadata_s, float(ops),
-                    fluid.saturated_s, fluid.peak_rate_bytes_s)
+                    fluid.saturated_s, fluid.peak_rate_bytes_s,
+                    agg_name if fluid.peak_rate_bytes_s >= cap * (1 - 1e-9) else host_cap_name)
 
 
 @dataclass(frozen=True)
