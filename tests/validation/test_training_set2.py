@@ -238,7 +238,7 @@ def test_grace_blackwell_llama_70b_fsdp_rows_offload_what_the_recipes_state():
     runs = {r.name: r for r in training_runs_2()}
     for rid, layers in (("d-25.11-gb200-llama3-70b-64-fp8-cs", 40), ("d-26.02-gb200-llama3-70b-64-fp8", 40),
                         ("d-25.11-gb300-llama3-70b-64-fp8-cs", 20), ("d-26.04.01-gb300-llama3-70b-64-fp8", 20)):
-        recompute, offload, note = unstated_memory_saving(rows[rid], row_spec)
+        recompute, offload, note, _ = unstated_memory_saving(rows[rid], row_spec)
         assert (recompute, offload) == ("none", layers) and "Megatron-Bridge's" in note, rid
         assert runs[rid].spec.job.software.cpu_offload_layers == layers
     assert stated_offload(rows["d-26.04-gb300-llama3-70b-64-mxfp8"]) is None  # pipelined, not FSDP

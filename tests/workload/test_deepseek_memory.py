@@ -119,9 +119,11 @@ def test_a_transformer_engine_fp8_job_keeps_its_gemm_inputs_quantised():
     assert saved_input_bytes(s_te.job) == pytest.approx(1 + 1 / 32) and saved_input_bytes(s_plain.job) == ACT_BYTES
     m, lay = s_te.model, s_te.job.layout
     saved = ACT_BYTES - (1 + 1 / 32)
-    # the QKV and MLP-up inputs shrink, the attention output gains the output projection's copy
+    # the QKV and MLP-up inputs shrink, the attention output gains the output projection's copy, and
+    # the SwiGLU product the down projection keeps is its quantised copy too
     expect = (saved * 2 * lay.elementwise_tokens * m.hidden
-              - quantized_copy_bytes(s_te.job) * lay.tokens * m.q_width / lay.tp)
+              - quantized_copy_bytes(s_te.job) * lay.tokens * m.q_width / lay.tp
+              + saved * lay.tokens * m.ffn_hidden / lay.tp)
     got = layer_activation_bytes(s_plain.model, s_plain.job) - layer_activation_bytes(s_te.model, s_te.job)
     assert got == pytest.approx(expect)
     bf16_te, bf16_plain = _spec("llama3-8b", software=te, cluster=blackwell), _spec("llama3-8b", software=plain,

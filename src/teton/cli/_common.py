@@ -150,6 +150,9 @@ PARAMETER_FLAGS = {
     "virtual_stages": "--virtual-stages",
 }
 OVERRIDE_WHERE = "override "  # teton.spec.load: the ``where`` of an error an override caused
+# fields of a file's own errors (teton.spec.read: malformed JSON / YAML / TOML): what the file
+# holds, never a parameter, even where the error is blamed on the --set that named the file
+FILE_FIELDS = ("json", "yaml", "toml")
 
 
 def verb_flags(cmd) -> set[str]:
@@ -170,7 +173,8 @@ def as_flags(err: SpecError, flags: set[str]) -> SpecError:
     where = err.where
     in_file = bool(where) and not (where.startswith(OVERRIDE_WHERE) or f" {OVERRIDE_WHERE}" in where)
     # an error located in a file names what the file holds, never a flag ("malformed.json:1: json = ...")
-    flag = flag_for(err.field, flags) if err.field and "." not in err.field and not in_file else None
+    flag = (flag_for(err.field, flags) if err.field and "." not in err.field and not in_file
+            and err.field not in FILE_FIELDS else None)
     if where and "--set" in flags and (where.startswith(OVERRIDE_WHERE) or f" {OVERRIDE_WHERE}" in where):
         where = re.sub(rf"(^|(?<= )){OVERRIDE_WHERE}", "--set ", where)
     if flag is None and where == err.where:

@@ -31,10 +31,12 @@ renewal and by the Monte Carlo, 2 % first order).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from teton.reliability.montecarlo import MCInputs
+if TYPE_CHECKING:  # the Monte Carlo's inputs; montecarlo imports this module to check a run's progress
+    from teton.reliability.montecarlo import MCInputs
 
 NO_PROGRESS_ETTR = 1e-6  # below this a run takes a million times its failure-free time: none in practice
 

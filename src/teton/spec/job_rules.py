@@ -135,6 +135,16 @@ def check_offload(job: JobSpec, model: ModelSpec) -> None:
         return
     if n >= model.layers:
         raise SpecError("software.cpu_offload_layers", n, f"fewer than model.layers ({model.layers})")
+    chunks = job.layout.pp * job.layout.virtual_stages
+    smallest = model.layers // chunks  # the fewest layers a pipeline chunk gets
+    if n >= smallest:
+        split = (f"{model.layers} layers over {chunks} pipeline chunks (pp {job.layout.pp} x virtual stages "
+                 f"{job.layout.virtual_stages})")
+        allowed = (f"fewer than the smallest chunk's {smallest} layers ({split}): a chunk keeps its last layer's "
+                   "activations on the GPU" if smallest > 1 else
+                   f"no layer can be offloaded: {split} leave a chunk at most {-(-model.layers // chunks)} layer(s), and a chunk keeps its "
+                   "last layer's activations on the GPU")
+        raise SpecError("software.cpu_offload_layers", n, allowed)
     if FRAMEWORK_RECOMPUTE.get(job.software.framework) is not _MEGATRON_RECOMPUTE:
         return
     if job.layout.pp > 1:

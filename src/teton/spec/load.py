@@ -367,11 +367,11 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
 
 
 def _hf_notes(value: Any, base_dir: Path | None) -> tuple[str, ...]:
-    """The notes of a model given as an HF config.json file (``hf_config.hf_config_notes``)."""
-    if not (isinstance(value, str) and value.endswith(".json")):
-        return ()
-    path = Path(value) if base_dir is None else base_dir / value
-    return hf_config_notes(path) if os.path.isfile(path) else ()
+    """``hf_config_notes`` of the file :func:`_resolve_named` reads as an HF config: any suffix, or a ``base:``'s."""
+    value = value.get("base") if isinstance(value, dict) else value  # a mapping's (or a model file's) base
+    named = isinstance(value, str) and value not in MODEL_PRESETS and (value.endswith(SPEC_SUFFIXES) or "/" in value)
+    raw = read_file(path := Path(value) if base_dir is None else base_dir / value) if named else {}  # loaded: a file
+    return hf_config_notes(path) if any(k in raw for k in HF_CONFIG_KEYS) else _hf_notes(raw, path.parent) if named else ()
 
 
 def _section_file(value: Any, base_dir: Path | None, field: str) -> Any:

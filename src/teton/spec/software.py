@@ -95,6 +95,13 @@ class SoftwareSpec(Section):
     # pytorch/module/linear.py, "Cast local input tensor if needed" ahead of the NCCL or userbuffers
     # all-gather); off: gathered in bf16 and cast whole (teton.workload.fp8.gather_bytes)
     fp8_gather_quantized: bool = False
+    # a gated MLP's product (the SwiGLU output, the down projection's input) is kept for the down
+    # projection's weight gradient: Megatron-Core's fused bias-SwiGLU returns it and Transformer
+    # Engine's row-parallel Linear saves its input (TE 2.9 pytorch/module/linear.py, "Cache state
+    # for backward pass"); recompute_modules moe_act (the experts) or mlp drop it. Off: the MLP is
+    # compiled and recomputes the product from gate and up in backward (torch.compile's min-cut
+    # partitioner rematerialises pointwise ops) (teton.workload.activations)
+    glu_product_saved: bool = False
     # an fp8 job keeps its transformer layers' weights only in the recipe's quantised form, the
     # fp32 master copy in the optimizer (Megatron's --fp8-param-gather; NeMo 2.0's and
     # Megatron-Bridge's fp8_param_gather, fp4_param_gather under NVFP4): no bf16 weights, and the
@@ -160,11 +167,12 @@ def _megatron_core(**fields) -> dict:
     into fp32 ``main_grad`` (``gradient_accumulation_fusion``), overlapped p2p, and the distributed
     optimizer with bucketed, overlapped gradient reduce-scatter and parameter all-gather
     (``--overlap-grad-reduce --overlap-param-gather``); TE's Linear modules keep the quantised copy of
-    an fp8 GEMM's input for its backward and all-gather a sequence-parallel operand quantised."""
+    an fp8 GEMM's input for its backward and all-gather a sequence-parallel operand quantised, and
+    the down projection keeps the SwiGLU product it takes."""
     return {**dict(elementwise="fused", attention="cudnn", tp_comm_overlap="full", cp_comm="ring", pp_p2p="async",
                    fused_yarn_rope=False,
                    grad_accum_fusion=True, overlap_dp_comm=True, overlap_param_gather=True, fused_norm_linear=True,
-                   fp8_saves_quantized=True, fp8_gather_quantized=True),
+                   fp8_saves_quantized=True, fp8_gather_quantized=True, glu_product_saved=True),
             **fields}
 
 

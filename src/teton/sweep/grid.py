@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from teton.errors import SpecError, closest
-from teton.memo import cached
 from teton.spec.load import SPEC_SECTIONS, SPEC_SUFFIXES, read_file, set_path
+from teton.sweep.named_files import file_digest, named_files
 
 SWEEP_KEYS = ("base", "grid", "zip", "filter", "notes")  # notes: free text, ignored
 STORE_SCHEMA = 2  # bump when the row layout or the hashed content changes
@@ -100,53 +100,9 @@ def point_key(merged_spec: dict[str, Any]) -> str:
     than reuse rows."""
     from teton.version import __version__
 
-    files = "".join(f"{path}={_file_digest(path)};" for path in sorted(_named_files(merged_spec)))
+    files = "".join(f"{path}={file_digest(path)};" for path in sorted(named_files(merged_spec)))
     text = f"teton-{__version__}/sweep-{STORE_SCHEMA}/" + canonical_json(merged_spec) + "/" + files
     return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _named_files(value: Any, base_dir: Path | None = None, seen: frozenset[str] = frozenset()) -> set[str]:
-    """The existing spec files (by suffix) a spec mapping names anywhere in it, relative to
-    ``base_dir`` (None: the working directory), and those the files name in turn."""
-    if isinstance(value, str):
-        if not value.endswith(SPEC_SUFFIXES):
-            return set()
-        path = Path(value) if base_dir is None else base_dir / value
-        if not os.path.isfile(path):
-            return set()
-        name = str(path.resolve())
-        if name in seen:
-            return set()
-        st = os.stat(name)
-        return {name} | _named_files(_file_mapping(name, st.st_mtime_ns, st.st_size), Path(name).parent,
-                                     seen | {name})
-    if isinstance(value, dict):
-        return set().union(*(_named_files(v, base_dir, seen) for v in value.values())) if value else set()
-    if isinstance(value, list | tuple):
-        return set().union(*(_named_files(v, base_dir, seen) for v in value)) if value else set()
-    return set()
-
-
-@cached(1024)
-def _file_mapping(path: str, mtime_ns: int, size: int) -> Any:
-    """A named file's parsed contents, for the files it names (None where it does not parse: the
-    loader reports that; its bytes are hashed all the same)."""
-    try:
-        return read_file(Path(path))
-    except Exception:  # noqa: BLE001 - any unreadable file: hashed by its bytes, named files unknown
-        return None
-
-
-@cached(1024)
-def _digest_of(path: str, mtime_ns: int, size: int) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
-def _file_digest(path: str) -> str:
-    """A named file's content digest (cached while its modification time and size stay)."""
-    st = os.stat(path)
-    return _digest_of(path, st.st_mtime_ns, st.st_size)
 
 
 # ---------------------------------------------------------------- filter expressions

@@ -10,11 +10,27 @@ tolerance (:func:`unstated_memory_saving`), unless the row's own recipe states i
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from teton.validation.recipes import recipe_of
 
-# a row's spec mapping with a recompute and offloaded layers per chunk (``training_set2.row_spec``)
+# a row's spec mapping with a recompute, offloaded layers per chunk and fp8 weights (``training_set2.row_spec``)
 RowSpec = Callable[..., dict]
+
+
+class MemorySaving(NamedTuple):
+    """What a row saves of its memory: its recompute (a mode, or the tuple of modules it recomputes
+    selectively), offloaded layers per pipeline chunk, whether its fp8 weights are held only
+    quantised (``software.fp8_param_gather``), and the note that says where that comes from."""
+
+    recompute: str | tuple[str, ...]
+    offload_layers: int
+    note: str
+    fp8_weights: bool = False
+
+    def spec(self, row, row_spec: RowSpec) -> dict:
+        """The row's spec mapping with this saving."""
+        return row_spec(row, self.recompute, self.offload_layers, fp8_weights=self.fp8_weights)
 
 
 # selective recompute of the attention core saves nothing under flash attention: the ladder is none,
@@ -47,7 +63,9 @@ def stated_offload(row) -> tuple[int, str] | None:
     return STATED_OFFLOAD.get((row.system, row.model))
 
 
-def _fits(spec) -> bool:
+def fits_within_tolerance(spec) -> bool:
+    """Whether ``spec``'s fullest GPU holds its allocations, CUDA context and NCCL buffers within
+    :data:`MEMORY_TOLERANCE` of its memory (fragmentation inside the tolerance)."""
     from teton.workload.headroom import memory_headroom
     from teton.workload.memory import memory_per_gpu
 
@@ -69,12 +87,12 @@ def _least_offload(row, spec, row_spec: RowSpec) -> int:
 
     chunk_layers = -(-spec.model.layers // spec.job.layout.chunks)
     hi = chunk_layers - 1  # Megatron offloads fewer layers than the chunk has
-    if hi < 1 or not _fits(load_spec(row_spec(row, "none", hi))):
+    if hi < 1 or not fits_within_tolerance(load_spec(row_spec(row, "none", hi))):
         return 0
     lo = 0  # lo does not fit, hi does
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _fits(load_spec(row_spec(row, "none", mid))) else (mid, hi)
+        lo, hi = (lo, mid) if fits_within_tolerance(load_spec(row_spec(row, "none", mid))) else (mid, hi)
     return hi
 
 
@@ -91,17 +109,27 @@ def _fastest_cheap_subset(row, spec, row_spec: RowSpec) -> tuple[str, ...] | Non
     cheap = cheap_modules(spec.model)
     fitting = [load_spec(row_spec(row, subset)) for n in range(1, len(cheap) + 1)
                for subset in combinations(cheap, n)]
-    fitting = [s for s in fitting if _fits(s)]
+    fitting = [s for s in fitting if fits_within_tolerance(s)]
     if not fitting:
         return None
     best = min(fitting, key=lambda s: simulate_step(s).step_time_s)
     return tuple(m for m in cheap if m in best.job.recomputed_modules)
 
 
-def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str | tuple[str, ...], int, str]:
-    """(recompute, offloaded layers per chunk, note) of a row whose source does not state them: the
-    least that makes the job fit in its GPUs' memory, within the memory model's tolerance. No
-    recompute if it fits; for an MoE row of Megatron-Bridge, selective recompute of some of its cheap
+def _caches_fp8_weights(spec) -> bool:
+    """Whether the row's job keeps Transformer Engine's quantised weight copies beside bf16 weights
+    (``workload.fp8.fp8_weight_cache_bytes``): what fp8 weights only would save."""
+    from teton.workload.fp8 import fp8_weight_cache_bytes
+
+    return fp8_weight_cache_bytes(spec.job) > 0
+
+
+def unstated_memory_saving(row, row_spec: RowSpec) -> MemorySaving:
+    """The :class:`MemorySaving` of a row whose source does not state it: the least that makes the
+    job fit in its GPUs' memory, within the memory model's tolerance. No saving if it fits; for an
+    fp8 row of a Transformer Engine stack that keeps bf16 weights, its weights in fp8 only
+    (``fp8_param_gather``: no step-time cost, and NeMo 2.0's and Megatron-Bridge's fp8 recipes all
+    set it) where that fits; for an MoE row of Megatron-Bridge, selective recompute of some of its cheap
     modules (:func:`cheap_modules`): of the subsets that fit, the one with the fastest step
     (:func:`_fastest_cheap_subset`, returned as the tuple of them); on a host whose GPUs reach
     CPU memory over NVLink-C2C (Grace: GB200 /
@@ -112,22 +140,28 @@ def unstated_memory_saving(row, row_spec: RowSpec) -> tuple[str | tuple[str, ...
     from teton.spec import load_spec
 
     if row.source == "H":
-        return "full", 0, ""
+        return MemorySaving("full", 0, "")
     if (stated := recipe_of(row)) is not None:
         inherited = "" if stated.release == row.release else f", the {stated.release} recipe of its layout"
-        return stated.job()["recompute"], 0, f"settings from its recipe ({stated.recipe.split('/')[-1]}{inherited})"
+        return MemorySaving(stated.job()["recompute"], 0,
+                            f"settings from its recipe ({stated.recipe.split('/')[-1]}{inherited})")
     if (stated := stated_offload(row)) is not None:
-        return "none", stated[0], (f"recompute unstated: none, with CPU activation offload of {stated[0]} layers per "
-                                   f"chunk over NVLink-C2C (Megatron-Bridge's {stated[1]} for this configuration)")
+        return MemorySaving("none", stated[0], (f"recompute unstated: none, with CPU activation offload of {stated[0]} "
+                                                f"layers per chunk over NVLink-C2C (Megatron-Bridge's {stated[1]} for "
+                                                "this configuration)"))
     spec = load_spec(row_spec(row, "none"))
-    if _fits(spec):
-        return "none", 0, ""
+    if fits_within_tolerance(spec):
+        return MemorySaving("none", 0, "")
+    if _caches_fp8_weights(spec) and fits_within_tolerance(load_spec(row_spec(row, "none", fp8_weights=True))):
+        return MemorySaving("none", 0, "memory saving unstated: fp8 weights only (fp8_param_gather: no bf16 copy "
+                            "beside Transformer Engine's cached fp8 weights; the least that fits in memory)", True)
     if row.source == "D" and spec.model.experts > 1 and (modules := _fastest_cheap_subset(row, spec, row_spec)):
-        return modules, 0, f"recompute unstated: selective of {', '.join(modules)} (the least that fits in memory)"
+        return MemorySaving(modules, 0, f"recompute unstated: selective of {', '.join(modules)} (the least that fits "
+                            "in memory)")
     if _offload_host(spec) and (n := _least_offload(row, spec, row_spec)):
-        return "none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per chunk "
-                           "over NVLink-C2C (the least that fits in memory)")
-    return "full", 0, "recompute unstated: full (the least that fits in memory)"
+        return MemorySaving("none", n, (f"recompute unstated: none, with CPU activation offload of {n} layers per "
+                                        "chunk over NVLink-C2C (the least that fits in memory)"))
+    return MemorySaving("full", 0, "recompute unstated: full (the least that fits in memory)")
 
 
 # An MoE row of Megatron-Bridge that needs memory saving its table does not state recomputes the

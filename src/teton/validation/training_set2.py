@@ -284,11 +284,13 @@ def _micro_batch(row: PublishedRow) -> int:
     return 1
 
 
-def row_spec(row: PublishedRow, recompute: str | tuple[str, ...] = "none", offload_layers: int = 0) -> dict:
+def row_spec(row: PublishedRow, recompute: str | tuple[str, ...] = "none", offload_layers: int = 0,
+             fp8_weights: bool = False) -> dict:
     """The spec mapping of a judged row, with ``recompute`` (the source states it only for H; a
-    tuple of modules: selective recompute of those, ``job.recompute_modules``) and
-    ``offload_layers`` per pipeline chunk of CPU activation offload (``software.cpu_offload_layers``);
-    the row's own recipe, where bundled, sets its graphs, overlap, fp8 attention and recompute."""
+    tuple of modules: selective recompute of those, ``job.recompute_modules``),
+    ``offload_layers`` per pipeline chunk of CPU activation offload (``software.cpu_offload_layers``)
+    and ``fp8_weights`` (``software.fp8_param_gather``); the row's own recipe, where bundled, sets
+    its graphs, overlap, fp8 attention and recompute."""
     precision, recipe = PRECISIONS[row.precision]
     stack = stack_of(row)
     tp, pp, cp, vp = row.tp or 1, row.pp or 1, row.cp or 1, row.vp or 1
@@ -319,6 +321,8 @@ def row_spec(row: PublishedRow, recompute: str | tuple[str, ...] = "none", offlo
     software = {"base": stack} if recipe is None else {"base": stack, "fp8_recipe": recipe}
     if offload_layers:
         software["cpu_offload_layers"] = offload_layers
+    if fp8_weights:
+        software["fp8_param_gather"] = True
     stated = recipe_of(row)  # the row's own recipe: its graphs, overlap, fp8 attention, recompute
     if stated is not None:
         software.update(stated.software())
@@ -381,8 +385,8 @@ def _runs(status: str) -> tuple:
     for row in published_rows():
         if row_status(row)[0] != status:
             continue
-        recompute, offload, rnote = unstated_memory_saving(row, row_spec)
-        spec = load_spec(row_spec(row, recompute, offload))
+        saving = unstated_memory_saving(row, row_spec)
+        spec, rnote = load_spec(saving.spec(row, row_spec)), saving.note
         metric, value = _metric(row)
         runs.append(MeasuredRun(row.id, spec, metric, value, measured_step_s(row, spec),
                                 source=f"{SOURCE_NAMES[row.source]} ({row.where})", note=row_note(row, rnote),

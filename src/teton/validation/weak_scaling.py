@@ -79,8 +79,7 @@ def _steps(row) -> tuple[float, float]:
     from teton.validation.memory_saving import unstated_memory_saving
     from teton.validation.training_set2 import measured_step_s, row_spec
 
-    recompute, offload, _ = unstated_memory_saving(row, row_spec)
-    spec = load_spec(row_spec(row, recompute, offload))
+    spec = load_spec(unstated_memory_saving(row, row_spec).spec(row, row_spec))
     return measured_step_s(row, spec), simulate_step(spec).step_time_s
 
 

@@ -70,9 +70,12 @@ def layer_activation_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[st
         + ff * norm_out * ff_in * tok_e * h  # MLP-up GEMM input
         + ff * drop * tok_e * h  # dropout mask after the MLP
     )
-    # SwiGLU: gate and up projections (the fused SwiGLU recomputes the product); GELU / squared
-    # ReLU: the activation's input and output (= down-projection input)
-    mlp_saved = 2 * (a + clamped_copy_bytes(model, mods)) * tok * f / t
+    # SwiGLU: gate and up projections (the fused SwiGLU's input), and the product the down
+    # projection keeps for its weight gradient (software.glu_product_saved; its quantised copy in a
+    # Transformer Engine fp8 job; eager code's is in eager_saved_bytes); GELU / squared ReLU: the
+    # activation's input and output (= down-projection input)
+    product = g if model.mlp == "swiglu" and job.software.glu_product_saved and job.kernel_fusion != "eager" else 0.0
+    mlp_saved = (2 * (a + clamped_copy_bytes(model, mods)) + product) * tok * f / t
     if model.experts > 1:  # the router's, the routed and the shared experts' (workload.moe)
         mlp_saved = moe_saved_bytes(model, job, mods)
     elif "mlp" in mods:  # checkpointed whole: its input (the norm's output, above) alone kept

@@ -243,6 +243,19 @@ def weight_bytes(job: JobSpec) -> float:
     return recipe_of(job).weight_bytes if weights_quantised(job) else ACT_BYTES
 
 
+def fp8_weight_cache_bytes(job: JobSpec) -> float:
+    """Bytes per parameter of the quantised weight copies a Transformer Engine stack keeps beside
+    its bf16 weights through a step in an fp8 job (``Fp8Recipe.weight_bytes``: rowwise and
+    columnwise), 0 otherwise: TE's Linear quantises a weight at the step's first micro-batch and
+    keeps it for the rest (``get_weight_workspace`` with ``cache_name="weight"`` whenever the caller
+    passes ``is_first_microbatch``, which Megatron-Core does unless
+    ``disable_parameter_transpose_cache``; TE 2.9 pytorch/module/linear.py). Under
+    :func:`weights_quantised` those copies are the weights themselves (no bf16 beside them)."""
+    if job.precision != "fp8" or weights_quantised(job) or not job.software.fp8_saves_quantized:
+        return 0.0
+    return recipe_of(job).weight_bytes
+
+
 def param_gather_bytes(job: JobSpec) -> float:
     """Bytes per parameter of a transformer layer's weights in the ZeRO / FSDP parameter
     all-gather: the recipe's rowwise copy where :func:`weights_quantised` (``Fp8Recipe

@@ -58,7 +58,7 @@ from teton.spec.model import ModelSpec
 from teton.units import ADAM_STATE_BYTES
 from teton.workload.activations import checkpoint_bytes, layer_activation_bytes, layer_saved_bytes
 from teton.workload.dualpipe import mirrored, peak_activation_bytes
-from teton.workload.fp8 import weight_bytes
+from teton.workload.fp8 import fp8_weight_cache_bytes, weight_bytes
 from teton.workload.head import head_peak_bytes
 from teton.workload.items import ACT_BYTES, FP32
 from teton.workload.layer_kinds import kind_model, layer_kind_counts, layer_type_counts, model_layer_types
@@ -147,14 +147,7 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         held = np.minimum(p - np.arange(p) + extra, m)
         out = held * per_chunk[:, 0]
     else:
-        # the chunk micro-batches held at the peak are the earliest forwards of the schedule's order
-        n_round = lay.pp_round_size
-        fwd, _ = chunk_orders(v, m, n_round)
-        counts = np.zeros((p, v))
-        for r in range(p):
-            held = in_flight_microbatches(p, v, m, r, n_round, extra)
-            counts[r] = np.bincount(fwd[:held, 0], minlength=v)
-        out = (counts * per_chunk).sum(axis=1).astype(float)
+        out = _interleaved_peak(per_chunk, p, v, m, lay.pp_round_size, extra)
     plain_job = job.model_copy(update={"recompute": "none"})
     if job.recompute == "full":
         # one layer's activations while recomputing it (with its scores when they are materialised),
@@ -173,6 +166,24 @@ def activation_bytes_per_rank(model: ModelSpec, job: JobSpec, split: PipelineSpl
         out += _per_rank(model, job, split, split.layers,
                          lambda k: sac_op_recomputed_bytes(k, job, layer_activation_bytes(k, plain_job)))
     return out + offload_buffer
+
+
+def _interleaved_peak(per_chunk: np.ndarray, p: int, v: int, m: int, n_round: int, extra: int) -> np.ndarray:
+    """Each rank's peak activation bytes under interleaved 1F1B: its warm-up forwards, then each
+    steady-state forward adds a chunk micro-batch before the backward that follows frees one, in the
+    schedule's order (``workload.pipeline.chunk_orders``); the peak is the largest of those running
+    totals, taken after each forward. With chunks of unequal layer counts (the embedding's and the
+    loss's pipeline slots, a remainder of layers) a later forward of a larger chunk than the
+    backward that freed its place makes it climb after the warm-up."""
+    fwd, bwd = chunk_orders(v, m, n_round)
+    out = np.zeros(p)
+    for r in range(p):
+        held = in_flight_microbatches(p, v, m, r, n_round, extra)  # warm-up forwards + the first steady one
+        added = np.cumsum(per_chunk[r][fwd[:, 0]])
+        freed = np.concatenate(([0.0], np.cumsum(per_chunk[r][bwd[:, 0]])))
+        steady = np.arange(fwd.shape[0] - held + 1)
+        out[r] = float((added[held - 1 + steady] - freed[steady]).max())
+    return out
 
 
 def adam_state_bytes(job: JobSpec) -> float:
@@ -233,10 +244,13 @@ def _weight_bytes_per_param(model: ModelSpec, job: JobSpec, split: PipelineSplit
                             params: np.ndarray):
     """Bytes per parameter each rank holds its weights in (``params``: the rank's, of its
     ``chunk_params``): bf16, or under ``software.fp8_param_gather`` its layers' quantised copies
-    beside the bf16 rest (``workload.step_work.chunk_weight_bytes``)."""
+    beside the bf16 rest (``workload.step_work.chunk_weight_bytes``); a Transformer Engine fp8 job
+    without it keeps its layers' quantised copies beside their bf16 weights
+    (``workload.fp8.fp8_weight_cache_bytes``)."""
     from teton.workload.step_work import chunk_weight_bytes
 
-    per_param = weight_bytes(job)
+    # ZeRO-3 gathers a layer's weights for each use: no copy of the whole shard's quantised weights
+    per_param = weight_bytes(job) + (fp8_weight_cache_bytes(job) if job.zero < 3 else 0.0)
     if per_param == ACT_BYTES:
         return ACT_BYTES
     held = split.held(chunk_weight_bytes(model, job, split, chunk_params, per_param))

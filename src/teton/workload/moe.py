@@ -181,7 +181,7 @@ def moe_ffn_elements(model: ModelSpec, job: JobSpec) -> float:
 def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = frozenset()) -> float:
     """Bytes an MoE block keeps for backward beyond its norm's output, one micro-batch on one GPU:
 
-        4 T E  +  g R h  +  2 s R f / etp  +  2 s N S f / tp  (+ 2 T k h)
+        4 T E  +  g R h  +  (2 s + p) R f / etp  +  (2 s + p) N S f / tp  (+ 2 T k h)
 
     for N the micro-batch's tokens on the rank, T = N / tp the ones it routes (its SP shard), E
     experts, R the rows its grouped GEMMs run (``moe_rows``), h hidden, f the expert FFN width, S
@@ -189,9 +189,11 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = fr
     probabilities, the grouped up-projection's input (gathered over etp) at ``g`` bytes
     (``workload.fp8.saved_input_bytes``: bf16, a Transformer Engine fp8 job's quantised copy, or
     DeepSeek-V3's fp8 cache), the SwiGLU's gate and up at ``s`` bytes (bf16, fp8 only under
-    ``software.fp8_activation_cache``: DeepSeek-V3 Sec. 3.3.2; the product recomputed, as
-    Megatron-Core's ``recompute_modules: moe_act`` does) and the shared experts' two FFN-wide
-    tensors (their input is the SP-sharded norm output, re-gathered).
+    ``software.fp8_activation_cache``: DeepSeek-V3 Sec. 3.3.2, which recomputes the product) and
+    the product the down projections keep for their weight gradient at ``p = g`` bytes
+    (``software.glu_product_saved``: Megatron-Core's fused SwiGLU returns it, TE's GroupedLinear /
+    Linear save their input; ``recompute_modules: moe_act`` drops the routed experts'), and the
+    shared experts' FFN-wide tensors likewise (their input is the SP-sharded norm output, re-gathered).
 
     ``unpermute`` keeps nothing: Megatron-Core 0.13 on (``TEGroupedMLP.forward``'s
     ``weighted_bias_swiglu_impl`` / ``activation_func_with_probs``;
@@ -213,10 +215,14 @@ def moe_saved_bytes(model: ModelSpec, job: JobSpec, modules: frozenset[str] = fr
     g = saved_input_bytes(job)
     s = FP8_1X128_BYTES if job.software.fp8_activation_cache else a  # the SwiGLU's inputs: GEMM outputs
     glu = 2 * (s + clamped_copy_bytes(model, modules))  # per FFN column: gate and up (and their clamped copy)
-    routed = FP32 * rows.tokens * model.experts + g * rows.expert * h + glu * rows.expert * model.expert_ffn / lay.etp
+    # the product the down projections keep (software.glu_product_saved), unless recomputed
+    kept = job.software.glu_product_saved and not job.software.fp8_activation_cache
+    product = g if kept and "moe_act" not in modules else 0.0
+    routed = (FP32 * rows.tokens * model.experts + g * rows.expert * h
+              + (glu + product) * rows.expert * model.expert_ffn / lay.etp)
     shared = 0 if "shared_experts" in modules else model.shared_experts
     unpermute = 0 if job.software.moe_probs_in_experts else a * rows.tokens * model.top_k * h
-    return routed + unpermute + glu * lay.tokens * shared * model.expert_ffn / lay.tp
+    return routed + unpermute + (glu + (g if kept else 0.0)) * lay.tokens * shared * model.expert_ffn / lay.tp
 
 
 def routed_gemms(model: ModelSpec, lay: Layout, acc: int, rows: MoeRows) -> tuple[GemmTriple, GemmTriple]:
