@@ -206,6 +206,16 @@ def test_lost_gpu_hours_by_kind_add_up_and_stay_non_negative():
     assert kinds["spare_wait"] > 0
 
 
+def test_gpu_hours_beyond_the_failure_free_ones_are_all_accounted_for():
+    """With stragglers slowing every step 5 %, the run's GPU-hours beyond the failure-free ones
+    were 3.4M and the lost kinds 1.95M: the steps' stretch is a kind of its own (slow_steps)."""
+    spec = spec_405b({**CKPT, "straggler_slowdown": 0.05})
+    d = goodput(spec, step_time_s=STEP_S, tokens=2e12, runs=20, seed=0).to_dict()
+    kinds = d["lost_gpu_hours_by_kind"]
+    assert kinds["slow_steps"] > 0
+    assert sum(kinds.values()) == pytest.approx(d["gpu_hours"] - d["ideal_gpu_hours"], rel=1e-6)
+
+
 def test_young_and_daly_match_the_hand_calculation():
     spec = spec_405b(dict(CKPT))
     d = goodput(spec, step_time_s=STEP_S, days=54, runs=5, seed=0).to_dict()

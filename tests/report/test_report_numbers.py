@@ -107,3 +107,18 @@ def test_one_pipeline_rank_is_one_rank(cli, tmp_path):
     out = tmp_path / "r.html"
     assert cli("report", path, "--out", out, "--sections", "timeline")[0] == 0
     assert "of one pipeline (1 rank, 8 micro-batches)" in out.read_text(encoding="utf-8")
+
+
+def test_the_step_section_carries_the_band_the_mode_and_the_runs_notes(cli, tmp_path):
+    """`teton run` prints the band, the prediction mode and the notes (a custom GPU's borrowed
+    in-situ values); the report's step section said none of them."""
+    out = tmp_path / "mi300x.html"
+    code, _, err = cli("report", "examples/mi300x-cluster.yaml", "--out", out, "--sections", "step")
+    assert code == 0, err
+    page = out.read_text()
+    run = json.loads(cli("run", "examples/mi300x-cluster.yaml", "--json")[1])
+    cells = _cells(page)
+    step = _after(cells, "step time")
+    assert f"{run['step_time_s_low']:.3f}" in step or f"{run['step_time_s_low']:.2f}" in step, step
+    assert "in-situ" in _after(cells, "prediction")
+    assert any("not a catalog GPU" in n for n in run["notes"]) and "not a catalog GPU" in page

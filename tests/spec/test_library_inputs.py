@@ -60,3 +60,22 @@ def test_specs_hash_by_value():
     other = load_spec(EXAMPLE, ["cluster.efficiency.tensor_core_in_situ=0.7"])
     assert a == b and hash(a) == hash(b) and len({a, b, other}) == 2
     assert {a: 1}[b] == 1
+
+
+def test_entry_points_take_a_spec_file_path_and_name_what_they_cannot_take():
+    """search, goodput and plan took only a resolved Spec: a path raised AttributeError ('str'
+    object has no attribute 'model'), a string search space TypeError deep in the layout code,
+    goodput(tokens='15T') TypeError, where the CLI and teton.plan read '15.6T'."""
+    from teton.sweep.search import rank_layouts, search_layouts
+    from teton.sweep.space import SearchSpace
+
+    space = SearchSpace(tp=(2,), cp=(1,), pp=(2,), virtual_stages=(1,), micro_batch=(1,), recompute=("none",), zero=(1,))
+    assert search_layouts(SMALL, space)["rows"]
+    g = goodput(EXAMPLE, tokens="1T", runs=5, seed=0, simulate=simulate_step)
+    assert g.to_dict()["tokens"] == 1e12
+    assert plan_request(EXAMPLE, {"tokens": "1T"}).tokens == 1e12
+    for call, field in ((lambda: rank_layouts(SMALL, "tp=1"), "space"), (lambda: SearchSpace(pp="16"), "pp"),
+                        (lambda: goodput(42), "spec"), (lambda: plan_request(EXAMPLE, "tokens=1T"), "options")):
+        with pytest.raises(SpecError) as err:
+            call()
+        assert err.value.field == field and "\n" not in str(err.value)

@@ -45,7 +45,9 @@ def _print_tables(out: dict) -> None:
                  ("GPU-hours (mean / failure-free)", f"{out['gpu_hours']:,.0f} / {out['ideal_gpu_hours']:,.0f}")]
     else:
         rows.append(("tokens trained p50", f"{out['tokens_trained']['p50']:.4g}"))
+    kinds = out["lost_gpu_hours_by_kind"]
     rows += [("lost GPU-hours p50", f"{out['lost_gpu_hours']['p50']:,.0f}"),
+             ("GPU-hours by kind (mean)", ", ".join(f"{k.replace('_', ' ')} {v:,.0f}" for k, v in kinds.items() if v)),
              ("energy (facility)", f"{out['energy_mwh']:,.0f} MWh"),
              ("power training / idle", f"{out['power_train_mw']:.2f} / {out['power_idle_mw']:.2f} MW"),
              ("power swing when all GPUs stop", f"{out['power_swing_mw']:.2f} MW (peak {out['power_swing_peak_mw']:.2f})"),

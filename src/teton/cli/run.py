@@ -103,11 +103,6 @@ def write_chrome_trace(events: list[dict], path: Path) -> None:
         raise SpecError("--timeline", str(path), f"cannot write the trace ({err.strerror})") from None
 
 
-PREDICTION_MODES = {
-    "in_situ": "in-situ (kernels as fitted on the training set)",
-    "burst": "burst (microbenchmarks only: the best case)",
-    "calibrated": "calibrated (the cluster's own in-situ values)",
-}
 
 
 def print_table(d: dict) -> None:
@@ -132,6 +127,8 @@ def print_table(d: dict) -> None:
     if d.get("step_time_s_low") is not None:
         band = f"  (band {d['step_time_s_low']:.3f} - {d['step_time_s_high']:.3f} s)"
     t.add_row("step time", f"{d['step_time_s']:.3f} s{band}")
+    from teton.engine.result import PREDICTION_MODES
+
     t.add_row("prediction", PREDICTION_MODES.get(d.get("prediction_mode", ""), d.get("prediction_mode", "")))
     # MFU / HFU against the bf16 peak, as every table shows them; an fp8 job's against its own peak too
     t.add_row("MFU", f"{d['mfu_bf16'] * 100:.1f} %")

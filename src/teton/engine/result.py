@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# what each ``StepResult.prediction_mode`` means, in words (``teton run``, the report)
+PREDICTION_MODES = {
+    "in_situ": "in-situ (kernels as fitted on the training set)",
+    "burst": "burst (microbenchmarks only: the best case)",
+    "calibrated": "calibrated (the cluster's own in-situ values)",
+}
+
 
 @dataclass(frozen=True)
 class StepResult:

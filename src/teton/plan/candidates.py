@@ -84,8 +84,15 @@ DEFAULT_RUNS = 1000  # Monte Carlo runs per plan, where neither the options nor 
 
 
 def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
-    """The spec's ``plan:`` section with the command-line ``options`` (non-None values) on top."""
+    """The spec's ``plan:`` section with the command-line ``options`` (non-None values) on top;
+    ``spec`` a Spec, a spec file's path or a mapping (``teton.spec.as_spec``)."""
     import math
+
+    from teton.spec import as_spec
+
+    spec = as_spec(spec)
+    if not isinstance(options, dict):
+        raise SpecError("options", type(options).__name__, f"a mapping of plan options ({', '.join(OPTION_KEYS)})")
 
     from teton.spec.load import _build
 

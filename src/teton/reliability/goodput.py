@@ -54,8 +54,10 @@ from teton.reliability.rates import (
 from teton.reliability.recommend import interval_limits
 from teton.reliability.recovery import CheckpointCosts, checkpoint_costs, fixed_downtime_s, pg_init_s
 from teton.reliability.sweep import run_intervals
+from teton.spec import as_spec
 from teton.spec.cluster import ClusterSpec
 from teton.spec.reliability import ReliabilitySpec, check_runs_seed, parse_reliability
+from teton.units import parse_count
 
 # The Monte Carlo advances every run by one interruption per vector step (at most 200,000): a
 # run expected to see more than this many is refused up front rather than cut short.
@@ -163,8 +165,10 @@ def _run_length(cfg: ReliabilitySpec, days: float | None,
         days, tokens = cfg.days, cfg.tokens
         if days is None and tokens is None:
             days = DEFAULT_DAYS
+    if isinstance(tokens, str):  # "15.6T", as the CLI and teton.plan take it
+        tokens = parse_count(tokens, names["tokens"])
     for key, v in (("days", days), ("tokens", tokens)):
-        if v is not None and not (math.isfinite(v) and v > 0):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0):
             raise SpecError(names[key], v, "must be a positive number")
     return days, tokens, names["days" if tokens is None else "tokens"]
 
@@ -220,6 +224,7 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
     ``samples``: also keep every run's time to train (``time_to_train_samples_days``, a numpy
     array), for a caller that combines the failure spread with another (``teton plan``)."""
     check_runs_seed(runs, seed)
+    spec = as_spec(spec)
     cfg = cfg or parse_reliability(spec.reliability)
     days, tokens, length_field = _run_length(cfg, days, tokens)
     runs = cfg.runs if runs is None else runs
@@ -256,7 +261,7 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
                      days, runs, seed, st, st_source, st_eff, tps, steps)
     time = time_figures(res, gpus, steps, st, st_eff, tps, slow)
     ckf = checkpoint_figures(iv, ck, down, cfg, gpus, inp.spares)
-    warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts), *local_storage_warnings(spec, inp),
+    warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts, iv.recommendation.practical_ettr), *local_storage_warnings(spec, inp),
                 *capacity_warnings(ck))
     return GoodputResult(
         run, interruption_figures(fm, res, inp.infant), time, ckf, energy_figures(pm, e, cost_usd(cfg, gpus, res.wall_s, e)),
@@ -292,9 +297,10 @@ def spares_to_cover(inp: MCInputs, quantile: float = SPARE_COVER_QUANTILE) -> in
 
 
 def spare_warnings(run: RunFigures, time: TimeFigures, ck: CheckpointFigures, cfg: ReliabilitySpec,
-                   inp: MCInputs, cluster_hosts: int) -> list[str]:
+                   inp: MCInputs, cluster_hosts: int, interval_ettr: float | None = None) -> list[str]:
     """A warning when the wait for spare hosts takes at least ``SPARE_WAIT_WARN_FRACTION`` of the
-    wall time: its cause (no / too few spare hosts, the repair time) and what to set."""
+    wall time: its cause (no / too few spare hosts, the repair time), what to set, and that the
+    interval recommendation's ETTR (``interval_ettr``, the renewal model's) leaves the waits out."""
     wall_gpu_h = time.gpu_hours
     frac = time.lost_gpu_hours_by_kind["spare_wait"] / wall_gpu_h if wall_gpu_h > 0 else 0.0
     if frac < SPARE_WAIT_WARN_FRACTION:
@@ -306,7 +312,9 @@ def spare_warnings(run: RunFigures, time: TimeFigures, ck: CheckpointFigures, cf
             f"There are {ck.spare_hosts} spare hosts ({why}), and a failed host returns only after its repair "
             f"(reliability.repair_h = {cfg.repair_h:g} h). Add spares: reliability.spare_hosts = {need} "
             f"(--set reliability.spare_hosts={need}; covers the host failures of one repair time at "
-            f"{SPARE_COVER_QUANTILE:.0%}), or shorten reliability.repair_h"]
+            f"{SPARE_COVER_QUANTILE:.0%}), or shorten reliability.repair_h"
+            + (f". The recommended interval's ETTR ({interval_ettr:.1%}) leaves these waits out: it is the run's "
+               "with spares enough" if interval_ettr is not None else "")]
 
 
 def capacity_warnings(ck) -> list[str]:

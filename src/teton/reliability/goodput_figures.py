@@ -148,7 +148,8 @@ def time_figures(res: MCResult, gpus: int, steps: int | None, step_time_s: float
     """ETTR (useful training / wall time), goodput (ETTR / the diurnal and straggler ``slowdown``),
     time to train (token budget: ``steps`` given) against the failure-free ``steps x step time``,
     tokens trained, and the GPU-hours lost by kind: re-done work, recovery, the wait for a spare
-    host, checkpoint blocking."""
+    host, checkpoint blocking and the steps' diurnal / straggler stretch (``slow_steps``: with a
+    token budget the kinds add up to the GPU-hours beyond the failure-free ones)."""
     ettr = res.ettr
     useful_tokens = res.useful_s / effective_step_time_s * tokens_per_step
     ideal_s = (steps * step_time_s) if steps is not None else None
@@ -169,7 +170,9 @@ def time_figures(res: MCResult, gpus: int, steps: int | None, step_time_s: float
             "lost_work": float(np.mean(res.lost_work_s)) * gpus / 3600.0,
             "recovery": float(np.mean(res.down_s - res.spare_wait_s)) * gpus / 3600.0,
             "spare_wait": float(np.mean(res.spare_wait_s)) * gpus / 3600.0,
-            "checkpoint_blocking": float(np.mean(res.checkpoint_s)) * gpus / 3600.0},
+            "checkpoint_blocking": float(np.mean(res.checkpoint_s)) * gpus / 3600.0,
+            # the diurnal and straggler stretch of every step (the useful time beyond its step time)
+            "slow_steps": float(np.mean(res.useful_s)) * (1.0 - 1.0 / slowdown) * gpus / 3600.0},
     )
 
 

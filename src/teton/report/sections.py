@@ -99,7 +99,13 @@ def step_section(ctx: Context) -> Section:
     lay = r.layout
     # MFU against the bf16 peak, as every table shows it; an fp8 job's against its own peak too
     own = [(f"MFU ({r.precision} peak)", fmt_pct(r.mfu))] if r.precision != "bf16" else []
-    rows = [("step time", fmt_s(r.step_time_s)), ("MFU", fmt_pct(r.mfu_bf16)), *own,
+    from teton.engine.result import PREDICTION_MODES
+
+    band = (f" (band {fmt_s(r.step_time_s_low)} - {fmt_s(r.step_time_s_high)}, p10-p90 of the fit's held-out errors)"
+            if r.step_time_s_low is not None and r.step_time_s_high is not None else " (no band: nothing fitted behind it)")
+    rows = [("step time", fmt_s(r.step_time_s) + band),
+            ("prediction", f"{PREDICTION_MODES.get(r.prediction_mode, r.prediction_mode)}, stack {r.software}"),
+            ("MFU", fmt_pct(r.mfu_bf16)), *own,
             ("TFLOPs / GPU", f"{r.tflops_per_gpu:.0f}"), ("tokens / s", f"{r.tokens_per_s:,.0f}"),
             ("tokens / step", f"{r.tokens_per_step:,}"),
             ("layout", f"tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']}"
@@ -112,9 +118,13 @@ def step_section(ctx: Context) -> Section:
                "where the step time goes")
     short = "" if r.fits_in_memory else (f" It DOES NOT FIT in memory ({-r.headroom_bytes / GIB:.1f} GiB short on "
                                          "the fullest GPU, see Memory): the time is of a job that cannot run.")
-    return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu_bf16)} MFU.{short}",
+    warn = "".join(f" Warning: {w}" for w in r.warnings)
+    return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu_bf16)} MFU.{short}{warn}",
                    (_kv(rows, "key metrics"), bd), (("breakdown", plots.breakdown_bar(r.breakdown, r.step_time_s)),),
-                   data={"step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16})
+                   notes=tuple(r.notes),
+                   data={"step_time_s": r.step_time_s, "step_time_s_low": r.step_time_s_low,
+                         "step_time_s_high": r.step_time_s_high, "prediction_mode": r.prediction_mode,
+                         "mfu": r.mfu, "mfu_bf16": r.mfu_bf16})
 
 
 def memory_section(ctx: Context) -> Section:
@@ -261,6 +271,7 @@ def goodput_section(ctx: Context) -> Section:
                          "-" if s["storage_use"] is None else fmt_pct(s["storage_use"]),
                          "yes" if lo <= s["interval_s"] <= hi else "") for s in g["interval_sweep"]),
                   "checkpoint interval sweep")
+    lead += "".join(f" Warning: {w}" for w in g["warnings"])
     notes = (*(s[0].upper() + s[1:] + "." for s in _recommendation_sentences(rec)),
              f"Monte Carlo: {g['runs']} runs per interval, seed {g['seed']} (teton goodput runs more)",
              *g["assumptions"])

@@ -334,7 +334,8 @@ class StorageSection(Section):
 
 def _part(cls, raw: dict[str, Any], key: str):
     """The ``storage.<key>`` part of a ``storage:`` mapping as ``cls``; SpecError on bad input."""
-    part = raw.get(key) or {}
+    part = raw.get(key)
+    part = {} if part is None else part  # absent or null: the defaults; false, 0 or [] are no mapping
     if isinstance(part, cls):
         return part
     if not isinstance(part, dict):

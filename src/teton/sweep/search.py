@@ -48,7 +48,9 @@ from typing import NamedTuple
 
 from teton.engine.result import StepResult
 from teton.engine.step import simulate_step
+from teton.errors import SpecError
 from teton.memo import fewer_collections
+from teton.spec import as_spec
 from teton.spec.schema import Spec
 from teton.sweep.candidates import _candidates, candidate_jobs, fits_in_memory
 from teton.sweep.space import SearchSpace, ep_degrees, search_space
@@ -93,6 +95,15 @@ class Ranking(NamedTuple):
     dominated: int = 0
 
 
+def _checked_request(spec, space) -> tuple[Spec, SearchSpace]:
+    """The spec (a Spec, a spec file's path or a mapping: ``teton.spec.as_spec``) and the space of
+    a search call; a space that is not a :class:`SearchSpace` is a one-line error."""
+    if not isinstance(space, SearchSpace):
+        raise SpecError("space", type(space).__name__, "a teton.sweep.space.SearchSpace (search_space() builds one "
+                        "from --tp / --pp style strings)")
+    return as_spec(spec), space
+
+
 def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
                  progress: Callable[[int, int], None] | None = None,
                  fitting_only: bool = False) -> Ranking:
@@ -105,6 +116,7 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     (module docstring). Layouts that tie (same degrees, micro-batch, step time and memory) are
     kept once, the simpler choice (the one the candidates list first: of an MoE layout's rank
     orders, the job's)."""
+    spec, space = _checked_request(spec, space)
     with fewer_collections():  # tens of thousands of candidate specs made and dropped (teton.memo)
         staged = spec.model.experts > 1 and space.refine_top is not None
         first, dominated = [], 0
@@ -198,6 +210,7 @@ def search_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     (rows that fit), ``dominated`` (valid layouts not simulated), ``refined_top`` (an MoE search's
     staged refinement, else None) and the JSON ``rows``, sorted by step time, fitting layouts
     first."""
+    spec, space = _checked_request(spec, space)
     evaluated, ranked, dominated = rank_layouts(spec, space, progress, fitting_only)
     rows = [c.row() for c in ranked]
     return {"evaluated": evaluated, "fitting": sum(r["fits_in_memory"] for r in rows),

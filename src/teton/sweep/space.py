@@ -43,6 +43,19 @@ class SearchSpace:
     refine_top: int | None = REFINE_TOP  # MoE: staged search (teton.sweep.search); None: exhaustive
     prune: bool = True  # leave out dominated layouts (teton.sweep.candidates); False: exhaustive
 
+    def __post_init__(self) -> None:
+        """Every degree a tuple of positive integers, as ``search_space`` builds them: a string or
+        a float there would fail deep in the search."""
+        for name in ("tp", "cp", "pp", "virtual_stages", "micro_batch", "zero", "ep", "etp"):
+            values = getattr(self, name)
+            if values is None and name in ("ep", "etp"):
+                continue
+            if not (isinstance(values, (tuple, list)) and values
+                    and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)):
+                raise SpecError(name, values, "a non-empty tuple of positive integers (search_space() parses "
+                                "'4,8' strings)")
+            object.__setattr__(self, name, tuple(values))
+
 
 def _degrees(text: str | None, field: str, default: tuple[int, ...] | None) -> tuple[int, ...] | None:
     if text is None:
