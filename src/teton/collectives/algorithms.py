@@ -72,6 +72,9 @@ class Phase:
     flow_group: np.ndarray
     steps: int  # sequential latency steps of this phase
     nvls: bool = False  # NVLink links run at the NVLS efficiency
+    # of ``steps``, those that cross the network (:func:`network_steps`); None: every step takes
+    # the phase's slowest hop's latency
+    net_steps: int | None = None
 
     @property
     def n_flows(self) -> int:
@@ -114,14 +117,15 @@ class _Builder:
         self.bytes.append(np.broadcast_to(np.asarray(nbytes, dtype=np.float64), (n,)).copy())
         self.group.append(np.broadcast_to(np.asarray(group, dtype=np.int64), (n,)).copy())
 
-    def phase(self, steps: int, nvls: bool = False) -> Phase | None:
+    def phase(self, steps: int, nvls: bool = False, net_steps: int | None = None) -> Phase | None:
         if not self.lens:
             return None
         lens = np.concatenate(self.lens)
         ptr = np.zeros(lens.size + 1, dtype=np.int64)
         np.cumsum(lens, out=ptr[1:])
         return Phase(np.concatenate(self.src), np.concatenate(self.dst), np.concatenate(self.conn), ptr,
-                     np.concatenate(self.bytes), np.concatenate(self.group), int(steps), nvls)
+                     np.concatenate(self.bytes), np.concatenate(self.group), int(steps), nvls,
+                     None if net_steps is None else int(net_steps))
 
 
 def _hosts(row: np.ndarray, gph: int) -> list[np.ndarray] | np.ndarray:
@@ -277,6 +281,29 @@ def auto_steps(op: str, n: int, ring_steps: int, one_per_host: bool, pat: bool) 
     return ring_steps
 
 
+def network_steps(op: str, steps: int, ring_steps: int, hosts: int) -> int:
+    """Of a collective's ``steps`` latency steps over ``hosts`` hosts (NVLink domains), those that
+    cross the network, as NCCL's tuner counts them (``src/graph/tuning.cc``, ``ncclTopoTuneModel``:
+    a ring's latency is ``(nsteps - nInterSteps) intraLat + nInterSteps interLat``, ``nInterSteps``
+    = 2 nNodes for an all-reduce, nNodes - 1 for the others; a tree's ``2 log2(nNodes)`` of its
+    steps are inter-node): the rest are NVLink steps. ``steps`` below ``ring_steps`` is a tree (an
+    all-reduce) or PAT (an all-gather / reduce-scatter, one GPU per host): its logarithmic steps
+    over the hosts."""
+    if hosts <= 1:
+        return 0
+    if steps < ring_steps:
+        net = 2 * math.ceil(math.log2(hosts)) if op == "all_reduce" else math.ceil(math.log2(hosts))
+    else:
+        net = 2 * hosts if op == "all_reduce" else hosts - 1
+    return min(steps, max(net, 1))
+
+
+def max_hosts(groups: np.ndarray, gpus_per_host: int) -> int:
+    """The most hosts (NVLink domains) one row of ``groups`` spans."""
+    h = np.sort(np.atleast_2d(groups) // gpus_per_host, axis=1)
+    return int((1 + (np.diff(h, axis=1) != 0).sum(axis=1)).max())
+
+
 def phases_for(op: str, groups: np.ndarray, gpus_per_host: int, algo: str = "ring",
                nvls: bool = False, channels_per_nic: int = NCCL_CHANNELS_PER_NIC, pat: bool = False) -> list[Phase]:
     """The phases of collective ``op`` (nccl-tests size semantics) on every row of ``groups``;
@@ -307,11 +334,12 @@ def phases_for(op: str, groups: np.ndarray, gpus_per_host: int, algo: str = "rin
         j = (i + 1) % n
         b.singles(groups[:, i].ravel(), groups[:, j].ravel(), 0, 1.0, np.repeat(np.arange(m), i.size))
         return [b.phase(1)]
+    hosts = max_hosts(groups, gph)
     if op == "broadcast":
         b = _Builder()
         for gi, row in enumerate(groups):
             _ring(b, row, gph, 1.0, gi, drop_wrap=True, dup=dup)
-        return [b.phase(n - 1)]
+        return [b.phase(n - 1, net_steps=network_steps(op, n - 1, n - 1, hosts))]
     factor = {"all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n, "all_reduce": 2.0 * (n - 1) / n}.get(op)
     if factor is None:
         raise SpecError("op", op, "unknown collective")
@@ -322,9 +350,9 @@ def phases_for(op: str, groups: np.ndarray, gpus_per_host: int, algo: str = "rin
             _ring(b, row, gph, factor, gi, dup=dup)
         steps = ring_steps
         if algo == "auto":  # NCCL's tuner takes trees (PAT) when latency-bound
-            hosts = np.sort(groups // gph, axis=1)
-            steps = auto_steps(op, n, ring_steps, bool((hosts[:, 1:] != hosts[:, :-1]).all()), pat)
-        return [b.phase(steps)]
+            on = np.sort(groups // gph, axis=1)
+            steps = auto_steps(op, n, ring_steps, bool((on[:, 1:] != on[:, :-1]).all()), pat)
+        return [b.phase(steps, net_steps=network_steps(op, steps, ring_steps, hosts))]
     if algo == "tree":
         if op != "all_reduce":
             raise SpecError("algo", algo, "NCCL trees are for all_reduce only")

@@ -24,7 +24,10 @@ send runs at NIC * min(D_s / (o_l E_out(s)), D_r / (o_l E_in(r))), at most one N
 ``concurrent_times``: several sets at once (a pipeline's boundaries in steady state), every set's
 groups counted in E.
 A group inside one host runs on NVLink (NVLS in-switch reduction for all-reduce where present).
-alpha: per ring step, the NIC latency plus one switch hop up and down at every layer crossed.
+alpha: per network step, the NIC latency plus one switch hop up and down at every layer crossed;
+of a collective's steps only NCCL's tuner's inter-node ones are network steps (``src/graph/
+tuning.cc``: a ring's 2 nNodes for an all-reduce, nNodes - 1 otherwise; a tree's or PAT's
+logarithmic ones; ``teton.collectives.algorithms.network_steps``), the rest NVLink steps.
 steps: n - 1 (2(n - 1) for all-reduce), an all-reduce's capped at 2 ceil(log2 n) (NCCL's trees
 when latency dominates), an all-gather's or reduce-scatter's at ceil(log2 n) over one GPU per host
 (NCCL's PAT, ``software.nccl_pat``; ``teton.collectives.algorithms.auto_steps``).
@@ -39,7 +42,7 @@ import math
 
 import numpy as np
 
-from teton.collectives.algorithms import auto_steps
+from teton.collectives.algorithms import auto_steps, network_steps
 from teton.errors import SpecError, closest
 from teton.hardware import cluster_efficiency
 from teton.memo import IdentityMemo, ValueMemo
@@ -136,7 +139,7 @@ class AnalyticalCostModel:
 
     def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
         """(bus bandwidth bytes/s, per-step latency s) of the slowest group, contention included."""
-        link, factor, latency, _ = self.path(op, groups)
+        link, factor, latency, _, _ = self.path(op, groups)
         return self._bus_bw(link, factor), latency
 
     def _bus_bw(self, link: str, factor: float) -> float:
@@ -146,20 +149,21 @@ class AnalyticalCostModel:
             return self._link_bw[link]
         return min(self._link_bw["nvlink"], self._link_bw["net"] * factor)
 
-    def path(self, op: str, groups: np.ndarray) -> tuple[str, float, float, bool]:
-        """(link, factor, per-step latency s, one GPU per host): where the slowest group's
-        collective runs (``nvls`` or ``nvlink`` inside one host, else ``net``), its multiple of one
-        NIC's bus bandwidth (contention included), its latency, and whether every group has each
-        member on a host of its own (PAT's case). Independent of the efficiency figures."""
+    def path(self, op: str, groups: np.ndarray) -> tuple[str, float, float, bool, int]:
+        """(link, factor, per-network-step latency s, one GPU per host, hosts): where the slowest
+        group's collective runs (``nvls`` or ``nvlink`` inside one host, else ``net``), its multiple
+        of one NIC's bus bandwidth (contention included), its network steps' latency, whether every
+        group has each member on a host of its own (PAT's case) and the most hosts a group spans.
+        Independent of the efficiency figures."""
         g = np.atleast_2d(np.asarray(groups))
         n = g.shape[1]
         hosts = self._distinct_per_row(g // self.domain_gpus)
         if hosts.max() == 1:
             if op == "all_reduce" and self.nvls and n > 2:
-                return "nvls", 1.0, NVLINK_STEP_LATENCY_S, False
-            return "nvlink", 1.0, NVLINK_STEP_LATENCY_S, False
+                return "nvls", 1.0, NVLINK_STEP_LATENCY_S, False, 1
+            return "nvlink", 1.0, NVLINK_STEP_LATENCY_S, False, 1
         share, latency = self._row_shares(op, g)
-        return "net", float(share.min()), latency, bool((hosts == n).all())
+        return "net", float(share.min()), latency, bool((hosts == n).all()), int(hosts.max())
 
     def _row_shares(self, op: str, g: np.ndarray) -> tuple[np.ndarray, float]:
         """((rows,) each group's multiple of one NIC's bus bandwidth, every row of ``g`` running at
@@ -215,17 +219,22 @@ class AnalyticalCostModel:
             return 0.0
         return self._time(op, n, self._path_of(op, groups), size_bytes)
 
-    def _path_of(self, op: str, groups: np.ndarray) -> tuple[str, float, float, bool]:
+    def _path_of(self, op: str, groups: np.ndarray) -> tuple[str, float, float, bool, int]:
         key = (self._key, op, groups.shape, self._groups_hash(groups))
         hit = _PATHS.get(key)
         return hit if hit is not None else _PATHS.put(key, self.path(op, groups))
 
-    def _time(self, op: str, n: int, path: tuple[str, float, float, bool], size_bytes: float) -> float:
-        link, factor, alpha, one_per_host = path
+    def _time(self, op: str, n: int, path: tuple[str, float, float, bool, int], size_bytes: float) -> float:
+        link, factor, alpha, one_per_host, hosts = path
         bw = self._bus_bw(link, factor)
-        # NCCL switches to (double binary) trees, or PAT, when latency dominates
-        steps = auto_steps(op, n, ring_steps(op, n), one_per_host, self.pat)
-        return bus_factor(op, n) * size_bytes / bw + steps * alpha
+        # NCCL switches to (double binary) trees, or PAT, when latency dominates; of the steps, those
+        # that cross the network take alpha, the rest an NVLink step (NCCL's tuner: network_steps)
+        ring = ring_steps(op, n)
+        steps = auto_steps(op, n, ring, one_per_host, self.pat)
+        net = steps if op in ("send_recv", "all_to_all") else network_steps(op, steps, ring, hosts)
+        if link != "net":
+            net = steps
+        return bus_factor(op, n) * size_bytes / bw + net * alpha + (steps - net) * NVLINK_STEP_LATENCY_S
 
     def concurrent_times(self, op: str, group_sets: list[np.ndarray], size_bytes: float) -> np.ndarray:
         """Seconds of ``op`` on each of ``group_sets`` when all of them run at once (a pipeline's
@@ -237,8 +246,8 @@ class AnalyticalCostModel:
         net = [i for i, p in enumerate(paths) if p is not None and p[0] == "net"]
         if len(net) > 1 and size_bytes > 0 and len({sets[i].shape[1] for i in net}) == 1:
             for j, worst in zip(net, self._concurrent_shares(op, [sets[i] for i in net]), strict=True):
-                link, factor, alpha, one = paths[j]
-                paths[j] = (link, min(factor, worst), alpha, one)
+                link, factor, alpha, one, hosts = paths[j]
+                paths[j] = (link, min(factor, worst), alpha, one, hosts)
         return np.array([0.0 if p is None or size_bytes <= 0 else self._time(op, s.shape[1], p, size_bytes)
                          for s, p in zip(sets, paths, strict=True)])
 

@@ -15,7 +15,9 @@ take on ``groups`` (an (n_groups, n) array of GPU ids), all groups running at on
    solves; measured: the 16K-GPU data-parallel rings need 15 solves either way, and 10,000 random
    flows on the 24K fabric give the same last and median finish with 32 solves as with the 549 of
    an exact run); a phase lasts until its last flow ends.
-4. time = sum over phases of (last finish + steps * alpha), alpha = the slowest hop's latency
+4. time = sum over phases of (last finish + latency): the phase's network steps (NCCL's tuner's
+   count, ``collectives.algorithms.network_steps``) at alpha, the slowest hop's latency, the rest
+   at an NVLink step's
    (NIC + one switch hop up and down per tier crossed; 2 us per NVLink step, as the analytical
    model).
 
@@ -60,6 +62,13 @@ class PhaseResult:
     events: int  # max-min solves (completion events)
     per_byte_s: float  # seconds per byte of S until the last flow ends
     latency_s: float  # steps * alpha
+
+
+def phase_latency_s(phase: Phase, alpha: float) -> float:
+    """A phase's latency: its network steps (``Phase.net_steps``, NCCL's tuner's count; all of
+    them where unset) at ``alpha``, the slowest hop's latency, the rest at an NVLink step's."""
+    net = phase.steps if phase.net_steps is None else min(phase.net_steps, phase.steps)
+    return net * alpha + (phase.steps - net) * NVLINK_STEP_LATENCY_S
 
 
 class FlowCostModel:
@@ -116,7 +125,7 @@ class FlowCostModel:
         if hit is None:
             hit = self._phase_cache[key] = self._solve_phase(replace(phase, flow_bytes=phase.flow_bytes / scale,
                                                                      steps=1))
-        return replace(hit, per_byte_s=hit.per_byte_s * scale, latency_s=hit.latency_s * phase.steps)
+        return replace(hit, per_byte_s=hit.per_byte_s * scale, latency_s=phase_latency_s(phase, hit.latency_s))
 
     def neighbour_phase(self) -> Phase | None:
         """The other jobs' traffic as one phase: the first phase of each background collective
@@ -136,7 +145,8 @@ class FlowCostModel:
 
     def _solve_phase(self, phase: Phase) -> PhaseResult:
         finish, events, crossings, alpha = self._finish_times(phase)
-        return PhaseResult(int(phase.flow_bytes.size), crossings, events, float(finish.max()), float(phase.steps * alpha))
+        return PhaseResult(int(phase.flow_bytes.size), crossings, events, float(finish.max()),
+                           phase_latency_s(phase, alpha))
 
     def _finish_times(self, phase: Phase) -> tuple[np.ndarray, int, int, float]:
         """(each of the phase's own flows' finish time s, max-min solves, flow-link crossings,

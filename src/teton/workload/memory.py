@@ -281,7 +281,8 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
         acts.flags.writeable = False
         _ACTIVATIONS.put(key, acts)
     # working buffers: gathered SP activation and MLP intermediate of one layer, bucketed
-    # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits (last).
+    # unsharded gradients (ZeRO-2/3), gathered parameters of two layers (ZeRO-3), the loss's logits
+    # and (ZeRO-3) the output layer's gathered weight and whole gradient (last).
     # the largest layer type's (``workload.layer_kinds``)
     layer_params, layer_working, head_bytes = _working(model, job)
     working = np.full(lay.pp, CUBLAS_WORKSPACE_BYTES + layer_working)
@@ -290,6 +291,8 @@ def memory_per_gpu(model: ModelSpec, job: JobSpec) -> tuple[MemoryBreakdown, int
     if job.zero >= 3:
         working += 2 * layer_params * ACT_BYTES
     working[-1] += head_bytes
+    if job.zero >= 3:  # FSDP gathers the output layer's weight for the loss; its gradient is whole until reduced
+        working[-1] += model.vocab * model.hidden / lay.tp * (ACT_BYTES + (grad_bytes if sharded_grads else 0.0))
     if split.mirrored:  # DualPipe: the up direction's head is on the first rank
         working[0] += head_bytes
     total = weights + grads + optim + acts + working
