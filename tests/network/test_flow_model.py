@@ -178,3 +178,11 @@ def test_network_nvls_false_turns_nvls_off_in_the_flow_model_too():
                    for v in (True, False))
     assert t_on != t_off and a_on != a_off
     assert (t_on < t_off) == (a_on < a_off)  # NVLS changes the time the same way in both models
+
+
+def test_an_all_to_all_too_large_to_route_is_refused_before_its_flows_are_built(roce):
+    """16,384 GPUs' all-to-all is 268M flows: the guard ran after building them (a numpy
+    ArrayMemoryError traceback under a memory limit, 18 s on 8,192 GPUs before the error)."""
+    model = FlowCostModel(roce)
+    with pytest.raises(SpecError, match="QP hops in one all-to-all"):
+        model.collective_time("all_to_all", np.arange(16384)[None, :], 1e9)

@@ -240,6 +240,12 @@ class FlowCostModel:
             result = [self._solve_sharp(groups)]
             self._cache[key] = result
             return result
+        if op == "all_to_all" and not intra:  # its n (n - 1) flows a group are built before the phase's guard
+            hops = groups.shape[0] * n * (n - 1) * self.split
+            if hops > MAX_SUBHOPS:
+                raise SpecError("groups", f"{hops:,} QP hops in one all-to-all",
+                                f"the flow model handles up to {MAX_SUBHOPS:,}; use fewer QPs, smaller groups "
+                                "or fidelity analytical")
         phases = phases_for(op, groups, gph, self._algo_for(op, intra, n), self.nvls, self.channels_per_nic, self.pat)
         result = [self.solve_phase(p) for p in phases]
         self._cache[key] = result
