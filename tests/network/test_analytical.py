@@ -84,3 +84,22 @@ def test_unknown_efficiency_override_is_a_spec_error():
     with pytest.raises(SpecError, match="cluster.efficiency.gemm_bf61"):
         load_spec({"cluster": {"base": "meta-roce-24k", "efficiency": {"gemm_bf61": 0.7}}, "model": "llama3-8b",
                    "job": {"gpus": 8}})
+
+
+def test_a_scattered_ring_leaves_its_domain_at_every_rank_order_hop_that_does(roce):
+    """NCCL links a ring's hosts in rank order: a 16,384-GPU ring over hosts placed at random
+    crosses the 1:7 pod spine at most of its hops, where a pod-contiguous ring crosses it once per
+    pod. The analytical model had priced both as contiguous (358 GB/s busbw; the flow model 86)."""
+
+    from teton.network.flow_model import FlowCostModel
+
+    rng = np.random.default_rng(0)
+    hosts = rng.permutation(roce.hosts)[:2048]
+    scattered = (hosts[:, None] * 8 + np.arange(8)).ravel()[None, :]
+    ordered = np.sort(scattered, axis=1)
+    model = AnalyticalCostModel(roce)
+    fast, slow = (model.busbw("all_reduce", g)[0] for g in (ordered, scattered))
+    assert slow < fast / 3
+    flow = FlowCostModel(roce, routing="adaptive")
+    t_flow = flow.collective_time("all_reduce", scattered, 16e9)
+    assert model.collective_time("all_reduce", scattered, 16e9) == pytest.approx(t_flow, rel=0.1)

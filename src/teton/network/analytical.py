@@ -12,10 +12,11 @@ for every fabric layer l whose domains the group spans more than one of and ever
 it has members in: D_d the domain's GPUs, o_l the layer's oversubscription, E_d the ring edges
 that leave d, summed over all the groups that cross l there. Derivation: NCCL builds one ring
 per NIC, and a host with k of the group's GPUs has k NICs for it (k channels: the host with the
-fewest members bounds every ring, so k is that host's count, not the average); with
-topology-ordered rings each channel leaves a domain once, so a group puts k edges across d's
-uplinks, whose capacity D_d * NIC / o_l the E_d edges share: r <= NIC * D_d / (o_l E_d), busbw k
-rings times r. A domain full of groups of b_l members each (E_d = D_d / b_l * k) gives the
+fewest members bounds every ring, so k is that host's count, not the average); NCCL links a ring's
+hosts in rank order, so each channel leaves d once per hop of the rank-ordered ring that leaves
+it (once for a group whose ranks are contiguous per domain, many times for ranks scattered over
+domains), and the group puts k times that many edges across d's uplinks, whose capacity
+D_d * NIC / o_l the E_d edges share: r <= NIC * D_d / (o_l E_d), busbw k rings times r. A domain full of groups of b_l members each (E_d = D_d / b_l * k) gives the
 classic NIC * b_l / o_l; a group alone across a pod boundary shares its uplinks with nobody
 (the groups of one collective see the fabric alone, and only they).
 A point-to-point send (``send_recv`` over pairs: a pipeline boundary, a ring attention step) loads
@@ -129,13 +130,26 @@ class AnalyticalCostModel:
         row_of, dom_of, _ = self._group_domains(g, span)
         width = int(dom_of.max()) + 1
         cross = crossing[row_of]
-        edges = np.bincount(dom_of[cross], weights=k[row_of[cross]], minlength=width)
+        leaving = self._ring_exits(g, span, row_of, dom_of, width)
+        edges = np.bincount(dom_of[cross], weights=(k[row_of] * leaving)[cross], minlength=width)
         gpus = np.minimum(span, self.cluster.gpus - np.arange(width) * span).clip(min=1)
-        ratio = np.where(cross, k[row_of] * gpus[dom_of] / (layer.oversubscription * np.maximum(edges[dom_of], 1)),
-                         np.inf)
+        ratio = np.where(cross & (leaving > 0),
+                         k[row_of] * gpus[dom_of] / (layer.oversubscription * np.maximum(edges[dom_of], 1)), np.inf)
         out = np.full(g.shape[0], np.inf)
         np.minimum.at(out, row_of, ratio)
         return out
+
+    @staticmethod
+    def _ring_exits(g: np.ndarray, span: int, row_of: np.ndarray, dom_of: np.ndarray, width: int) -> np.ndarray:
+        """For every (group, domain) pair of :meth:`_group_domains`: the hops of the group's ring
+        that leave that domain. NCCL links a ring's members in rank order (its hosts in the order
+        of their ranks), so a group whose ranks alternate between domains leaves each many times;
+        a group whose ranks are contiguous per domain leaves each once."""
+        dom = g // span
+        leave = dom != np.roll(dom, -1, axis=1)
+        rows = np.broadcast_to(np.arange(g.shape[0])[:, None], g.shape)
+        counts = np.bincount((rows[leave] * width + dom[leave]), minlength=g.shape[0] * width)
+        return counts[row_of * width + dom_of].astype(float)
 
     def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
         """(bus bandwidth bytes/s, per-step latency s) of the slowest group, contention included."""

@@ -101,9 +101,9 @@ def step_section(ctx: Context) -> Section:
     own = [(f"MFU ({r.precision} peak)", fmt_pct(r.mfu))] if r.precision != "bf16" else []
     from teton.engine.result import PREDICTION_MODES
 
-    band = (f" (band {fmt_s(r.step_time_s_low)} - {fmt_s(r.step_time_s_high)}, p10-p90 of the fit's held-out errors)"
-            if r.step_time_s_low is not None and r.step_time_s_high is not None else " (no band: nothing fitted behind it)")
-    rows = [("step time", fmt_s(r.step_time_s) + band),
+    band = (f"{fmt_s(r.step_time_s_low)} - {fmt_s(r.step_time_s_high)} (p10-p90 of the fit's held-out errors)"
+            if r.step_time_s_low is not None and r.step_time_s_high is not None else "none: nothing fitted behind it")
+    rows = [("step time", fmt_s(r.step_time_s)), ("band", band),
             ("prediction", f"{PREDICTION_MODES.get(r.prediction_mode, r.prediction_mode)}, stack {r.software}"),
             ("MFU", fmt_pct(r.mfu_bf16)), *own,
             ("TFLOPs / GPU", f"{r.tflops_per_gpu:.0f}"), ("tokens / s", f"{r.tokens_per_s:,.0f}"),
