@@ -64,7 +64,9 @@ def test_estimate_path_agrees_on_the_ranking(spec):
     ta = rows["topology-aware"]["step_time_s"]
     assert all(ta <= r["step_time_s"] for r in rows.values())
     assert rows["fragmented"]["axis_pays"] == "tp"
-    assert rows["random"]["axis_pays"] == "pp"
+    # scattered hosts: each DP ring, linked in rank order, leaves its pod at most hops, and the
+    # estimate (no overlap) charges all of it; the full simulation hides most under the backward
+    assert rows["random"]["axis_pays"] == "dp"
 
 
 def test_occupancy_pattern(roce):
