@@ -103,3 +103,21 @@ def test_a_scattered_ring_leaves_its_domain_at_every_rank_order_hop_that_does(ro
     flow = FlowCostModel(roce, routing="adaptive")
     t_flow = flow.collective_time("all_reduce", scattered, 16e9)
     assert model.collective_time("all_reduce", scattered, 16e9) == pytest.approx(t_flow, rel=0.1)
+
+
+@pytest.mark.parametrize("gpus", [72, 128])
+def test_an_all_to_all_across_an_oversubscribed_spine_takes_its_slower_bottleneck(gpus):
+    """One pod plus one host (72 GPUs of 64-GPU pods at 1:7) had read a third of the flow model's
+    busbw from the average members per domain (on the 24K cluster: 13 against 44 GB/s); its time is
+    the slower of the NICs' share and each domain's uplinks, its m_d members there sending
+    m_d (n - m_d) / n of S out over D_d / o."""
+    from teton.network.flow_model import FlowCostModel
+
+    layers = [{"name": "rack", "switch": "rtsw", "span_gpus": 16, "oversubscription": 1.0, "hop_latency_us": 1.0},
+              {"name": "pod", "switch": "ctsw", "span_gpus": 64, "oversubscription": 7.0, "hop_latency_us": 4.0},
+              {"name": "cluster", "switch": "atsw", "span_gpus": 256, "oversubscription": 1.0, "hop_latency_us": 4.0}]
+    small = ClusterSpec(**{**CLUSTER_PRESETS["meta-roce-24k"], "name": "small-pods", "hosts": 32, "layers": layers})
+    g = np.arange(gpus)[None, :]
+    analytical = AnalyticalCostModel(small).collective_time("all_to_all", g, 64e9)
+    flow = FlowCostModel(small, routing="adaptive").collective_time("all_to_all", g, 64e9)
+    assert analytical == pytest.approx(flow, rel=0.02)

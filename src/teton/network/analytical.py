@@ -32,9 +32,11 @@ logarithmic ones; ``teton.collectives.algorithms.network_steps``), the rest NVLi
 steps: n - 1 (2(n - 1) for all-reduce), an all-reduce's capped at 2 ceil(log2 n) (NCCL's trees
 when latency dominates), an all-gather's or reduce-scatter's at ceil(log2 n) over one GPU per host
 (NCCL's PAT, ``software.nccl_pat``; ``teton.collectives.algorithms.auto_steps``).
-all_to_all: a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain, through
-uplinks at NIC / o_l; with k the group's fewest members on one host, the NIC-share of the bus bandwidth is
-(n - 1) / (max(1, max_l (n - b_l) o_l / (n - 1)) * max(1, n - k)).
+all_to_all: the slower of two bottlenecks, in NIC-seconds per byte of S: each GPU's NIC carries
+what leaves its host, (n - k) / n (k the group's fewest members on one host), and each domain d of
+a layer l the group crosses carries m_d (n - m_d) / n for each group with m_d members in it, over
+its D_d / o_l NICs' worth of uplinks (every crossing group's load summed):
+t = S / NIC * max((n - k) / n, max_l max_d o_l sum_g m_d (n - m_d) / (n D_d)), busbw (n - 1) / n * S / t.
 """
 
 from __future__ import annotations
@@ -187,7 +189,7 @@ class AnalyticalCostModel:
         n = g.shape[1]
         k = self._fewest_per_host(g)
         share = k.astype(float)
-        worst_a2a = np.ones(g.shape[0])
+        worst_a2a = (n - k) / n  # an all-to-all's NIC-time per byte of S: what leaves the host
         latency = self.nic_latency_s
         pairs = op == "send_recv" and n == 2
         for layer in self.cluster.layers:
@@ -196,18 +198,32 @@ class AnalyticalCostModel:
             if not crossing.any():
                 latency += 2 * layer.turn_latency_s  # paths turn around at this tier
                 break
-            members = n / domains
             share = np.minimum(share, self._send_share(g, crossing, layer) if pairs
                                else self._uplink_share(g, k, crossing, layer))
-            worst_a2a = np.where(crossing, np.maximum(worst_a2a, (n - members) / max(1, n - 1)
-                                                      * layer.oversubscription), worst_a2a)
+            if op == "all_to_all":
+                worst_a2a = np.maximum(worst_a2a, self._a2a_uplink_time(g, crossing, layer))
             latency += 2 * layer.turn_latency_s
         if op == "all_to_all":
-            # a share (n - b_l)/(n - 1) of each GPU's data leaves its layer-l domain at NIC / o_l
-            return 1.0 / worst_a2a * (n - 1) / np.maximum(1, n - k), latency
+            return (n - 1) / n / worst_a2a, latency
         if op == "send_recv":
             share = np.minimum(1.0, share)
         return share, latency
+
+    def _a2a_uplink_time(self, g: np.ndarray, crossing: np.ndarray, layer) -> np.ndarray:
+        """(rows,) the all-to-all's time through ``layer``'s uplinks, in NIC-seconds per byte of S:
+        the m_d members a group has in domain d send m_d (n - m_d) / n of S out of it, every
+        crossing group's summed over d's uplinks (D_d NICs' worth over o_l); a group takes its
+        slowest domain (0 for a group that does not cross the layer)."""
+        n = g.shape[1]
+        row_of, dom_of, m = self._group_domains(g, layer.span_gpus)
+        width = int(dom_of.max()) + 1
+        cross = crossing[row_of]
+        load = np.bincount(dom_of[cross], weights=(m * (n - m) / n)[cross], minlength=width)
+        gpus = np.minimum(layer.span_gpus, self.cluster.gpus - np.arange(width) * layer.span_gpus).clip(min=1)
+        t = np.where(cross, load[dom_of] * layer.oversubscription / gpus[dom_of], 0.0)
+        out = np.zeros(g.shape[0])
+        np.maximum.at(out, row_of, t)
+        return out
 
     def _send_share(self, g: np.ndarray, crossing: np.ndarray, layer) -> np.ndarray:
         """(rows,) each send's NIC-multiple through ``layer``'s uplinks, sender ``g[:, 0]`` to
