@@ -16,7 +16,8 @@ fewest members bounds every ring, so k is that host's count, not the average); N
 hosts in rank order, so each channel leaves d once per hop of the rank-ordered ring that leaves
 it (once for a group whose ranks are contiguous per domain, many times for ranks scattered over
 domains), and the group puts k times that many edges across d's uplinks, whose capacity
-D_d * NIC / o_l the E_d edges share: r <= NIC * D_d / (o_l E_d), busbw k rings times r. A domain full of groups of b_l members each (E_d = D_d / b_l * k) gives the
+D_d * NIC / o_l the E_d edges share: r <= NIC * D_d / (o_l E_d), busbw k rings times r. A domain
+full of groups of b_l members each (E_d = D_d / b_l * k) gives the
 classic NIC * b_l / o_l; a group alone across a pod boundary shares its uplinks with nobody
 (the groups of one collective see the fabric alone, and only they).
 A point-to-point send (``send_recv`` over pairs: a pipeline boundary, a ring attention step) loads
@@ -149,8 +150,11 @@ class AnalyticalCostModel:
         a group whose ranks are contiguous per domain leaves each once."""
         dom = g // span
         leave = dom != np.roll(dom, -1, axis=1)
+        domains = np.bincount(row_of, minlength=g.shape[0])
+        if np.array_equal(leave.sum(axis=1), np.where(domains > 1, domains, 0)):
+            return np.ones(row_of.size)  # every group contiguous per domain: one exit each (the usual case)
         rows = np.broadcast_to(np.arange(g.shape[0])[:, None], g.shape)
-        counts = np.bincount((rows[leave] * width + dom[leave]), minlength=g.shape[0] * width)
+        counts = np.bincount(rows[leave] * width + dom[leave], minlength=g.shape[0] * width)
         return counts[row_of * width + dom_of].astype(float)
 
     def busbw(self, op: str, groups: np.ndarray) -> tuple[float, float]:
@@ -261,9 +265,8 @@ class AnalyticalCostModel:
         # that cross the network take alpha, the rest an NVLink step (NCCL's tuner: network_steps)
         ring = ring_steps(op, n)
         steps = auto_steps(op, n, ring, one_per_host, self.pat)
+        # (inside one host alpha is an NVLink step's, and network_steps counts none)
         net = steps if op in ("send_recv", "all_to_all") else network_steps(op, steps, ring, hosts)
-        if link != "net":
-            net = steps
         return bus_factor(op, n) * size_bytes / bw + net * alpha + (steps - net) * NVLINK_STEP_LATENCY_S
 
     def concurrent_times(self, op: str, group_sets: list[np.ndarray], size_bytes: float) -> np.ndarray:

@@ -64,6 +64,13 @@ class PhaseResult:
     latency_s: float  # steps * alpha
 
 
+def _check_hops(hops: int, what: str) -> None:
+    """Refuse more QP hops in one phase than :data:`MAX_SUBHOPS` (a guard on memory and time)."""
+    if hops > MAX_SUBHOPS:
+        raise SpecError("groups", f"{hops:,} QP hops in one {what}",
+                        f"the flow model handles up to {MAX_SUBHOPS:,}; use fewer QPs, smaller groups or fidelity analytical")
+
+
 def phase_latency_s(phase: Phase, alpha: float) -> float:
     """A phase's latency: its network steps (``Phase.net_steps``, NCCL's tuner's count; all of
     them where unset) at ``alpha``, the slowest hop's latency, the rest at an NVLink step's."""
@@ -168,10 +175,7 @@ class FlowCostModel:
         # stripe every hop that leaves a host over the connection's QPs: sub-hop q is hashed with
         # its QP number and carries 1/N of the flow's rate (NCCL round-robins data over its QPs)
         n_sub = np.where(src // gph != dst // gph, self.split, 1)
-        if int(n_sub.sum()) > MAX_SUBHOPS:
-            raise SpecError("groups", f"{int(n_sub.sum()):,} QP hops in one phase",
-                            f"the flow model handles up to {MAX_SUBHOPS:,}; use fewer QPs, smaller groups "
-                            "or fidelity analytical")
+        _check_hops(int(n_sub.sum()), "phase")
         if self.split > 1:
             rep = np.repeat(np.arange(src.size), n_sub)
             first = np.repeat(np.cumsum(n_sub) - n_sub, n_sub)
@@ -240,12 +244,8 @@ class FlowCostModel:
             result = [self._solve_sharp(groups)]
             self._cache[key] = result
             return result
-        if op == "all_to_all" and not intra:  # its n (n - 1) flows a group are built before the phase's guard
-            hops = groups.shape[0] * n * (n - 1) * self.split
-            if hops > MAX_SUBHOPS:
-                raise SpecError("groups", f"{hops:,} QP hops in one all-to-all",
-                                f"the flow model handles up to {MAX_SUBHOPS:,}; use fewer QPs, smaller groups "
-                                "or fidelity analytical")
+        if op == "all_to_all" and not intra:  # its n (n - 1) flows a group, before they are built
+            _check_hops(groups.shape[0] * n * (n - 1) * self.split, "all-to-all")
         phases = phases_for(op, groups, gph, self._algo_for(op, intra, n), self.nvls, self.channels_per_nic, self.pat)
         result = [self.solve_phase(p) for p in phases]
         self._cache[key] = result

@@ -261,8 +261,8 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
                      days, runs, seed, st, st_source, st_eff, tps, steps)
     time = time_figures(res, gpus, steps, st, st_eff, tps, slow)
     ckf = checkpoint_figures(iv, ck, down, cfg, gpus, inp.spares)
-    warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts, iv.recommendation.practical_ettr), *local_storage_warnings(spec, inp),
-                *capacity_warnings(ck))
+    warnings = (*iv.warnings, *spare_warnings(run, time, ckf, cfg, inp, cluster.hosts, iv.recommendation.practical_ettr),
+                *local_storage_warnings(spec, inp), *capacity_warnings(ck))
     return GoodputResult(
         run, interruption_figures(fm, res, inp.infant), time, ckf, energy_figures(pm, e, cost_usd(cfg, gpus, res.wall_s, e)),
         iv.sweep_rows, tuple(_assumptions(run, ckf, cfg, pm, planes)), warnings, iv.recommendation, planes,
@@ -317,7 +317,7 @@ def spare_warnings(run: RunFigures, time: TimeFigures, ck: CheckpointFigures, cf
                "with spares enough" if interval_ettr is not None else "")]
 
 
-def capacity_warnings(ck) -> list[str]:
+def capacity_warnings(ck: CheckpointCosts) -> list[str]:
     """A warning when the checkpoints the storage policy keeps exceed the storage's usable capacity."""
     if ck.kept_bytes is None or ck.usable_capacity_bytes is None or ck.kept_bytes <= ck.usable_capacity_bytes:
         return []

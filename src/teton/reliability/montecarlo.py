@@ -283,7 +283,7 @@ def _check_progress(inp: MCInputs, max_steps: int) -> None:
     if inp.blocking_s * unexpected > 0.1:
         raise SpecError("reliability.checkpoint_blocking_s", round(inp.blocking_s, 6), cycle + ": shorten the "
                         "pause (faster storage, async checkpoints) or lower the failure rates")
-    raise SpecError("checkpoint interval", round(inp.interval_s, 3), cycle + ": checkpoint more often (--interval; "
+    raise SpecError("checkpoint_interval_s", round(inp.interval_s, 3), cycle + ": checkpoint more often (--interval; "
                     "a storage that sustains it: storage.servers) or lower the failure rates")
 
 

@@ -47,6 +47,7 @@ GRID_SPAN = 16.0
 MAX_EXTENSIONS = 8  # doublings of the sweep past its longest interval while that is still flat
 REFINE_STEPS = 6  # bisections per edge of the flat region (at most)
 REFINE_RESOLUTION = 0.02  # stop refining an edge once it is known to 2 %
+RENEWAL = "renewal model"  # the method name of a recommendation from the closed form
 NO_FAILURES_INTERVAL_S = 1e12  # without unexpected interruptions: effectively never
 
 
@@ -224,9 +225,6 @@ def recommend_renewal(inp: MCInputs, lim: IntervalLimits, young_s: float, daly_s
         best_ettr = 0.0
     return make_recommendation(lim, young_s, daly_s, tol_pp, method, (best, best_ettr),
                                (lo, hi), renewal_ettr(inp, hi) if best_ettr else 0.0)
-
-
-RENEWAL = "renewal model"
 
 
 def sweep_row(interval_s: float, res: MCResult, lim: IntervalLimits) -> dict[str, Any]:

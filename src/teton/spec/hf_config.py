@@ -236,6 +236,28 @@ UNMODELLED_KEYS = {
 }
 
 
+# Keys that mark a Hugging Face config.json (every transformers config has model_type).
+HF_CONFIG_KEYS = ("num_hidden_layers", "model_type", "architectures")
+
+
+def hf_notes_of(value, base_dir: Path | None, presets, suffixes: tuple[str, ...]) -> tuple[str, ...]:
+    """The notes (:func:`hf_config_notes`) of a spec's ``model`` value where it names an HF config
+    as the loader reads one: a file (a name with one of ``suffixes`` or a ``/``, not one of
+    ``presets``), or a mapping's ``base:``, followed through model files' own ``base:``."""
+    from teton.spec.read import read_file
+
+    while True:
+        if isinstance(value, dict):
+            value = value.get("base")
+        if not (isinstance(value, str) and value not in presets and (value.endswith(suffixes) or "/" in value)):
+            return ()
+        path = Path(value) if base_dir is None else base_dir / value
+        raw = read_file(path)
+        if any(k in raw for k in HF_CONFIG_KEYS):
+            return hf_config_notes(path)
+        value, base_dir = raw, path.parent
+
+
 def hf_config_notes(path: str | Path) -> tuple[str, ...]:
     """What teton leaves out of its model of an HF config, one note each: a key of
     :data:`UNMODELLED_KEYS` the config sets (a value other than null, false or 0); the HF class

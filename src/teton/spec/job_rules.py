@@ -142,8 +142,8 @@ def check_offload(job: JobSpec, model: ModelSpec) -> None:
                  f"{job.layout.virtual_stages})")
         allowed = (f"fewer than the smallest chunk's {smallest} layers ({split}): a chunk keeps its last layer's "
                    "activations on the GPU" if smallest > 1 else
-                   f"no layer can be offloaded: {split} leave a chunk at most {-(-model.layers // chunks)} layer(s), and a chunk keeps its "
-                   "last layer's activations on the GPU")
+                   f"no layer can be offloaded: {split} leave a chunk at most {-(-model.layers // chunks)} "
+                   "layer(s), and a chunk keeps its last layer's activations on the GPU")
         raise SpecError("software.cpu_offload_layers", n, allowed)
     if FRAMEWORK_RECOMPUTE.get(job.software.framework) is not _MEGATRON_RECOMPUTE:
         return

@@ -19,7 +19,7 @@ from teton.errors import SpecError, closest, from_validation, unknown_field
 from teton.spec.cluster import CLUSTER_PRESETS, ClusterSpec
 from teton.spec.fields import ignored_field_notes
 from teton.spec.hardware import is_slot, resolve_cluster_hardware, slot_base
-from teton.spec.hf_config import hf_config_notes, model_from_hf_config
+from teton.spec.hf_config import HF_CONFIG_KEYS, hf_notes_of, model_from_hf_config
 from teton.spec.job import JobSpec, check_job, job_defaults
 from teton.spec.locate import field_line
 from teton.spec.model import MODEL_PRESETS, ModelSpec
@@ -156,8 +156,6 @@ def apply_overrides(data: dict[str, Any], overrides: list[str] | None) -> dict[s
 
 
 SPEC_SUFFIXES = (".json", ".yaml", ".yml", ".toml")
-# Keys that mark a Hugging Face config.json (every transformers config has model_type).
-HF_CONFIG_KEYS = ("num_hidden_layers", "model_type", "architectures")
 
 
 def _resolve_named(section: str, value: Any, presets: dict[str, dict], base_dir: Path | None,
@@ -362,16 +360,8 @@ def _load_spec(source: str | Path | dict[str, Any], overrides: list[str] | None)
     plan = None if data.get("plan") is None else _build(PlanSpec, "plan", data["plan"], path, where)
     return Spec(cluster=cluster, model=model, job=job, network=network, storage=storage, reliability=reliability,
                 plan=plan, seed=seed, notes=(*_notes(data.get("notes"), path), *ignored_field_notes(network, "network"),
-                                             *_hf_notes(data.get("model"), base_dir)),
+                                             *hf_notes_of(data.get("model"), base_dir, MODEL_PRESETS, SPEC_SUFFIXES)),
                 job_defaults=defaults)
-
-
-def _hf_notes(value: Any, base_dir: Path | None) -> tuple[str, ...]:
-    """``hf_config_notes`` of the file :func:`_resolve_named` reads as an HF config: any suffix, or a ``base:``'s."""
-    value = value.get("base") if isinstance(value, dict) else value  # a mapping's (or a model file's) base
-    named = isinstance(value, str) and value not in MODEL_PRESETS and (value.endswith(SPEC_SUFFIXES) or "/" in value)
-    raw = read_file(path := Path(value) if base_dir is None else base_dir / value) if named else {}  # loaded: a file
-    return hf_config_notes(path) if any(k in raw for k in HF_CONFIG_KEYS) else _hf_notes(raw, path.parent) if named else ()
 
 
 def _section_file(value: Any, base_dir: Path | None, field: str) -> Any:
