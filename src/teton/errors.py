@@ -18,6 +18,26 @@ class SpecError(ValueError):
         prefix = f"{where}: " if where else ""
         super().__init__(one_line(f"{prefix}{field} = {_short_repr(value)}: {allowed}"))
 
+    def __reduce__(self):
+        """Pickled as its message and fields (a process pool's worker sends it back whole: the
+        default pickles ``args``, the message alone, which ``__init__`` cannot take); a value that
+        does not pickle travels as its repr."""
+        import pickle
+
+        try:
+            value = pickle.loads(pickle.dumps(self.value))
+        except Exception:  # noqa: BLE001 - anything a user value's pickling raises
+            value = _short_repr(self.value)
+        return _restore, (type(self), str(self), self.field, value, self.allowed, self.where)
+
+
+def _restore(cls: type, message: str, field: str, value: object, allowed: str, where: str | None) -> SpecError:
+    """A :class:`SpecError` (or subclass) from its pickled message and fields, the message as sent."""
+    err = cls.__new__(cls)
+    ValueError.__init__(err, message)
+    err.field, err.value, err.allowed, err.where = field, value, allowed, where
+    return err
+
 
 MAX_VALUE_CHARS = 300  # of a value's repr in a message: a whole file's contents would bury the rest
 

@@ -75,3 +75,25 @@ def test_failed_links_never_speed_up_an_ecmp_all_reduce():
     times = [FlowCostModel(c, routing="ecmp", qps=1, failed_links=n, seed=0).collective_time("all_reduce", g, 2**28)
              for n in (0, 8, 32, 128, 256)]
     assert all(b >= a * (1 - 1e-9) for a, b in zip(times, times[1:], strict=False)), times
+
+
+def test_each_fabric_routes_its_own_way_unless_the_spec_says_otherwise():
+    """InfiniBand presets route adaptively (no 5-tuple hashing), Meta's RoCE fabric by E-ECMP; a
+    spec's network.routing overrides the fabric's, and the flow model, the nccl-tests sweep and the
+    report all take the same."""
+    from teton.spec import load_spec
+    from teton.studies.nccl_tests import collective_sweep
+
+    ib = load_spec({"cluster": "meta-ib-24k", "model": "llama3-8b", "job": {"gpus": 64},
+                    "network": {"fidelity": "flow"}})
+    roce = load_spec({"cluster": "meta-roce-24k", "model": "llama3-8b", "job": {"gpus": 64},
+                      "network": {"fidelity": "flow"}})
+    assert (ib.routing, roce.routing) == ("adaptive", "e-ecmp")
+    pinned = load_spec({"cluster": "meta-ib-24k", "model": "llama3-8b", "job": {"gpus": 64},
+                        "network": {"fidelity": "flow", "routing": "ecmp"}})
+    assert pinned.routing == "ecmp"
+    # a random 1,024-GPU all-reduce on the IB fat tree: adaptive spreads it, hashing collides
+    adaptive = collective_sweep(ib.cluster, "all_reduce", 1024, "random", 1 << 28, 1 << 28, fidelity="flow")
+    hashed = collective_sweep(ib.cluster, "all_reduce", 1024, "random", 1 << 28, 1 << 28, routing="ecmp",
+                              fidelity="flow")
+    assert adaptive[0]["busbw_gbytes_s"] > 1.2 * hashed[0]["busbw_gbytes_s"]

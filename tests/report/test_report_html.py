@@ -100,3 +100,22 @@ def test_section_without_storage_says_so(small_spec_dict):
     ck = built[-1]
     assert ck.key == "checkpoint" and not ck.figures
     assert any("not modelled" in n and "storage" in n for n in ck.notes)
+
+
+def test_the_reports_interval_is_the_one_teton_goodput_recommends(small_spec_path):
+    """The report's goodput rows came from the 32-run Monte Carlo sweep's pick (150 s for the 405B
+    example) while `teton goodput` gave the renewal model's (144 s); the rows now follow the
+    verb, and the sweep stays as the table and figure beside them."""
+    from teton.engine.step import simulate_step
+    from teton.reliability import goodput
+    from teton.report.html import build_sections
+    from teton.spec import load_spec
+
+    spec = load_spec(small_spec_path)
+    built, r = build_sections(spec, ["goodput"], goodput_runs=16)
+    data = next(s for s in built if s.key == "goodput").data
+    verb = goodput(spec, step_time_s=r.step_time_s, tokens_per_step=r.tokens_per_step, breakdown=r.breakdown,
+                   runs=16, simulate=simulate_step).to_dict()
+    assert data["checkpoint_interval_s"] == verb["checkpoint_interval_s"]
+    assert data["interval_recommendation"]["method"] == verb["interval_recommendation"]["method"] == "renewal model"
+    assert data["interval_sweep"] and data["sweep_recommendation"]["method"] == "Monte Carlo sweep"

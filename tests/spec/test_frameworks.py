@@ -425,3 +425,154 @@ def test_hierarchical_cp_comm_type_takes_its_sizes():
     assert teton.load_spec(spec).job.software.cp_comm == "ring"
     with pytest.raises(SpecError, match=r"^--hierarchical-context-parallel-sizes = None: a2a\+p2p needs"):
         import_config(DEEPSEEK_LIKE + " --context-parallel-size 8 --cp-comm-type a2a+p2p", gpus=64)
+
+
+MLA_FLAGS = (" --multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64"
+             " --v-head-dim 128 --mtp-num-layers 1 --window-size 4096,0 --use-precision-aware-optimizer"
+             " --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 --qk-layernorm --moe-token-dispatcher-type alltoall")
+
+
+def test_megatron_mla_mtp_window_and_adam_moments_are_mapped():
+    """Megatron-Core's MLA dimensions, multi-token prediction, (left, right) window and bf16 Adam
+    moments each reach the teton field that prices them: none is listed as unread, and the step
+    and the memory move as the fields say (MTP adds a module's work, bf16 moments save 4 bytes a
+    parameter)."""
+    spec, report = import_config(DEEPSEEK_LIKE + MLA_FLAGS, gpus=64)
+    s = teton.load_spec(spec)
+    m = s.model
+    assert (m.q_lora_rank, m.kv_lora_rank, m.head_dim, m.qk_rope_head_dim, m.v_head_dim) == (1536, 512, 128, 64, 128)
+    assert (m.mla, m.mtp_depth, m.sliding_window, s.job.adam_moments) == (True, 1, 4097, "bf16")
+    assert not m.qk_norm  # under MLA, --qk-layernorm norms the latents, which teton's MLA always has
+    flags = {f.split()[0] for f in MLA_FLAGS.split(" --") if f}
+    unread = {r.key for r in report.no_meaning if r.why in ("not a key the importer reads",
+                                                             "read, but no teton field of its own")}
+    assert not unread & {"--" + f for f in flags}, unread
+    assert "latents" in next(r.why for r in report.no_meaning if r.key == "--qk-layernorm")
+    r = teton.simulate(spec)
+    no_mtp = teton.simulate(import_config(DEEPSEEK_LIKE + MLA_FLAGS.replace(" --mtp-num-layers 1", ""), gpus=64)[0])
+    fp32 = teton.simulate(import_config(DEEPSEEK_LIKE + MLA_FLAGS.replace("dtype bf16", "dtype fp32"), gpus=64)[0])
+    assert r.step_time_s > no_mtp.step_time_s and r.memory_per_gpu_bytes < fp32.memory_per_gpu_bytes
+    # without MLA, --qk-layernorm is Qwen3's QK norm
+    spec, _ = import_config(DEEPSEEK_LIKE + " --qk-layernorm --moe-token-dispatcher-type alltoall", gpus=64)
+    assert teton.load_spec(spec).model.qk_norm is True
+
+
+@pytest.mark.parametrize(("old", "new", "match"), [
+    ("--window-size 4096,0", "--window-size 4096,128", r"^--window-size = '4096,128': a causal window"),
+    ("--window-size 4096,0", "--window-size 4096,0 --window-attn-skip-freq [1,1,0]*4",
+     r"^--window-attn-skip-freq = '\[1,1,0\]\*4': an integer N"),
+    (" --use-precision-aware-optimizer", "", r"^--exp-avg-dtype = 'bf16': needs --use-precision-aware-optimizer"),
+    ("--exp-avg-sq-dtype bf16", "--exp-avg-sq-dtype fp32", r"^--exp-avg-sq-dtype = 'fp32': must match --exp-avg-dtype"),
+    ("--exp-avg-dtype bf16", "--exp-avg-dtype fp8", r"^--exp-avg-dtype = 'fp8': one of fp32, bf16, fp16"),
+    ("--multi-latent-attention", "--multi-latent-attention --group-query-attention --num-query-groups 4",
+     r"^--multi-latent-attention = True: Megatron-LM refuses it with --group-query-attention"),
+])
+def test_megatron_attention_and_optimizer_flags_teton_cannot_model_are_refused(old, new, match):
+    with pytest.raises(SpecError, match=match) as err:
+        import_config((DEEPSEEK_LIKE + MLA_FLAGS).replace(old, new), gpus=64)
+    assert "\n" not in str(err.value)
+
+
+def test_megatron_window_every_nth_layer_full():
+    """--window-attn-skip-freq N: Megatron's full layers are layer_number % N == 0 (1-based), teton's
+    global_attention_every N the same layers."""
+    spec, _ = import_config(DEEPSEEK_LIKE + " --moe-token-dispatcher-type alltoall --window-size 127,0 "
+                            "--window-attn-skip-freq 4", gpus=64)
+    m = teton.load_spec(spec).model
+    assert (m.sliding_window, m.global_attention_every) == (128, 4)
+    assert [t.windowed for t in m.layer_types()] == [i % 4 != 0 for i in range(1, 9)]
+
+
+@pytest.mark.parametrize(("flags", "balance"), [
+    (" --moe-router-load-balancing-type seq_aux_loss", "aux_loss"),
+    (" --moe-router-load-balancing-type sinkhorn", "aux_loss"),
+    (" --moe-router-force-load-balancing --moe-router-load-balancing-type none", "forced"),
+    ("", "aux_loss"),
+])
+def test_megatron_router_balancing(flags, balance):
+    """Megatron's balancing losses and algorithms spread tokens evenly in expectation (teton's
+    aux_loss); --moe-router-force-load-balancing is forced; no balancing at all is refused."""
+    spec, report = import_config(DEEPSEEK_LIKE + " --moe-token-dispatcher-type alltoall" + flags, gpus=64)
+    assert teton.load_spec(spec).job.moe_router_balance == balance
+    assert "job.moe_router_balance" in {r.field for r in (*report.mapped, *report.defaulted)}
+    with pytest.raises(SpecError, match=r"^--moe-router-load-balancing-type = 'none': one of aux_loss"):
+        import_config(DEEPSEEK_LIKE + " --moe-router-load-balancing-type none", gpus=64)
+
+
+def test_megatron_token_dispatcher_is_named_honestly():
+    """teton prices the EP dispatch as an all-to-all: alltoall / flex are listed as such, the
+    allgather dispatcher over an EP group is refused, and Megatron's default (allgather) is named
+    in a defaulted row, not passed over."""
+    _, report = import_config(DEEPSEEK_LIKE + " --moe-token-dispatcher-type flex", gpus=64)
+    assert "all-to-all" in next(r.why for r in report.no_meaning if r.key == "--moe-token-dispatcher-type")
+    with pytest.raises(SpecError, match=r"^--moe-token-dispatcher-type = 'allgather': alltoall or flex"):
+        import_config(DEEPSEEK_LIKE + " --moe-token-dispatcher-type allgather", gpus=64)
+    _, report = import_config(DEEPSEEK_LIKE, gpus=64)
+    assert any("allgather" in r.why and "not model" in r.why for r in report.defaulted)
+
+
+MEGATRON_DEEPSPEED = ("deepspeed --num_gpus 8 --num_nodes 2 pretrain_gpt.py --num-layers 24 --hidden-size 2048 "
+                      "--num-attention-heads 16 --seq-length 2048 --micro-batch-size 4 --global-batch-size 256 --bf16 "
+                      "--vocab-size 50257 --deepspeed --deepspeed_config ds_config.json --zero-stage 3 "
+                      "--no-pipeline-parallel --checkpoint-activations --use-flash-attn-v2")
+
+
+def test_megatron_deepspeed_launch():
+    """A Megatron-DeepSpeed launch is the megatron-deepspeed stack with its ZeRO stage, GPU count
+    from the deepspeed launcher, DeepSpeed's activation checkpointing and FlashAttention-2."""
+    spec, report = import_config(MEGATRON_DEEPSPEED)
+    s = teton.load_spec(spec)
+    assert (s.job.software.name, s.job.zero, s.job.gpus, s.job.recompute) == ("megatron-deepspeed", 3, 16, "full")
+    assert (s.job.tp_overlap, s.job.software.attention, s.job.overlap_dp_comm) == ("none", "fa2", False)
+    rows = {r.key: r.field for r in report.mapped}
+    assert rows["--zero-stage"] == "job.zero" and rows["--deepspeed"] == "software.base"
+    assert rows["deepspeed --num-nodes x --num-gpus"] == "job.gpus"
+    assert teton.simulate(spec).step_time_s > 0
+    spec, report = import_config(MEGATRON_DEEPSPEED.replace(" --zero-stage 3", ""))
+    assert spec["job"]["zero"] == 1 and any(r.field == "job.zero" and "JSON" in r.why for r in report.defaulted)
+
+
+@pytest.mark.parametrize(("old", "new", "match"), [
+    (" --no-pipeline-parallel", "", r"^--zero-stage = '3': 0 or 1 under DeepSpeed's pipeline engine"),
+    ("--zero-stage 3", "--zero-stage 4", r"^--zero-stage = '4': one of 0, 1, 2, 3"),
+    ("--use-flash-attn-v2", "--use-flash-attn", r"^--use-flash-attn = True: not modelled under --deepspeed"),
+    ("--checkpoint-activations", "--checkpoint-activations --checkpoint-num-layers 2",
+     r"^--checkpoint-num-layers = '2': 1"),
+    (" --deepspeed ", " ", r"^--checkpoint-activations = True: no longer read by Megatron-LM"),
+])
+def test_megatron_deepspeed_refusals(old, new, match):
+    assert old in MEGATRON_DEEPSPEED
+    with pytest.raises(SpecError, match=match) as err:
+        import_config(MEGATRON_DEEPSPEED.replace(old, new))
+    assert "\n" not in str(err.value)
+
+
+def test_maxtext_default_model_takes_base_yml_values():
+    """model_name default without base_* keys is base.yml's model (MaxText fills what the run's YAML
+    leaves out); what the YAML gives wins."""
+    text = ("model_name: default\nmax_target_length: 4096\nici_fsdp_parallelism: 8\ndcn_data_parallelism: 1\n"
+            "per_device_batch_size: 1\n")
+    spec, report = import_config(text, "maxtext")
+    m = teton.load_spec(spec).model
+    assert (m.layers, m.hidden, m.ffn_hidden, m.heads, m.kv_heads, m.head_dim, m.vocab) == (
+        16, 2048, 7168, 16, 16, 128, 32000)
+    assert (m.mlp, m.tied_embeddings) == ("swiglu", False)
+    assert "base.yml" in next(r.why for r in report.defaulted if r.field == "model.layers")
+    spec, _ = import_config(text + "base_emb_dim: 4096\nbase_num_decoder_layers: 4\n", "maxtext")
+    assert (teton.load_spec(spec).model.hidden, teton.load_spec(spec).model.layers) == (4096, 4)
+
+
+def test_docs_list_each_megatron_flag_where_the_importer_puts_it():
+    """docs/import.md's Megatron-LM section names every flag the importer maps, and its no-meaning
+    paragraph names none of them (--fp8-param-gather was listed there while mapped)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "import.md").read_text()
+    section = doc[doc.index("## Megatron-LM"):doc.index("## NeMo")].replace("_", "-")  # --num_gpus: --num-gpus
+    no_meaning = section[section.index("No meaning:"):section.index("Stack:", section.index("No meaning:"))]
+    mapped = set()
+    for text, gpus in ((MEGATRON.read_text().replace("--fp8-format hybrid", "--fp8-format hybrid --fp8-param-gather"),
+                        None), (DEEPSEEK_LIKE + MLA_FLAGS + " --moe-router-force-load-balancing", 64),
+                       (MEGATRON_DEEPSPEED, None)):
+        _, report = import_config(text, gpus=gpus)
+        mapped |= {k.strip() for r in report.mapped for k in r.key.split(" x ") if k.strip().startswith("--")}
+    assert {k for k in mapped if k not in section} == set()
+    assert {k for k in mapped if re.search(re.escape(k) + r"(?![\w-])", no_meaning)} == set()

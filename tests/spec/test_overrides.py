@@ -98,3 +98,40 @@ def test_a_cross_field_error_blames_only_the_override_that_breaks_it(cli, exampl
     code, _, err = cli("run", str(example_spec), "--set", "job.tp=4", "--set", "network.nvls=false",
                        "--set", "job.pp=8")
     assert code == 2 and err.startswith("error: --set job.tp=4 --set job.pp=8: job.dp"), err
+
+
+def test_integers_read_as_yaml_1_2_reads_them_in_sets_and_files(tmp_path):
+    """YAML 1.1's octal and base-60 integers misread a user's numbers silently: ``--set
+    job.pp=010`` ran with pp = 8, ``global_batch: 0100`` as 64, ``1:00:00`` as 3600."""
+    from teton.spec import load_spec
+    from teton.spec.load import parse_value
+
+    assert [parse_value(t) for t in ("010", "0100", "08", "0o17", "0x1f", "1_000")] == [10, 100, 8, 15, 31, 1000]
+    assert parse_value("1:00:00") == "1:00:00"
+    path = tmp_path / "s.yaml"
+    path.write_text("cluster: meta-roce-24k\nmodel: llama3-8b\njob:\n  gpus: 0064\n  tp: 08\n  global_batch: 0256\n")
+    job = load_spec(path).job
+    assert (job.gpus, job.tp, job.global_batch) == (64, 8, 256)
+    assert load_spec(path, overrides=["job.pp=02", "job.dp=04"]).job.pp == 2
+
+
+def test_a_spec_error_crosses_a_process_pool_whole():
+    """A SpecError raised in a worker of `teton plan`'s process pool broke the pool ("a worker
+    died"): its default pickle could not be rebuilt. It now arrives as itself."""
+    import pickle
+    from concurrent.futures import ProcessPoolExecutor
+
+    from teton.errors import SpecError
+
+    err = pickle.loads(pickle.dumps(SpecError("tokens", 1e40, "too many interruptions", where="plan")))
+    assert (type(err), str(err), err.field, err.value) == (SpecError, "plan: tokens = 1e+40: too many interruptions",
+                                                           "tokens", 1e40)
+    with ProcessPoolExecutor(1) as pool:
+        with pytest.raises(SpecError, match="must be at least 1"):
+            pool.submit(_raise_spec_error).result()
+
+
+def _raise_spec_error():
+    from teton.errors import SpecError
+
+    raise SpecError("gpus", 0, "must be at least 1")

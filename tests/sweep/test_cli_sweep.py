@@ -272,3 +272,62 @@ def test_a_duckdb_file_with_a_foreign_results_table_is_one_line_exit_2(cli, tmp_
     code, _, err = cli("sweep", sweep, "--db", out, "--executor", "serial")
     assert code == 2 and "--db" in err and "results" in err and err.strip().count("\n") == 0
     assert duckdb.connect(str(out), read_only=True).execute("SELECT * FROM results").fetchall() == [(1, "x")]
+
+
+def test_a_sweep_whose_every_point_is_invalid_exits_2_naming_the_first_reason(cli, tmp_path, base_spec):
+    """No point simulated is no result: exit 2 with one line that names the first point and why it
+    is invalid (64 GPUs are not divisible by tp 3), not exit 0 and an empty table; the rows stay."""
+    sweep = _write(tmp_path, "s.yaml", {"base": base_spec, "grid": {"job.tp": [3, 5], "job.pp": [1, 2]}})
+    out = tmp_path / "r.duckdb"
+    for _again in (False, True):  # simulated the first time, read back the second
+        code, text, err = cli("sweep", sweep, "--db", out, "--executor", "serial", "--json")
+        line = err.strip()
+        assert code == 2 and "\n" not in line and text == "", err
+        con = duckdb.connect(str(out), read_only=True)
+        assert con.execute("SELECT count(*) FROM results WHERE status = 'invalid'").fetchone()[0] == 4
+        con.close()
+        assert "every one of its 4 points is invalid" in line and "the first (job.tp=3, job.pp=1): job.gpus = 64" in line
+
+
+@pytest.mark.parametrize("args, tasks", [([], 4), (["--batch", "64"], 1), (["--batch", "5"], 3)])
+def test_the_default_batch_splits_a_small_sweep(cli, tmp_path, sweep_file, monkeypatch, args, tasks):
+    """12 points, one serial worker: four tasks of 3 by default (the bar moves, a Ctrl-C loses
+    little); an explicit --batch, even the old default of 64, as given."""
+    import teton.sweep.run as run
+
+    sizes = []
+    real = run.evaluate_batch
+
+    def counted(items):
+        sizes.append(len(items))
+        return real(items)
+
+    monkeypatch.setattr(run, "evaluate_batch", counted)
+    code, _, err = cli("sweep", sweep_file, "--db", tmp_path / "r.duckdb", "--executor", "serial", *args)
+    assert code == 0, err
+    assert len(sizes) == tasks and sum(sizes) == 12
+
+
+@pytest.mark.parametrize("stop_at, says", [(4, "interrupted: all 12 points are stored in"),
+                                           (2, "interrupted: 6 of 12 points are stored in")])
+def test_an_interrupt_says_how_many_points_are_stored(tmp_path, small_sweep, monkeypatch, capsys, stop_at, says):
+    """Ctrl-C after the last batch is stored says all points are (not "12 of 12 ... resume")."""
+    import teton.sweep.run as run
+    from teton.cli.sweep import _run
+    from teton.sweep.grid import parse_sweep
+    from teton.sweep.store import ResultStore
+
+    real = run.run_sweep
+
+    def interrupted(*a, **k):
+        def stop(n):
+            if n == stop_at:
+                raise KeyboardInterrupt
+        return real(*a, **{**k, "batch": 3, "on_batch": stop})
+
+    monkeypatch.setattr(run, "run_sweep", interrupted)
+    out = tmp_path / "r.duckdb"
+    with ResultStore(out) as store, pytest.raises(SystemExit) as exit_:
+        _run(parse_sweep(small_sweep), store, out, "serial", None, None)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 130 and says in err and ("resume" in err) == (stop_at < 4)

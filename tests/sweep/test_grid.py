@@ -103,6 +103,7 @@ def test_an_edited_file_a_named_file_names_is_a_new_point(tmp_path, base_spec):
     ({"filter": ["[x for x in job.tp]"]}, "filter"),
     ({"filter": ["job.tp >"]}, "filter"),
     ({"grd": 1}, "grd"),
+    ({"grid": {"software.nam": ["x"]}}, "grid"),  # was a KeyError traceback
 ])
 def test_bad_sweeps_are_one_line_spec_errors(small_sweep, change, field):
     with pytest.raises(SpecError) as err:
@@ -139,3 +140,26 @@ def test_a_grid_of_too_many_points_is_refused_up_front(small_sweep):
     small_sweep["grid"] = {f"job.{k}": list(range(1, 11)) for k in ("tp", "pp", "cp", "ep", "dp", "micro_batch")}
     with pytest.raises(SpecError, match="at most 100,000 points before filtering"):
         parse_sweep(small_sweep)
+
+
+@pytest.mark.parametrize("key, allowed", [
+    ("storage.serverz", "storage field unknown; did you mean servers"),
+    ("storage.checkpoint.mod", "storage.checkpoint field unknown; did you mean mode"),
+    ("reliability.tokenz", "reliability field unknown; did you mean tokens"),
+    ("reliability.rates_per_hour.faulty_gpus", "reliability.rates_per_hour field unknown; did you mean faulty_gpu"),
+])
+def test_storage_and_reliability_typos_fail_up_front(small_sweep, key, allowed):
+    """A misspelt storage / reliability key is one error when the sweep is read, as a job key is,
+    not a sweep of invalid points."""
+    small_sweep["base"] = {**small_sweep["base"], "storage": {"preset": "tectonic-llama3"},
+                           "reliability": {"tokens": 2e11}}
+    with pytest.raises(SpecError) as err:
+        parse_sweep({**small_sweep, "grid": {key: [60, 7500]}})
+    assert err.value.field == "grid" and err.value.value == key and allowed in str(err.value)
+
+
+def test_correct_storage_and_reliability_keys_pass(small_sweep):
+    keys = ("storage.servers", "storage.checkpoint.mode", "storage.preset", "reliability.tokens",
+            "reliability.rates_per_hour.faulty_gpu", "reliability.infant_mortality.weibull_shape")
+    sweep = parse_sweep({**small_sweep, "zip": [{k: [1] for k in keys}]})
+    assert set(keys) <= set(sweep.keys)

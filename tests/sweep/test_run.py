@@ -94,6 +94,50 @@ def test_interrupted_sweep_resumes_without_re_evaluating(tmp_path, small_sweep):
     assert third.keys == [] and (s.already_stored, s.evaluated) == (12, 0)
 
 
+def test_rows_that_other_code_computed_are_simulated_again(tmp_path, small_sweep, monkeypatch):
+    """teton's version string outlives many code changes: each row records a fingerprint of the
+    code that computed it, so a rerun after an edit simulates every point again (replacing the
+    rows); the same code resumes."""
+    out = tmp_path / "r.duckdb"
+    with ResultStore(out) as store:
+        run_sweep(parse_sweep(small_sweep), store, executor="serial")
+    monkeypatch.setattr("teton.sweep.run.code_fingerprint", lambda: "edited-code")
+    for evaluated in (12, 0):  # the edited code's rows, then those rows reused
+        again = RecordingExecutor()
+        with ResultStore(out) as store:
+            s = run_sweep(parse_sweep(small_sweep), store, executor=again)
+        assert (s.evaluated, s.already_stored, len(again.keys)) == (evaluated, 12 - evaluated, evaluated)
+        assert (s.ok, s.invalid) == (8, 4)
+    rows = _rows(out)
+    assert len(rows) == 12 and {r["code"] for r in rows} == {"edited-code"}
+
+
+def test_the_default_batch_gives_every_worker_several_tasks(tmp_path, small_sweep):
+    """Without a batch size, 12 points on 2 workers are 6 tasks of 2 (about 4 per worker), and
+    progress moves before the end; an explicit batch is kept as given."""
+    from teton.sweep.run import default_batch
+
+    class TwoWorkers(Executor):
+        """Runs each task at submit, but counts as 2 workers."""
+
+        max_workers = 2
+
+        def __init__(self):
+            self.sizes: list[int] = []
+
+        def submit(self, fn, /, items, **kwargs):
+            self.sizes.append(len(items))
+            return SerialExecutor().submit(fn, items, **kwargs)
+
+    for batch, sizes, moves in ((None, [2] * 6, True), (64, [12], False)):
+        ex, ticks = TwoWorkers(), []
+        with ResultStore(tmp_path / f"r{batch}.duckdb") as store:
+            run_sweep(parse_sweep(small_sweep), store, executor=ex, batch=batch,
+                      progress=lambda i, n, seen=ticks: seen.append(i))
+        assert ex.sizes == sizes and ticks[-1] == 12 and any(0 < t < 12 for t in ticks) == moves
+    assert [default_batch(n, w) for n, w in ((12, 2), (3, 16), (10_000, 8), (100, 1))] == [2, 1, 64, 25]
+
+
 def test_failed_points_are_kept_and_retried_on_resume(tmp_path, small_sweep, monkeypatch):
     import teton.engine.step as step
 

@@ -90,3 +90,43 @@ def test_a_corrupt_store_is_named_corrupt_not_locked(tmp_path):
         with ResultStore(path) as store:
             store.rows()
     assert "another process" not in str(err.value)
+
+
+def test_rows_of_other_code_are_discarded_within_the_scope(tmp_path):
+    """Rows record the code that computed them: rows of another fingerprint, or of none (a store
+    from before the column), are deleted for a resume to simulate again; other sweeps' rows stay."""
+    path = tmp_path / "r.duckdb"
+    con = duckdb.connect(str(path))  # a store an older teton wrote: no code column
+    con.execute("CREATE TABLE results (key VARCHAR PRIMARY KEY, status VARCHAR, error VARCHAR, point VARCHAR)")
+    con.execute("INSERT INTO results VALUES ('old', 'ok', NULL, '{}')")
+    con.close()
+    with ResultStore(path) as store:
+        assert store.columns["code"] == "VARCHAR"
+        store.write([_row("a", code="v1"), _row("b", code="v2"), _row("c", code="v2")])
+        store.scope(["old", "a", "b"])
+        assert store.discard_other_code("v2") == 2
+        assert store.done_keys() == {"b"}
+        store.scope(["c"])
+        assert store.done_keys() == {"c"}
+
+
+def test_a_parquet_csv_or_json_file_is_not_a_store(tmp_path):
+    """`--db r.parquet` after `--parquet r.parquet` opened the export as a read-only view: every
+    rerun evaluated everything again and stored nothing, exit 0."""
+    import pytest
+
+    from teton.errors import SpecError
+
+    export = tmp_path / "r.parquet"
+    export.write_bytes(b"PAR1" + b"\0" * 64)
+    for path in (export, tmp_path / "new.csv", tmp_path / "r.json"):
+        with pytest.raises(SpecError, match="not a DuckDB results file"):
+            ResultStore(path)
+    other = tmp_path / "notes.duckdb"
+    other.write_text("hello, not a database\n")
+    with pytest.raises(SpecError, match="not a DuckDB results file"):
+        ResultStore(other)
+    with ResultStore(tmp_path / "ok.duckdb"):
+        pass
+    with ResultStore(tmp_path / "ok.duckdb"):  # reopened: its own header
+        pass

@@ -151,17 +151,24 @@ def test_band_arithmetic_and_uncertainty_keys():
 
 def test_runs_that_mislead_the_fit_are_named(tmp_path, cli):
     """A run that does not fit in memory, two measurements of one configuration far apart, and a
-    mistyped time that drives a value onto its bound: each named in the fit's notes (the JSON stays
-    valid JSON, no NaN)."""
+    time a little under the burst prediction (8.87 s) that drives a value onto its bound: each named
+    in the fit's notes (the JSON stays valid JSON, no NaN). A mistyped time far under it is no run
+    any in-situ value can explain: a one-line error naming it."""
     shutil.copy(DATA / "llama3-70b-ib.toml", tmp_path / "job.toml")
     oom = ["job.gpus=512", "job.global_batch=512", "job.tp=1", "job.pp=1", "job.virtual_stages=1", "job.zero=0"]
-    runs = [{"name": "oom", "spec": "job.toml", "set": oom, "step_time_s": 11.8},
-            {"name": "a", "spec": "job.toml", "set": ["job.gpus=1024", "job.global_batch=1024"], "step_time_s": 11.8},
-            {"name": "b", "spec": "job.toml", "set": ["job.gpus=1024", "job.global_batch=1024"], "step_time_s": 0.01}]
-    (tmp_path / "runs.yaml").write_text(yaml.safe_dump({"runs": runs}))
-    notes = _fit(cli, tmp_path / "runs.yaml")["notes"]
+    dp32 = ["job.gpus=1024", "job.global_batch=1024"]
+
+    def runs_file(name, *runs):
+        (tmp_path / name).write_text(yaml.safe_dump({"runs": [{"name": n, "spec": "job.toml", "set": s, "step_time_s": t}
+                                                              for n, s, t in runs]}))
+        return tmp_path / name
+
+    notes = _fit(cli, runs_file("r.yaml", ("oom", oom, 11.8), ("a", dp32, 11.8), ("b", dp32, 16.0)))["notes"]
     assert any(n.startswith("run oom:") and "does not fit" in n for n in notes)
     assert any(n.startswith("runs a, b are one configuration") for n in notes)
+    notes = _fit(cli, runs_file("fast.yaml", ("a", dp32, 8.43)))["notes"]
     assert any("bound" in n and "mistyped" in n for n in notes)
+    code, _, err = cli("fit", str(runs_file("typo.yaml", ("a", dp32, 11.8), ("b", dp32, 0.01))))
+    assert code == 2 and "b.step_time_s = 0.01" in err and len(err.strip().splitlines()) == 1, err
     clean = _fit(cli, SEPARATING)["notes"]
     assert not any("does not fit" in n or "bound" in n or "one configuration" in n for n in clean)

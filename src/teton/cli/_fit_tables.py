@@ -51,7 +51,7 @@ def print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_cat
     for w, label in (("loo", seen), ("loso", "unseen-stack band (leave-one-stack-out)")):
         if "band" in s.get(w, {}):
             lo, hi = s[w]["band"]
-            console.print(f"{label}: {lo * 100:+.1f} .. {hi * 100:+.1f} %, nested coverage {s[w]['coverage'] * 100:.0f} %")
+            console.print(f"{_band_label(label, s[w])}: {lo * 100:+.1f} .. {hi * 100:+.1f} %, {_coverage(s[w])}")
     if d.get("identifiability"):
         _print_identifiability(d["identifiability"], console)
     if trends:
@@ -61,6 +61,23 @@ def print_fit(d: dict, trends: list[dict], catalog: list[dict] | None, wrote_cat
     if catalog is not None and not all(c["same"] for c in catalog) and not wrote_catalog:
         console.print("[yellow]the catalog's in-situ values differ from this fit: "
                       "`teton fit --write-catalog` regenerates them[/yellow]")
+
+
+def _band_label(label: str, summary: dict) -> str:
+    if summary.get("band_source") == "catalog":
+        return ("calibrated band (one configuration, no run to hold out: the catalog's band for a seen stack on "
+                "this GPU family; teton run adds each job's parameter uncertainty)")
+    return label
+
+
+def _coverage(summary: dict) -> str:
+    """Nested coverage in percent, or why there is none (a band of one configuration or stack)."""
+    import math
+
+    c = summary.get("coverage")
+    if c is None or not math.isfinite(c):
+        return "nested coverage not measurable (it needs two configurations or stacks)"
+    return f"nested coverage {c * 100:.0f} %"
 
 
 def _pinned(p: dict) -> str:

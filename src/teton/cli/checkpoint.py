@@ -37,6 +37,9 @@ def _choice(name: str, value: str | None, allowed: tuple[str, ...]) -> str | Non
     return value
 
 
+MEASURE_SCALE, MEASURE_FILES = 1e-4, 256  # --measure's defaults for --scale and --files
+
+
 def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: str | None, writer_policy: str | None,
                    writers: int | None, restore: str | None, tokens_per_s: float | None, scaling: bool,
                    out: Path | str | None, measure_dir: Path | str | None, scale: float, files: int, devx_files: int,
@@ -59,6 +62,9 @@ def run_checkpoint(spec_path: str, overrides: list[str], as_json: bool, mode: st
     _choice("--restore", restore, ("all_read", "broadcast", "shard_allgather"))
     if writers is not None and writers <= 0:
         raise SpecError("--writers", writers, "must be > 0")
+    if measure_dir is None and (scale != MEASURE_SCALE or files != MEASURE_FILES):  # silently unused before
+        flag, value = ("--scale", scale) if scale != MEASURE_SCALE else ("--files", files)
+        raise SpecError(flag, value, "applies to --measure only")
     if tokens_per_s is not None and not (math.isfinite(tokens_per_s) and tokens_per_s > 0):
         raise SpecError("--tokens-per-s", tokens_per_s, "must be a positive number (the job's tokens/s)")
     if out is not None:
@@ -214,8 +220,8 @@ def register(app: typer.Typer) -> None:
         png: Optional[Path] = typer.Option(None, "--png", help="write the writer-scaling figure as a PNG here"),  # noqa: UP045
         measure_dir: Optional[Path] = typer.Option(  # noqa: UP045
             None, "--measure", help="write and read real scaled checkpoint files under DIR"),
-        scale: float = typer.Option(1e-4, "--scale", help="--measure: size scale factor"),
-        files: int = typer.Option(256, "--files", help="--measure: at most this many shard files"),
+        scale: float = typer.Option(MEASURE_SCALE, "--scale", help="--measure: size scale factor"),
+        files: int = typer.Option(MEASURE_FILES, "--files", help="--measure: at most this many shard files"),
         devx_files: int = typer.Option(1, "--devx-files", help="job-start files every host reads"),
         devx_file_bytes: str = typer.Option("1M", "--devx-file-bytes", help="size of each job-start file"),
         devx_read_bytes: str = typer.Option("4K", "--devx-read-bytes", help="read request size"),

@@ -37,7 +37,7 @@ def _check_flags(*, placement_study: bool, pinning_study: bool, png: Path | None
     if placement_study and pinning_study:
         raise SpecError("--pinning-study", True, "runs instead of --placement-study: give one study")
     if not placement_study and (png or neighbours or trials != DEFAULT_TRIALS):  # silently ignored before
-        flag, value = ("--png", png) if png else ("--neighbours", True) if neighbours else ("--trials", trials)
+        flag, value = ("--png", str(png)) if png else ("--neighbours", True) if neighbours else ("--trials", trials)
         raise SpecError(flag, value, "applies to --placement-study only")
     if not 1 <= trials <= MAX_TRIALS:
         raise SpecError("--trials", trials, f"must be from 1 to {MAX_TRIALS:,}")
@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
         max_bytes: Annotated[str, typer.Option("--max-bytes", "-e", help="largest size S")] = "1G",
         step_factor: Annotated[int, typer.Option("--step-factor", "-f", help="size multiplier per row")] = 2,
         routing: Annotated[str | None, typer.Option(help="ecmp | e-ecmp | pinned | adaptive; flow fidelity "
-                                                    "(default: e-ecmp)")] = None,
+                                                    "(default: the cluster's, e-ecmp on RoCE, adaptive on InfiniBand)")] = None,
         qps: Annotated[int | None, typer.Option(help="QPs per connection (default 16 for e-ecmp, else 1)")] = None,
         algo: Annotated[str, typer.Option(help="auto | ring | tree | rhd | hierarchical | nvls | sharp")] = "auto",
         fail_links: Annotated[int, typer.Option("--fail-links", help="switch cables removed (seeded)")] = 0,
@@ -148,11 +148,19 @@ def register(app: typer.Typer) -> None:
                      flow_only={"--routing": routing, "--qps": qps, "--fail-links": fail_links or None,
                                 "--leaf-uplink-ratio": leaf_uplink_ratio, "--algo": None if algo == "auto" else algo},
                      trials=trials)
+        if placement_study or pinning_study:  # the sweep's own options mean nothing to a study (silently unused before)
+            given = {"--op": (op, "all_reduce"), "--gpus": (gpus, "8"), "--policy": (policy, "topology-aware"),
+                     "--min-bytes": (min_bytes, "1M"), "--max-bytes": (max_bytes, "1G"), "--step-factor": (step_factor, 2)}
+            flag = next((k for k, (v, default) in given.items() if v != default), None)
+            if flag:
+                study = "--placement-study" if placement_study else "--pinning-study"
+                raise SpecError(flag, given[flag][0], f"applies to the size sweep, not {study} (the study picks its "
+                                "own collectives, sizes and placements)")
         cluster = DEFAULT_CLUSTER if cluster is None else cluster
         check_runs_seed(None, seed)  # as every verb's --seed and the spec's seed
         seed = 0 if seed is None else seed
         gpus = _one_count(gpus)
-        routing = routing or "e-ecmp"
+        routing = routing or load_cluster(cluster).routing  # the fabric's own
         if pinning_study:
             _pinning_study(cluster, seed, json_)
             return

@@ -104,7 +104,7 @@ FLAGS: dict[str, Flag] = {
     # sweep
     "--executor": F("NAME", "local (process pool) | ray | serial", "local"),
     "--workers": F("INT", "parallel workers; default: the CPU count"),
-    "--batch": F("INT", "points per task", 64),
+    "--batch": F("INT", "points per task (default: about 4 tasks per worker, at most 64)", 64),
     # collective
     "--op": F("NAME", "the collective: all_gather | reduce_scatter | all_reduce | all_to_all | send_recv | "
                       "broadcast", "all_reduce"),
@@ -115,7 +115,7 @@ FLAGS: dict[str, Flag] = {
     "--min-bytes": F("SIZE", "smallest message size", "1M", short="-b"),
     "--max-bytes": F("SIZE", "largest message size", "1G", short="-e"),
     "--step-factor": F("INT", "size multiplier per row", 2, short="-f"),
-    "--routing": F("NAME", "ecmp | e-ecmp | pinned | adaptive (flow fidelity); default: e-ecmp"),
+    "--routing": F("NAME", "ecmp | e-ecmp | pinned | adaptive (flow fidelity); default: the cluster's (cluster.routing)"),
     "--qps": F("INT", "QPs per connection; default: 16 for e-ecmp, else 1"),
     "--algo": F("NAME", "auto | ring | tree | rhd | hierarchical | nvls | sharp", "auto"),
     "--fail-links": F("INT", "switch cables removed (seeded)", 0),

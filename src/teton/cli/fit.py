@@ -35,23 +35,43 @@ def _write_yaml(path: Path, mapping: dict, header: str) -> None:
         raise SpecError("--cluster-out", str(path), f"cannot be written ({err.strerror})") from None
 
 
+def _for_out(out: Path, build, *args):
+    """``build(*args)``, the cluster file's contents; its refusal (a ``SpecError`` on ``out``) named
+    as the flag and file it refuses."""
+    try:
+        return build(*args)
+    except SpecError as err:
+        if err.field != "out":
+            raise
+        raise SpecError("--cluster-out", str(out), err.allowed) from None
+
+
+def _warn(warnings: list[str]) -> None:
+    """One ``warning:`` line on stderr per warning."""
+    import sys
+
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+
+
 def _trace(path: Path, gpu: str | None, out: Path | None, cluster: str | None, json_: bool) -> None:
     from teton.validation.kineto import read_kineto
     from teton.validation.trace import calibrate_from_trace
 
     cal = calibrate_from_trace(read_kineto(path), gpu)
     d = cal.as_dict()
-    written = None
+    written, warnings = None, []
     if out is not None:
         from teton.validation.calibration import trace_calibrated_cluster
 
         if not cal.in_situ:
             raise SpecError("--cluster-out", str(out), "nothing to write: the trace gave no in-situ estimate")
-        mapping, header = trace_calibrated_cluster(cal, cluster, path.name)
+        mapping, header, warnings = _for_out(out, trace_calibrated_cluster, cal, cluster, path.name)
         _write_yaml(out, mapping, header)
         written = str(out)
+    _warn(warnings)
     if json_:
-        print_json({**d, "out": written})
+        print_json({**d, "out": written, "warnings": warnings})
         return
     from teton.cli._fit_tables import print_trace
 
@@ -164,7 +184,7 @@ def _fit(measured, pairs, keys: tuple[str, ...], bundled: bool, out: Path | None
     if write_catalog:
         written = write_catalog_file(result)
     elif out is not None:
-        mapping, header = fitted_cluster(result, measured)
+        mapping, header = _for_out(out, fitted_cluster, result, measured)
         _write_yaml(out, mapping, header)
         written = str(out)
     if json_:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -89,6 +90,12 @@ def register(app: typer.Typer) -> None:
             if fidelity not in FIDELITIES:
                 raise SpecError("--fidelity", fidelity, f"must be one of {', '.join(FIDELITIES)}")
             set_ = [*(set_ or []), f"network.fidelity={fidelity}"]
+        if slurm_topology is None and (cluster is not None or node_prefix != "node"):
+            flag, value = ("--cluster", cluster) if cluster is not None else ("--node-prefix", node_prefix)
+            raise SpecError(flag, value, "applies to --slurm-topology only (the comparison runs on the spec's cluster)")
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]*", node_prefix):
+            raise SpecError("--node-prefix", node_prefix, "a Slurm node name prefix: a letter, then letters, digits, "
+                            "'-' or '_'")
         if spec is None and slurm_topology is None:
             raise SpecError("SPEC", None, "give a spec file to compare policies, or --slurm-topology FILE --cluster NAME")
         if slurm_topology is not None:

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from teton.cli._common import JsonFlag, print_json
+from teton.errors import SpecError
 
 SHOW_FORMATS = ("yaml", "json")
 
@@ -94,6 +95,8 @@ def register(app: typer.Typer) -> None:
         if show is not None:
             sys.stdout.write(show_text(show, fmt))
             return
+        if fmt != "yaml":  # silently unused before
+            raise SpecError("--format", fmt, "applies to --show only (the list takes --json)")
         d = presets_dict()
         if json_:
             print_json(d)

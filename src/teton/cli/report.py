@@ -74,7 +74,10 @@ def _spec_report(spec: Path, set_: list[str] | None, out: Path, sections: str | 
         d = write_report(spec, set_, out, chosen, png, goodput_runs=runs, occupancy=occupancy, progress=tick)
     print(f"wrote {d['html']} ({d['bytes'] / 1e6:.1f} MB; sections: {', '.join(d['sections'])}); "
           f"step {d['step_time_s']:.3f} s, MFU {d['mfu_bf16'] * 100:.1f} %"
-          + ("" if d["fits_in_memory"] else f"; DOES NOT FIT in memory ({d['short_bytes'] / 2**30:.1f} GiB short)"),
+          + ("" if d["fits_in_memory"] else
+             f"; TIGHT in memory ({d['short_bytes'] / 2**30:.1f} GiB over the usable HBM, within the fragmentation "
+             "allowance)" if d["memory_verdict"] == "tight" else
+             f"; DOES NOT FIT in memory ({d['short_bytes'] / 2**30:.1f} GiB short)"),
           file=sys.stdout)
     if d["pngs"]:
         print(f"wrote {len(d['pngs'])} PNGs to {png}")

@@ -109,11 +109,13 @@ def print_table(d: dict) -> None:
     from rich.table import Table
 
     from teton.cli._common import console as output_console
-    from teton.workload.headroom import headroom_text
+    from teton.workload.headroom import fit_text, headroom_text
 
     console = output_console()
     lay = d["layout"]
-    title = (f"{d['gpus']} GPUs  tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} "
+    expert = (f"ep={lay['ep']} " if lay.get("ep", 1) > 1 else "") + (
+        f"etp={lay['etp']} " if "etp" in lay and lay["etp"] != lay["tp"] else "")
+    title = (f"{d['gpus']} GPUs  tp={lay['tp']} cp={lay['cp']} pp={lay['pp']} dp={lay['dp']} {expert}"
              f"{lay.get('pp_schedule') or 'v=' + str(lay['virtual_stages'])}  micro-batches/DP rank={d['micro_batches']}  "
              f"[{d['fidelity']}, {d['placement']}]")
     for line in spec_echo(d):
@@ -140,7 +142,8 @@ def print_table(d: dict) -> None:
         t.add_row(f"HFU ({d['precision']} peak)", f"{d['hfu'] * 100:.1f} %")
     t.add_row("TFLOPs / GPU", f"{d['tflops_per_gpu']:.0f}")
     t.add_row("tokens / s", f"{d['tokens_per_s']:,.0f}")
-    fits = "fits" if d["fits_in_memory"] else f"DOES NOT FIT (largest: {d['largest_memory_term']})"
+    fits = fit_text(d["memory_verdict"], -d["headroom_bytes"], d["memory_reserved"].get("fragmentation", 0.0),
+                    d["largest_memory_term"])
     room = headroom_text(d["memory_per_gpu_bytes"], d["usable_hbm_bytes"], d["hbm_bytes"], d["memory_reserved"])
     t.add_row("memory / GPU", f"{room}  {fits}")
     for key, (label, fmt) in EXTRA_ROWS.items():

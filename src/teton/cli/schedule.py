@@ -116,6 +116,8 @@ def register(app: typer.Typer) -> None:
         """Simulate a job trace on a cluster: utilisation, queueing delay, fragmentation, slowdown."""
         from teton.placement.scheduler import SCHEDULER_POLICIES
 
+        if jobs_detail and not json_:  # silently unused before
+            raise SpecError("--per-job", True, "applies to --json only (the table shows each policy's totals)")
         policies = list(parse_names(policy, tuple(SCHEDULER_POLICIES), "--policy"))
         check_runs_seed(None, seed)  # as every verb's --seed and the spec's seed
         seed = 0 if seed is None else seed

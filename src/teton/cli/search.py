@@ -103,7 +103,7 @@ def _table(d: dict, s: Spec, space: SearchSpace, top: int) -> Table:
     moe = s.model.experts > 1  # an MoE layout's expert TP and rank order (Megatron's tp-cp-ep-dp-pp spelling)
     algo = space.cp_algo is not None  # the CP algorithm, when the search tries several
     for col in ("tp", "cp", *(("cp algo",) if algo else ()), "pp", "ep", *(("etp", "order") if moe else ()), "dp",
-                "v", "mb", "recompute", "zero",
+                "v (schedule)", "mb", "recompute", "zero",
                 "step s", "MFU", *own_peak, "mem GiB", "headroom GiB", "fits"):
         t.add_column(col, justify="right")
     for r in d["rows"][:top]:
@@ -111,7 +111,26 @@ def _table(d: dict, s: Spec, space: SearchSpace, top: int) -> Table:
         expert = (str(r["etp"]), "-".join(r["parallel_order"])) if moe else ()
         cells = {**r, "cp_algo": r["cp_algo"] + (f" ({r['cp_a2a']})" if r.get("cp_a2a") else "")}
         t.add_row(*(str(cells[k]) for k in ("tp", "cp", *(("cp_algo",) if algo else ()), "pp", "ep")), *expert,
-                  *(str(r[k]) for k in ("dp", "virtual_stages", "micro_batch", "recompute")), zero, f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
+                  str(r["dp"]), _pipeline_cell(r), str(r["micro_batch"]), _recompute_cell(r), zero,
+                  f"{r['step_time_s']:.3f}", f"{r['mfu_bf16'] * 100:.1f} %",
                   *([f"{r['mfu'] * 100:.1f} %"] if own_peak else []), f"{r['memory_per_gpu_bytes'] / GIB:.1f}",
                   f"{r['headroom_bytes'] / GIB:.1f}", "yes" if r["fits_in_memory"] else "no")
     return t
+
+
+def _pipeline_cell(r: dict) -> str:
+    """Virtual stages with the schedule and split where they are not the plain ones (``4``,
+    ``1 (dualpipe)``, ``1 (1f1b, balanced)``): what ``--set job.pp_schedule`` / ``job.pp_split``
+    reproduce."""
+    plain = "interleaved" if r["virtual_stages"] > 1 else "1f1b"
+    extra = [x for x in (r["pp_schedule"] if r["pp_schedule"] != plain else None,
+                         "balanced" if r["pp_split"] == "balanced" else None) if x]
+    if extra and r["pp_split"] == "balanced" and r["pp_schedule"] == plain:
+        extra = [plain, "balanced"]
+    return f"{r['virtual_stages']} ({', '.join(extra)})" if extra else str(r["virtual_stages"])
+
+
+def _recompute_cell(r: dict) -> str:
+    """The recompute mode, with its modules under selective recompute that names them."""
+    mods = r.get("recompute_modules")
+    return f"{r['recompute']} ({', '.join(mods) or 'nothing'})" if mods is not None else r["recompute"]

@@ -48,11 +48,13 @@ def _fmt(value) -> str:
 def register(app: typer.Typer) -> None:
     @app.command()
     def sweep(
+        ctx: typer.Context,
         sweep_file: Annotated[Path, typer.Argument(metavar="SWEEP", help="sweep file: base spec, grid, zip, filter")],
         out: Annotated[Path, typer.Option("--db", help="DuckDB results store (created; re-run to resume)")],
         executor: Annotated[str, typer.Option("--executor", help="local (process pool) | ray | serial")] = "local",
         workers: Annotated[int | None, typer.Option("--workers", help="parallel workers (default: CPU count)")] = None,
-        batch: Annotated[int, typer.Option("--batch", help="points per task")] = 64,
+        batch: Annotated[int, typer.Option("--batch", help="points per task (default: about 4 tasks per "
+                                           "worker, at most 64 points each)")] = 64,
         top: Annotated[int, typer.Option("--top", min=1, max=MAX_TOP, help="rows to print")] = 10,
         parquet: Annotated[Path | None, typer.Option("--parquet", help="also export this sweep's rows")] = None,
         html: Annotated[Path | None, typer.Option("--out", "-o", help="also write an offline HTML page of the "
@@ -65,10 +67,13 @@ def register(app: typer.Typer) -> None:
         from teton.sweep.store import ResultStore
 
         _check_options(executor, workers, batch, top, html, parquet)
+        # --batch left out: run_sweep's default, which depends on the points and workers (typer's
+        # own click: its ParameterSource is compared by name)
+        given_batch = None if getattr(ctx.get_parameter_source("batch"), "name", None) == "DEFAULT" else batch
         spec = parse_sweep(sweep_file)
-        sweep_points(spec)  # a filter that drops every point: an error before the results file exists
+        points, _ = sweep_points(spec)  # a filter that drops every point: an error before the results file exists
         with ResultStore(out) as store:
-            summary = _run(spec, store, out, executor, workers, batch)
+            summary = _run(spec, store, out, executor, workers, given_batch)
             point_cols = list(spec.keys)
             # points that modelled a whole run: columns this sweep's rows fill (the store may hold another sweep's)
             stored = [c for c in RUN_COLUMNS if c in store.columns]
@@ -83,6 +88,8 @@ def register(app: typer.Typer) -> None:
                 from teton.report.sweep_report import write_sweep_page
 
                 write_sweep_page(store.rows(), point_cols, str(sweep_file), html)
+        if summary.ok == 0:
+            _nothing_simulated(sweep_file, summary, points[0], errors)
         if json_:
             print_json({"sweep": str(sweep_file), "out": str(out), **summary.to_dict(),
                         "errors": errors[:top], "top": best})
@@ -107,9 +114,22 @@ def _check_options(executor: str, workers: int | None, batch: int, top: int, htm
             raise SpecError(name, value, "must be a positive integer")
 
 
-def _run(spec, store, out: Path, executor: str, workers: int | None, batch: int):
-    """:func:`teton.sweep.run.run_sweep` under a progress bar; on Ctrl-C, say how many points are
-    stored (the sweep resumes from them) and exit 130."""
+def _nothing_simulated(sweep_file: Path, summary, first, errors: list[dict]) -> None:
+    """A sweep none of whose points simulated (every one invalid, or failed): a one-line error
+    naming the first point's reason (exit 2); the rows stay stored, with their errors."""
+    from teton.errors import SpecError
+
+    reason = next((r["error"] for r in errors if r["key"] == first.key), None) or "no stored error"
+    values = ", ".join(f"{k}={_fmt(v)}" for k, v in first.values.items())
+    outcome = (f"every one of its {summary.points} points is invalid" if summary.invalid == summary.points
+               else f"none of its {summary.points} points simulated ({summary.invalid} invalid, "
+                    f"{summary.failed} failed)")
+    raise SpecError("sweep", str(sweep_file), f"{outcome}; the first ({values}): {reason}")
+
+
+def _run(spec, store, out: Path, executor: str, workers: int | None, batch: int | None):
+    """:func:`teton.sweep.run.run_sweep` under a progress bar (``batch`` None: its default); on
+    Ctrl-C, say how many points are stored (the sweep resumes from them) and exit 130."""
     import sys
 
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
@@ -132,8 +152,12 @@ def _run(spec, store, out: Path, executor: str, workers: int | None, batch: int)
             stored[0] = c["ok"] + c["invalid"] + c["failed"]
         except (Exception, KeyboardInterrupt):
             pass
-        print(f"interrupted: {stored[0]} of {stored[1]} points are stored in {out}; "
-              "run the same command again to resume", file=sys.stderr)
+        if stored[1] and stored[0] >= stored[1]:  # the interrupt landed after the last batch was stored
+            print(f"interrupted: all {stored[1]} points are stored in {out}; run the same command again "
+                  "to show the results", file=sys.stderr)
+        else:
+            print(f"interrupted: {stored[0]} of {stored[1]} points are stored in {out}; "
+                  "run the same command again to resume", file=sys.stderr)
         sys.exit(130)  # SystemExit passes the CLI wrapper unchanged
 
 

@@ -65,7 +65,7 @@ def network_cost_model(spec: Spec) -> CostModel:
     key = (cluster_key(spec.cluster), net.model_dump_json(), spec.seed if net.fidelity == "flow" else 0, pat)
     hit = _COST_MODELS.get(key)
     if hit is None:
-        hit = _COST_MODELS.put(key, cost_model(spec.cluster, net.fidelity, routing=net.routing,
+        hit = _COST_MODELS.put(key, cost_model(spec.cluster, net.fidelity, routing=spec.routing,
                                                qps=net.qps_per_connection, seed=spec.seed, nvls=net.nvls, pat=pat))
     return hit
 

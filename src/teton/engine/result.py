@@ -79,6 +79,8 @@ class StepResult:
     # it after ``memory_per_gpu_bytes`` (negative: does not fit). fits_in_memory: headroom_bytes >= 0
     usable_hbm_bytes: float = 0.0
     headroom_bytes: float = 0.0
+    # fits | tight (short of usable by no more than the fragmentation allowance) | does not fit
+    memory_verdict: str = "fits"
     memory_reserved: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 

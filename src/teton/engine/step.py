@@ -41,6 +41,7 @@ from teton.engine.block_timer import BlockTimer, hardware_flops_per_step, sm_fra
 from teton.engine.compute import ComputeModel, gemm_precision
 from teton.engine.dualpipe import DualPipeSchedule, dualpipe_inputs
 from teton.engine.hints import step_warnings
+from teton.engine.nic_share import shared_dp_streams
 from teton.engine.pipeline_schedule import (
     DP_FULL_SHARD,
     DP_NONE,
@@ -288,6 +289,8 @@ def simulate_step(spec: Spec, placement: Placement | None = None, cost_model=Non
     fwd_parts, bwd_parts = chunk_times_s(timer, work, pace)
     bucket_params, dp_units = dp_buckets(job, work)  # FSDP: a layer a unit; ZeRO-0-2 the framework's buckets
     ag_s, rs_s, dp_mode = dp_streams_s(cost, placement, job, lay, work, bucket_params)
+    if lay.ep > 1 and "ep" in placement.order:  # the NICs a cross-domain all-to-all leaves the DP stream
+        ag_s, rs_s = shared_dp_streams(ag_s, rs_s, fwd_parts, bwd_parts, placement, cluster.domain_gpus, lay.edp > 1)
     dual, w_s = job.pp_schedule == "dualpipe", None  # DualPipe: two mirrored stages per rank (engine.dualpipe)
     if dual:
         fwd_parts, bwd_parts, w_s, ag_s, rs_s, dp_units = dualpipe_inputs(
@@ -397,6 +400,7 @@ def step_result(spec: Spec, lay: Layout, work, step: float, breakdown: dict[str,
         tokens_per_s=tokens / step,
         memory_per_gpu_bytes=mem.total,
         fits_in_memory=room.fits(mem.total),
+        memory_verdict=room.verdict(mem.total),
         breakdown=breakdown,
         memory_breakdown=mem.as_dict(),
         hbm_bytes=gpu.hbm_bytes,

@@ -26,7 +26,9 @@ send runs at NIC * min(D_s / (o_l E_out(s)), D_r / (o_l E_in(r))), at most one N
 ``concurrent_times``: several sets at once (a pipeline's boundaries in steady state), every set's
 groups counted in E.
 A group inside one host runs on NVLink (NVLS in-switch reduction for all-reduce where present).
-alpha: per network step, the NIC latency plus one switch hop up and down at every layer crossed;
+alpha: per network step, the NIC latency plus the switches and cables of a path that turns at the
+lowest tier holding the whole group (each switch below the turn passed twice, the turning one once:
+``teton.spec.cluster.path_latency_s``);
 of a collective's steps only NCCL's tuner's inter-node ones are network steps (``src/graph/
 tuning.cc``: a ring's 2 nNodes for an all-reduce, nNodes - 1 otherwise; a tree's or PAT's
 logarithmic ones; ``teton.collectives.algorithms.network_steps``), the rest NVLink steps.
@@ -50,7 +52,7 @@ from teton.collectives.algorithms import auto_steps, network_steps
 from teton.errors import SpecError, closest
 from teton.hardware import cluster_efficiency
 from teton.memo import IdentityMemo, ValueMemo
-from teton.spec.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec, path_latency_s
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send_recv", "broadcast")
 NVLINK_STEP_LATENCY_S = 2e-6  # NCCL intra-node step latency (LL/Simple ~ 1-3 us, nccl-tests small sizes)
@@ -194,19 +196,19 @@ class AnalyticalCostModel:
         k = self._fewest_per_host(g)
         share = k.astype(float)
         worst_a2a = (n - k) / n  # an all-to-all's NIC-time per byte of S: what leaves the host
-        latency = self.nic_latency_s
         pairs = op == "send_recv" and n == 2
-        for layer in self.cluster.layers:
+        turn = len(self.cluster.layers) - 1
+        for tier, layer in enumerate(self.cluster.layers):
             domains = self._distinct_per_row(g // layer.span_gpus)
             crossing = domains > 1
             if not crossing.any():
-                latency += 2 * layer.turn_latency_s  # paths turn around at this tier
+                turn = tier  # paths turn around at this tier
                 break
             share = np.minimum(share, self._send_share(g, crossing, layer) if pairs
                                else self._uplink_share(g, k, crossing, layer))
             if op == "all_to_all":
                 worst_a2a = np.maximum(worst_a2a, self._a2a_uplink_time(g, crossing, layer))
-            latency += 2 * layer.turn_latency_s
+        latency = self.nic_latency_s + path_latency_s(self.cluster.layers, turn)
         if op == "all_to_all":
             return (n - 1) / n / worst_a2a, latency
         if op == "send_recv":

@@ -36,10 +36,11 @@ class CostModel(Protocol):
 
 
 def cost_model(cluster: ClusterSpec, fidelity: Literal["analytical", "flow"] | str = "analytical", *,
-               routing: str = "e-ecmp", qps: int = 16, seed: int = 0, nvls: bool = True, pat: bool = True) -> CostModel:
+               routing: str | None = None, qps: int = 16, seed: int = 0, nvls: bool = True, pat: bool = True) -> CostModel:
     """The cost model of ``fidelity`` on ``cluster``: ``nvls`` switches NVLink SHARP (where the GPU has
     it) and ``pat`` NCCL's PAT latency (all-gather / reduce-scatter over one GPU per host) in either;
-    ``routing``, ``qps`` (per connection) and ``seed`` (ECMP hashing) are the flow model's."""
+    ``routing`` (None: the fabric's own, ``cluster.routing``), ``qps`` (per connection) and ``seed``
+    (ECMP hashing) are the flow model's."""
     if fidelity == "analytical":
         from teton.network.analytical import AnalyticalCostModel
 

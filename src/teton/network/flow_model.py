@@ -18,7 +18,8 @@ take on ``groups`` (an (n_groups, n) array of GPU ids), all groups running at on
 4. time = sum over phases of (last finish + latency): the phase's network steps (NCCL's tuner's
    count, ``collectives.algorithms.network_steps``) at alpha, the slowest hop's latency, the rest
    at an NVLink step's
-   (NIC + one switch hop up and down per tier crossed; 2 us per NVLink step, as the analytical
+   (NIC + the switches of a path turning at the top tier crossed, each below the turn twice and
+   the turning one once; 2 us per NVLink step, as the analytical
    model).
 
 Calibration shared with the analytical model (``teton.hardware.efficiency_for``): nccl-tests bus
@@ -83,10 +84,11 @@ class FlowCostModel:
 
     fidelity = "flow"
 
-    def __init__(self, cluster: ClusterSpec, routing: str = "e-ecmp", qps: int = 16, algo: str = "auto",
+    def __init__(self, cluster: ClusterSpec, routing: str | None = None, qps: int = 16, algo: str = "auto",
                  seed: int = 0, failed_links: int = 0, leaf_uplink_ratio: float | None = None,
                  channels_per_nic: int = NCCL_CHANNELS_PER_NIC, background: tuple = (), nvls: bool = True,
                  pat: bool = True):
+        routing = routing or cluster.routing  # the fabric's own
         if routing not in ROUTINGS:
             raise SpecError("routing", routing, closest(routing, ROUTINGS))
         if algo not in FLOW_ALGOS:

@@ -124,10 +124,10 @@ def compare_policies(spec, occupancy: float = 0.0, seed: int = 0, policies: tupl
         from teton.network.flow_model import FlowCostModel
 
         net = spec.network
-        crowded = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed, pat=spec.job.software.nccl_pat,
+        crowded = FlowCostModel(cluster, routing=spec.routing, qps=net.qps_per_connection, seed=spec.seed, pat=spec.job.software.nccl_pat,
                                 background=(("all_reduce", neighbour_groups(busy, max(1, cluster.gpus_per_host // 2),
                                                                              seed)),))
-        empty = FlowCostModel(cluster, routing=net.routing, qps=net.qps_per_connection, seed=spec.seed, pat=spec.job.software.nccl_pat)
+        empty = FlowCostModel(cluster, routing=spec.routing, qps=net.qps_per_connection, seed=spec.seed, pat=spec.job.software.nccl_pat)
 
     def price(p: Placement, cost_model=None) -> dict[str, Any]:
         if simulate is None:
@@ -202,7 +202,8 @@ def add_notes(spec, rows: list[dict[str, Any]], ideal_per_host: dict[str, int], 
                 and all(layer.oversubscription <= 1.0 for layer in cluster.layers)):
             r["notes"].append("random is as fast as topology-aware: it shuffles whole hosts, and on this "
                               "non-blocking fabric (1:1 at every layer) the analytical model charges host order "
-                              "only switch-hop latency; network.fidelity=flow prices ECMP collisions")
+                              "only switch-hop latency; network.fidelity=flow prices path collisions under "
+                              f"the fabric's routing ({spec.routing})")
 
 
 def _faster_note(r: dict[str, Any], ideal_per_host: dict[str, int], order: tuple[str, ...]) -> str | None:

@@ -96,5 +96,24 @@ def make_plan(req: PlanRequest, executor: str = "local", workers: int | None = N
         "storage_pricing": req.storage_pricing, "prefer": req.prefer,
         "counts": [{k: v for k, v in c.items() if k != "plans"} for c in counts],
         "plans": plans, "front": [p["id"] for p in front], "chosen": chosen["id"], "rule": rule,
-        "why": why(chosen, rule, plans, counts, req.deadline_days, req.budget_usd), "notes": notes,
+        "why": why(chosen, rule, plans, counts, req.deadline_days, req.budget_usd) + own_layout_text(req, chosen),
+        "notes": notes,
     }
+
+
+def own_layout_text(req: PlanRequest, chosen: dict[str, Any]) -> str:
+    """How the chosen layout compares with the spec's own, where the plan chose the spec's cluster,
+    GPU count and batch (the layout the user brought): a sentence, else ""."""
+    from teton.engine.step import simulate_step
+
+    job = req.spec.job
+    if (chosen["cluster"], chosen["gpus"], chosen["batch_tokens"]) != (req.spec.cluster.name, job.gpus,
+                                                                      job.layout.tokens_per_step):
+        return ""
+    own = simulate_step(req.spec)
+    lay = job.layout
+    text = (f" Layout: the fastest of {chosen['layouts_evaluated']:,} searched that fits ({chosen['step_time_s']:.3f} s "
+            f"a step); the spec's own (tp{lay.tp} cp{lay.cp} pp{lay.pp} dp{lay.dp}"
+            + (f" ep{lay.ep}" if lay.ep > 1 else "") + f") steps in {own.step_time_s:.3f} s "
+            f"({own.step_time_s / chosen['step_time_s'] - 1:+.1%})")
+    return text + ("" if own.fits_in_memory else ", and does not fit in memory") + "."

@@ -37,6 +37,8 @@ def layout_text(p: dict[str, Any]) -> str:
         text += f" etp{lay['etp']}"
     if "parallel_order" in lay and lay["pp"] > 1:
         text += " " + "-".join(lay["parallel_order"])
+    if lay.get("pp_split") == "balanced":  # the end stages sized to even out the ranks (job.pp_split)
+        text += " balanced"
     return text
 
 

@@ -44,6 +44,7 @@ class PlanRequest:
     gpus: tuple[int, ...] | None  # None: around the spec's GPU count, per cluster
     storage_preset: str
     storage_servers: tuple[int, ...] | None  # None: the preset's (share), sized to the run (dedicated)
+    storage_assumed: bool = False  # nothing named a storage: FALLBACK_STORAGE
     deadline_days: float | None = None
     budget_usd: float | None = None
     global_batch: str = "fixed"
@@ -115,11 +116,13 @@ def plan_request(spec: Spec, options: dict[str, Any]) -> PlanRequest:
     clusters = tuple(load_cluster(c, "plan.clusters") for c in plan.clusters) or (spec.cluster,)
     gpus = None if plan.gpus is None else parse_counts(plan.gpus, "gpus", spec.cluster.gpus_per_host)
     storage = (plan.storage or (spec.storage.preset if spec.storage is not None else None) or spec.cluster.storage
-               or "tectonic-llama3")
+               or FALLBACK_STORAGE)
     servers = None if plan.storage_servers is None else parse_counts(plan.storage_servers, "storage_servers")
     storage_system({"preset": storage})  # a bad preset is the plan's one-line error before any task runs
     runs = options.get("runs") or (spec.reliability.runs if spec.reliability is not None else None) or DEFAULT_RUNS
     return PlanRequest(spec=spec, tokens=tokens, clusters=clusters, gpus=gpus, storage_preset=storage,
+                       storage_assumed=storage == FALLBACK_STORAGE and not (plan.storage or spec.cluster.storage
+                                                                             or spec.storage is not None),
                        storage_servers=servers, deadline_days=plan.deadline_days, budget_usd=plan.budget_usd,
                        global_batch=plan.global_batch, usd_per_gpu_hour=dict(plan.usd_per_gpu_hour),
                        usd_per_tb_month=plan.usd_per_tb_month, storage_pricing=plan.storage_pricing, prefer=plan.prefer,
@@ -165,9 +168,18 @@ def gpu_price(req: PlanRequest, cluster: ClusterSpec) -> float:
     return USD_PER_GPU_HOUR.get(name, USD_PER_GPU_HOUR["h100-sxm"])
 
 
+# the storage a plan sizes checkpoints on when neither the plan, the spec nor its cluster names one
+FALLBACK_STORAGE = "tectonic-llama3"
+
+
 def count_tasks(req: PlanRequest) -> tuple[list[CountTask], list[str]]:
-    """One task per (cluster, GPU count), and the notes on counts left out."""
+    """One task per (cluster, GPU count), and the notes on counts left out and on the storage
+    assumed where nothing names one."""
     tasks, notes = [], []
+    if req.storage_assumed:
+        notes.append(f"no storage named by the plan, the spec or its cluster: checkpoints are sized on "
+                     f"{FALLBACK_STORAGE} (Meta's Tectonic, 7,500 servers, shared with other jobs); give "
+                     "plan.storage or --storage to plan on yours")
     for cluster in req.clusters:
         counts, skipped = gpu_counts(req, cluster)
         notes += skipped

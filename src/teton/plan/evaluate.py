@@ -40,7 +40,8 @@ GOODPUT_KEYS = ("time_to_train_days", "time_to_train_percentiles", "gpu_hours", 
                 "cost_usd", "ettr", "goodput", "checkpoint_interval_s", "checkpoint_interval_source",
                 "checkpoint_save_s", "checkpoint_blocking_s", "unexpected_interruptions", "mtbi_h",
                 "spare_hosts", "lost_gpu_hours_by_kind", "power_train_mw", "warnings")
-LAYOUT_KEYS = ("tp", "cp", "pp", "dp", "ep", "virtual_stages", "micro_batch", "recompute", "zero", "grad_reduce")
+LAYOUT_KEYS = ("tp", "cp", "pp", "dp", "ep", "virtual_stages", "pp_schedule", "pp_split", "micro_batch", "recompute",
+               "zero", "grad_reduce")
 MOE_LAYOUT_KEYS = ("etp", "parallel_order")  # an MoE layout's expert TP and rank order (search rows of MoE models)
 
 

@@ -239,6 +239,9 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
                         st_source == "teton.simulate")
     slow = step_slowdown(cfg) * planes.stretch
     st_eff = st * slow
+    if steps_in(days, st_eff) < 1:
+        raise SpecError("step_time_s", st, f"one step takes longer than the {days:g}-day run: no step completes "
+                        "(a longer run, or the job's real step time)")
 
     ck = checkpoint_costs(spec, cfg, data_loading_bytes_s(spec, tps / st_eff))
     down = fixed_downtime_s(cfg, gpus, ck.restore_s)
@@ -267,6 +270,11 @@ def goodput(spec: Any, cfg: ReliabilitySpec | None = None, *, step_time_s: float
         run, interruption_figures(fm, res, inp.infant), time, ckf, energy_figures(pm, e, cost_usd(cfg, gpus, res.wall_s, e)),
         iv.sweep_rows, tuple(_assumptions(run, ckf, cfg, pm, planes)), warnings, iv.recommendation, planes,
         time_to_train_samples_days=res.wall_s / 86400.0 if samples and steps is not None else None)
+
+
+def steps_in(days: float | None, step_s: float) -> float:
+    """Steps a run of ``days`` holds without failures (inf for a token-budget run, ``days`` None)."""
+    return math.inf if days is None else days * 86400.0 / step_s
 
 
 def data_loading_bytes_s(spec: Any, tokens_per_s: float) -> float:

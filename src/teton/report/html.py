@@ -169,4 +169,4 @@ def write_report(spec_path: str | Path, overrides: Sequence[str] | None, out: st
     return {"html": str(out), "bytes": len(html.encode()), "sections": [s.key for s in built],
             "pngs": [str(p) for p in pngs], "step_time_s": result.step_time_s, "mfu": result.mfu,
             "mfu_bf16": result.mfu_bf16, "fits_in_memory": result.fits_in_memory,
-            "short_bytes": max(0.0, -result.headroom_bytes)}
+            "short_bytes": max(0.0, -result.headroom_bytes), "memory_verdict": result.memory_verdict}

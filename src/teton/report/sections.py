@@ -16,7 +16,7 @@ from teton.engine.compute import gemm_precision
 from teton.errors import SpecError
 from teton.report import plots
 from teton.units import GB, GIB  # checkpoint sizes in GB (as storage vendors count), memory in GiB
-from teton.workload.headroom import headroom_text
+from teton.workload.headroom import fit_text, headroom_text
 
 GOODPUT_RUNS = 32  # Monte Carlo runs per interval in the report (teton goodput uses the spec's, more)
 SEARCH_TOP = 10
@@ -78,7 +78,7 @@ def spec_section(ctx: Context) -> Section:
                    ("GPU", f"{gpu.name}, {gpu.hbm_bytes / GIB:.1f} GiB HBM, {gpu.peak_flops(prec) / 1e12:.0f} "
                            f"dense TFLOP/s {prec}"),
                    ("fabric", f"{c.topology}: {fabric}"), ("storage", c.storage or "-"),
-                   ("network model", f"{spec.network.fidelity}, routing {spec.network.routing}")], "cluster")
+                   ("network model", f"flow, routing {spec.routing}" if spec.network.fidelity == "flow" else "analytical")], "cluster")
     model = _kv([("model", m.name), ("parameters", f"{m.total_params() / 1e9:,.2f} B"),
                  ("layers x hidden", f"{m.layers} x {m.hidden} (FFN {m.ffn_hidden})"),
                  ("heads (KV heads)", f"{m.heads} ({m.n_kv_heads})"), ("vocabulary", f"{m.vocab:,}")], "model")
@@ -116,8 +116,12 @@ def step_section(ctx: Context) -> Section:
     bd = Table(("category", "seconds", "share"),
                tuple((k, f"{v:.3f}", fmt_pct(v / r.step_time_s)) for k, v in r.breakdown.items()),
                "where the step time goes")
-    short = "" if r.fits_in_memory else (f" It DOES NOT FIT in memory ({-r.headroom_bytes / GIB:.1f} GiB short on "
-                                         "the fullest GPU, see Memory): the time is of a job that cannot run.")
+    short = ("" if r.fits_in_memory else
+             f" It is TIGHT in memory ({-r.headroom_bytes / GIB:.1f} GiB over the usable HBM on the fullest GPU, within "
+             "the fragmentation allowance, see Memory): it runs only if the allocator fragments less than assumed."
+             if r.memory_verdict == "tight" else
+             f" It DOES NOT FIT in memory ({-r.headroom_bytes / GIB:.1f} GiB short on the fullest GPU, see Memory): "
+             "the time is of a job that cannot run.")
     warn = "".join(f" Warning: {w}" for w in r.warnings)
     return Section("step", "Step", f"One training step: {fmt_s(r.step_time_s)} at {fmt_pct(r.mfu_bf16)} MFU.{short}{warn}",
                    (_kv(rows, "key metrics"), bd), (("breakdown", plots.breakdown_bar(r.breakdown, r.step_time_s)),),
@@ -129,7 +133,8 @@ def step_section(ctx: Context) -> Section:
 
 def memory_section(ctx: Context) -> Section:
     r = ctx.result
-    fits = "fits" if r.fits_in_memory else f"DOES NOT FIT (largest term: {r.largest_memory_term})"
+    fits = fit_text(r.memory_verdict, -r.headroom_bytes, r.memory_reserved.get("fragmentation", 0.0),
+                    r.largest_memory_term)
     rows = tuple((k, f"{v / GIB:.2f}") for k, v in r.memory_breakdown.items())
     rows += (("total", f"{r.memory_per_gpu_bytes / GIB:.2f}"),)
     kept = tuple((f"kept free: {k.replace('_', ' ')}", f"{v / GIB:.2f}") for k, v in r.memory_reserved.items())
@@ -139,7 +144,8 @@ def memory_section(ctx: Context) -> Section:
     lead = f"Fullest GPU: {room}: {fits}."
     return Section("memory", "Memory per GPU", lead, (Table(("term", "GiB"), rows, "memory of the fullest pipeline rank"),),
                    (("memory", plots.memory_bar(r.memory_breakdown, r.hbm_bytes, usable_bytes=r.usable_hbm_bytes)),),
-                   data={"fits_in_memory": r.fits_in_memory, "headroom_bytes": r.headroom_bytes,
+                   data={"fits_in_memory": r.fits_in_memory, "memory_verdict": r.memory_verdict,
+                         "headroom_bytes": r.headroom_bytes,
                          "usable_hbm_bytes": r.usable_hbm_bytes})
 
 
@@ -239,10 +245,13 @@ def goodput_section(ctx: Context) -> Section:
     from teton.engine.step import simulate_step
     from teton.reliability import goodput
 
-    r = ctx.result
+    # the step as `teton goodput` takes it (simulated: its source reads "teton.simulate", as there)
+    kw = dict(runs=ctx.goodput_runs, simulate=simulate_step)
     try:
-        g = goodput(ctx.spec, step_time_s=r.step_time_s, tokens_per_step=r.tokens_per_step, breakdown=r.breakdown,
-                    runs=ctx.goodput_runs, interval_sweep=True, simulate=simulate_step).to_dict()
+        # the figures and the interval as `teton goodput` gives them (the renewal model's
+        # recommendation), beside the Monte Carlo sweep that the table and the figure show
+        g = goodput(ctx.spec, **kw).to_dict()
+        swept = goodput(ctx.spec, interval_sweep=True, **kw).to_dict()
     except SpecError as err:
         return Section("goodput", "Goodput", notes=(f"not modelled for this spec: {err}",))
     e = g["ettr_percentiles"]
@@ -263,22 +272,26 @@ def goodput_section(ctx: Context) -> Section:
         lead = (f"ETTR {fmt_pct(g['ettr'])} over a {g['days']:g}-day run (the spec gives no token budget, so "
                 "time-to-train is not defined; set reliability.tokens for it).")
     rows += [("energy (facility)", f"{g['energy_mwh']:,.0f} MWh"), ("cost", f"${g['cost_usd']:,.0f}")]
-    rec = g["interval_recommendation"]
-    lo, hi = rec["flat_region_s"]
+    rec, mc = g["interval_recommendation"], swept["interval_recommendation"]
+    lo, hi = mc["flat_region_s"]
     sweep = Table(("interval", "steps", "ETTR mean", "p5", "p95", "writes", "storage use", "flat region"),
                   tuple((fmt_s(s["interval_s"]), f"{s['steps']:,}", fmt_pct(s["ettr_mean"], 2), fmt_pct(s["ettr_p5"], 2),
                          fmt_pct(s["ettr_p95"], 2), f"{s['write_bytes_s'] / GB:,.1f} GB/s",
                          "-" if s["storage_use"] is None else fmt_pct(s["storage_use"]),
-                         "yes" if lo <= s["interval_s"] <= hi else "") for s in g["interval_sweep"]),
-                  "checkpoint interval sweep")
+                         "yes" if lo <= s["interval_s"] <= hi else "") for s in swept["interval_sweep"]),
+                  "checkpoint interval sweep (Monte Carlo)")
     lead += "".join(f" Warning: {w}" for w in g["warnings"])
     notes = (*(s[0].upper() + s[1:] + "." for s in _recommendation_sentences(rec)),
+             f"The sweep's own flat region, from {g['runs']} Monte Carlo runs per interval: {fmt_s(lo)} - {fmt_s(hi)} "
+             f"(practical {fmt_s(mc['practical_interval_s'])}); the interval rows are the renewal model's, as "
+             "teton goodput gives them",
              f"Monte Carlo: {g['runs']} runs per interval, seed {g['seed']} (teton goodput runs more)",
              *g["assumptions"])
     figs = ()
-    if g["interval_sweep"]:
-        figs = (("interval-sweep", plots.interval_sweep(g["interval_sweep"], g["checkpoint_interval_s"], rec)),)
-    return Section("goodput", "Goodput", lead, (_kv(rows), sweep), figs, notes, data=g)
+    if swept["interval_sweep"]:
+        figs = (("interval-sweep", plots.interval_sweep(swept["interval_sweep"], g["checkpoint_interval_s"], mc)),)
+    return Section("goodput", "Goodput", lead, (_kv(rows), sweep), figs, notes,
+                   data={**g, "interval_sweep": swept["interval_sweep"], "sweep_recommendation": mc})
 
 
 def _interval_rows(rec: dict) -> list[tuple[str, str]]:

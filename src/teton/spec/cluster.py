@@ -10,6 +10,7 @@ explicit switch graph is built from the same fields by ``teton.topology`` builde
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -33,11 +34,16 @@ class FabricLayer(Section):
                                    description="propagation of the links that join this layer's domains, one way, "
                                                "us (fibre ~ 5 us per km: inter-building links)")
 
-    @property
-    def turn_latency_s(self) -> float:
-        """One way through this tier: its switch's port-to-port latency plus the propagation of the
-        links into it; a path that turns at tier t pays twice the sum over tiers 0..t."""
-        return (self.hop_latency_us + self.link_latency_us) * 1e-6
+
+
+def path_latency_s(layers: Sequence[FabricLayer], tier: int) -> float:
+    """One-way switch and cable latency of a path that turns around at fabric tier ``tier``
+    (0: the leaf): it passes each switch below the turn twice (up and down) and the turning switch
+    once, and crosses the cables into every tier up to the turn twice:
+    2 sum_{i<t} hop_i + hop_t + 2 sum_{i<=t} link_i (the NIC's latency is the caller's)."""
+    below = sum(layer.hop_latency_us for layer in layers[:tier])
+    cables = sum(layer.link_latency_us for layer in layers[:tier + 1])
+    return (2 * below + layers[tier].hop_latency_us + 2 * cables) * 1e-6
 
 
 class ClusterSpec(Section):
@@ -59,6 +65,10 @@ class ClusterSpec(Section):
         default=1, ge=1, le=8, description="independent backend fabric planes the GPUs' NIC ports spread over (DGX "
                                            "B300 Spectrum-X: 2); with 2 or more a switch or cable failure takes one "
                                            "plane down and the job runs on the others instead of stopping")
+    routing: Literal["ecmp", "e-ecmp", "pinned", "adaptive"] = Field(
+        default="e-ecmp", description="how the fabric's switches pick paths, the flow model's default for "
+                                      "network.routing: e-ecmp (RoCE with QP hashing, Meta's), ecmp, pinned "
+                                      "(destination-based tables), adaptive (InfiniBand adaptive routing)")
     layers: tuple[FabricLayer, ...]
     storage: str | None = None  # storage preset that checkpoints land on
     frontend_oversubscription: float = Field(default=1.0, ge=1.0)
@@ -176,6 +186,14 @@ def _meta_clos(name: str, desc: str, **extra) -> dict:
 QUANTUM_HOP_LATENCY_US = 0.13
 
 
+# InfiniBand switches route by the subnet manager's forwarding tables or, with adaptive routing on,
+# per packet over the least-loaded equal-cost port: no 5-tuple hashing. NVIDIA's DGX SuperPOD
+# reference architectures run the compute fabric with adaptive routing, and NCCL's IB transport
+# takes it where the subnet manager enables it. ASSUMPTION for the IB presets that publish no
+# routing (Meta's IB cluster among them): adaptive.
+IB_ROUTING = "adaptive"
+
+
 def _infiniband(switch: str, **spans: int) -> list[dict]:
     """Non-blocking InfiniBand tiers of ``switch``, lowest first: ``name=span_gpus`` each."""
     return [dict(name=name, switch=switch, span_gpus=span, oversubscription=1.0,
@@ -193,31 +211,32 @@ CLUSTER_PRESETS: dict[str, dict] = {
     "meta-ib-24k": dict(
         name="meta-ib-24k", host="grand-teton", hosts=3072, topology="fat-tree", storage="tectonic-llama3",
         description="Meta 24,576 x H100 InfiniBand (Quantum-2 NDR) cluster, full bisection",
-        layers=_infiniband("qm9700", leaf=32, spine=1_024, core=24_576)),
+        routing=IB_ROUTING, layers=_infiniband("qm9700", leaf=32, spine=1_024, core=24_576)),
     # Meta RSC (2022 announcement): 2,000 DGX A100 = 16,000 A100, NVIDIA Quantum 200 Gb/s HDR
     # InfiniBand, two-level Clos with no oversubscription. QM8700 (40 ports): 20 down / 20 up.
     "meta-rsc-16k": dict(
         name="meta-rsc-16k", host="dgx-a100", hosts=2000, topology="fat-tree",
         description="Meta Research SuperCluster: 16,000 x A100, 200G HDR InfiniBand, non-blocking",
-        layers=_infiniband("qm8700", leaf=160, spine=16_000)),
+        routing=IB_ROUTING, layers=_infiniband("qm8700", leaf=160, spine=16_000)),
     # NVIDIA DGX SuperPOD (A100) reference architecture: scalable units of 20 DGX A100,
     # 140 nodes (1,120 GPUs), rail-optimised HDR 200G, full fat tree.
     "dgx-a100-superpod": dict(
         name="dgx-a100-superpod", host="dgx-a100", hosts=140, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD, 140 x DGX A100, rail-optimised 200G HDR InfiniBand",
-        layers=_infiniband("qm8700", su=160, pod=1_120)),
+        routing=IB_ROUTING, layers=_infiniband("qm8700", su=160, pod=1_120)),
     # Selene (NVIDIA, Top500 2020-21): 560 DGX A100 nodes (4,480 GPUs) as four DGX SuperPODs of
     # 140 nodes, rail-optimised HDR 200G InfiniBand, full fat tree (the MT-NLG 530B cluster).
     "selene": dict(
         name="selene", host="dgx-a100", hosts=560, topology="rail-optimized",
         description="NVIDIA Selene, 560 x DGX A100 (four SuperPODs), rail-optimised 200G HDR InfiniBand",
-        layers=_infiniband("qm8700", su=160, pod=1_120, cluster=4_480)),
+        routing=IB_ROUTING, layers=_infiniband("qm8700", su=160, pod=1_120, cluster=4_480)),
     # IDRIS Jean Zay gpu_p5 (BLOOM 176B; bigscience tr11 README): 52 HPE Apollo 6500 nodes of 8 x A100
     # 80GB, 4 x 100 Gb/s Omni-Path per node, a "fully dedicated subnet" for NCCL. Fat tree of Omni-Path
     # edge switches (4 nodes, 16 links, 32 GPUs each) under a core: ASSUMPTION for the tiers,
     # non-blocking; ~ 0.11 us per switch hop (Intel Omni-Path Edge Switch 100 series datasheet).
+    # Routing: the fabric manager's destination-based tables (ASSUMPTION: static, "pinned").
     "jean-zay-a100": dict(
-        name="jean-zay-a100", host="apollo-6500-a100", hosts=52, topology="fat-tree",
+        name="jean-zay-a100", host="apollo-6500-a100", hosts=52, topology="fat-tree", routing="pinned",
         description="IDRIS Jean Zay A100 partition (BLOOM): 416 x A100 80GB, 4 x 100G Omni-Path per node",
         layers=[
             dict(name="edge", switch="opa-edge", span_gpus=32, oversubscription=1.0, hop_latency_us=0.11),
@@ -228,20 +247,20 @@ CLUSTER_PRESETS: dict[str, dict] = {
     "dgx-h100-superpod": dict(
         name="dgx-h100-superpod", host="dgx-h100", hosts=128, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD, 128 x DGX H100, rail-optimised 400G NDR InfiniBand",
-        layers=_infiniband("qm9700", su=256, pod=1_024)),
+        routing=IB_ROUTING, layers=_infiniband("qm9700", su=256, pod=1_024)),
     # The same scalable units joined by a third (core) tier of QM9700 switches: 1,024 DGX H100 (8,192
     # GPUs), full bisection, as NVIDIA's larger H100 clusters (Eos: 576 nodes) are built; the
     # Megatron-LM weak-scaling runs used up to 6,144 H100s.
     "dgx-h100-superpod-8k": dict(
         name="dgx-h100-superpod-8k", host="dgx-h100", hosts=1024, topology="rail-optimized",
         description="DGX H100 scalable units under a core tier: 8,192 x H100, rail-optimised 400G NDR InfiniBand",
-        layers=_infiniband("qm9700", su=256, pod=1_024, core=8_192)),
+        routing=IB_ROUTING, layers=_infiniband("qm9700", su=256, pod=1_024, core=8_192)),
     # NVIDIA DGX SuperPOD (B200) reference architecture: scalable units of 32 DGX B200 (256 GPUs),
     # rail-optimised 400G NDR compute fabric (8 x ConnectX-7 per node), full fat tree; 4 SUs.
     "dgx-b200-superpod": dict(
         name="dgx-b200-superpod", host="dgx-b200", hosts=128, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD, 128 x DGX B200, rail-optimised 400G NDR InfiniBand",
-        layers=_infiniband("qm9700", su=256, pod=1_024)),
+        routing=IB_ROUTING, layers=_infiniband("qm9700", su=256, pod=1_024)),
     # NVIDIA DGX SuperPOD with DGX GB200 reference architecture (network fabrics): scalable units
     # of 8 NVL72 racks (576 GPUs), up to 16 SUs (128 racks, 9,216 GPUs). Compute fabric NDR 400G,
     # rail-aligned per rack: 4 rails (one ConnectX-7 per GPU of a tray), a leaf per (rack, rail)
@@ -249,20 +268,20 @@ CLUSTER_PRESETS: dict[str, dict] = {
     "gb200-nvl72-superpod": dict(
         name="gb200-nvl72-superpod", host="gb200-nvl72", hosts=2304, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD GB200: 128 NVL72 racks (9,216 GPUs), 400G NDR InfiniBand per GPU",
-        layers=_infiniband("qm9700", rack=72, su=576, core=9_216)),
+        routing=IB_ROUTING, layers=_infiniband("qm9700", rack=72, su=576, core=9_216)),
     # The GB300 NVL72 racks on the same SuperPOD layout with 800G XDR (Quantum-X800, 144 x 800G;
     # DGX SuperPOD B300 XDR RA). ASSUMPTION: the GB200 SU shape carried over; port-to-port
     # latency as Quantum-2.
     "gb300-nvl72-superpod": dict(
         name="gb300-nvl72-superpod", host="gb300-nvl72", hosts=2304, topology="rail-optimized",
         description="GB300 NVL72 SuperPOD-style: 128 racks (9,216 GPUs), 800G XDR InfiniBand per GPU",
-        layers=_infiniband("q3400", rack=72, su=576, core=9_216)),
+        routing=IB_ROUTING, layers=_infiniband("q3400", rack=72, su=576, core=9_216)),
     # NVIDIA DGX SuperPOD with DGX B300, XDR InfiniBand RA: SUs of 72 nodes (576 GPUs), 18 SUs
     # (9,216 GPUs), 800G ConnectX-8 per GPU, rail-optimised, non-blocking.
     "dgx-b300-superpod": dict(
         name="dgx-b300-superpod", host="dgx-b300", hosts=1152, topology="rail-optimized",
         description="NVIDIA DGX SuperPOD B300: 1,152 x DGX B300 (9,216 GPUs), rail-optimised 800G XDR InfiniBand",
-        layers=_infiniband("q3400", su=576, core=9_216)),
+        routing=IB_ROUTING, layers=_infiniband("q3400", su=576, core=9_216)),
     # DeepSeek-V3's H800 cluster (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.1: 2,048
     # H800, 8 per node on NVLink / NVSwitch, InfiniBand between nodes): 256 HGX H800 nodes. Fabric
     # (Liu et al., "Insights into DeepSeek-V3", arXiv 2505.09343, multi-plane fat tree): each of a
@@ -275,7 +294,7 @@ CLUSTER_PRESETS: dict[str, dict] = {
         name="deepseek-h800-2k", host="hgx-h800", hosts=256, topology="rail-optimized", fabric_planes=8,
         description="DeepSeek-V3's cluster: 2,048 x H800 (NVLink 400 GB/s), 400G InfiniBand per GPU, "
                     "8-plane two-layer fat tree",
-        layers=_infiniband("qm9700", leaf=256, spine=2_048)),
+        routing=IB_ROUTING, layers=_infiniband("qm9700", leaf=256, spine=2_048)),
     # A Meta-style GB200 cluster: Catalina NVL36x2 pods (72-GPU NVLink domains) on an 800G RoCE
     # fabric shaped as the Llama 3 clusters (Llama 3 paper 3.3.3): one RTSW tier per pod, AI zones
     # of 64 pods with full bisection, zones joined at 1:7. ASSUMPTION throughout: Meta has

@@ -26,14 +26,13 @@ from teton.spec.model import MODEL_PRESETS, ModelSpec
 from teton.spec.network import NetworkSpec
 from teton.spec.override_paths import from_cwd
 from teton.spec.plan import PlanSpec
-from teton.spec.read import MAX_DEPTH, check_tree, read_file  # noqa: F401 - re-exported
+from teton.spec.read import MAX_DEPTH, Yaml12Loader, check_tree, read_file  # noqa: F401 - re-exported
 from teton.spec.reliability import ReliabilitySpec, check_runs_seed, parse_reliability
 from teton.spec.schema import Spec
 from teton.spec.software import SOFTWARE_PRESETS, SoftwareSpec
 from teton.spec.storage import StorageSection, parse_storage
 
-SPEC_SECTIONS = {"cluster", "model", "job", "software", "network", "storage", "reliability", "plan", "seed", "notes",
-                 "run"}
+SPEC_SECTIONS = {"cluster", "model", "job", "software", "network", "storage", "reliability", "plan", "seed", "notes"}
 NAMED_SECTIONS = ("cluster", "model", "software")  # a preset name, a file, or a mapping with base:
 
 
@@ -42,12 +41,13 @@ _EXPONENT_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$")
 
 
 def parse_value(text: str) -> Any:
-    """A --set value: YAML scalar rules (numbers, true/false, lists), else the string.
+    """A --set value: YAML scalar rules (numbers, true/false, lists; integers as YAML 1.2 reads
+    them: ``010`` is 10), else the string.
 
     Exponent notation is a number (``16e6`` -> 16000000, an int when integral), as a user means it;
     PyYAML's YAML 1.1 resolver would keep it a string."""
     try:
-        value = yaml.safe_load(text)
+        value = yaml.load(text, Loader=Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
     except (yaml.YAMLError, RecursionError):
         return text
     except ValueError:  # an integer past Python's 4,300-digit conversion limit

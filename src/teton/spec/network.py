@@ -18,6 +18,7 @@ class NetworkSpec(Section):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fidelity: Literal["analytical", "flow"] = "analytical"
-    routing: Literal["ecmp", "e-ecmp", "pinned", "adaptive"] = Field(default="e-ecmp", json_schema_extra=FLOW_ONLY)
+    # None: the fabric's own (``cluster.routing``: e-ecmp on RoCE presets, adaptive on InfiniBand)
+    routing: Literal["ecmp", "e-ecmp", "pinned", "adaptive"] | None = Field(default=None, json_schema_extra=FLOW_ONLY)
     qps_per_connection: int = Field(default=16, gt=0, le=1024, json_schema_extra=FLOW_ONLY)
     nvls: bool = True  # use NVLink SHARP for intra-host all-reduce where the GPU has it (both fidelities)

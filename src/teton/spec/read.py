@@ -21,7 +21,30 @@ class _DuplicateKey(Exception):
         self.key, self.line = key, line
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's SafeLoader with YAML 1.2's integers: digits are decimal whatever their leading
+    zeros (``010`` is 10, not YAML 1.1's octal 8), ``0o17`` octal, ``0x1f`` hex, and colons no
+    base-60 number (``1:00:00`` stays a string, not 3600)."""
+
+
+Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:int"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)$"),
+                                   list("-+0123456789"))
+
+
+def _construct_int12(loader: yaml.SafeLoader, node) -> int:
+    text = loader.construct_scalar(node).replace("_", "")
+    if text[:2] in ("0o", "0x"):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _construct_int12)
+
+
+class _UniqueKeyLoader(Yaml12Loader):
     """PyYAML's SafeLoader, refusing a key given twice in one mapping (which it would let the
     second silently win), and reading exponent notation without a dot (``16e6``) as a number, as
     YAML 1.2 and ``--set`` do (YAML 1.1 leaves it a string)."""

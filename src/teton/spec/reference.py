@@ -81,7 +81,7 @@ GLOSSARY = {
     "job.software": "the software stack (put here from the top-level software: section)",
     "software.description": "what the stack is, in words",
     "network.fidelity": "analytical (alpha-beta) or flow (max-min fair flows on the switch graph)",
-    "network.routing": "flow model: how connections pick paths", "network.qps_per_connection": "flow model: RDMA QPs per connection",
+    "network.routing": "flow model: how connections pick paths (default: the fabric's own, cluster.routing)", "network.qps_per_connection": "flow model: RDMA QPs per connection",
     "storage.checkpoint.mode": "sync: GPUs wait for the upload; async: only for the device-to-host copy",
     "storage.checkpoint.writers": "which ranks write", "storage.checkpoint.restore": "how a restore rebuilds the state",
     "reliability.preset": "failure-rate preset", "reliability.tokens": "token budget of the run (15.6T) instead of days",

@@ -36,6 +36,12 @@ class Spec(BaseModel):
     job_defaults: tuple[str, ...] = ()
 
     @property
+    def routing(self) -> str:
+        """How the flow model routes: ``network.routing`` where given, else the fabric's own
+        (``cluster.routing``)."""
+        return self.network.routing or self.cluster.routing
+
+    @property
     def software(self):
         """The software stack (``teton.spec.software.SoftwareSpec``), which the job carries."""
         return self.job.software

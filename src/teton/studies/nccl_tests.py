@@ -50,7 +50,7 @@ def message_sizes(min_bytes: int, max_bytes: int, step_factor: int) -> list[int]
 
 def collective_sweep(cluster: ClusterSpec, op: str, gpus: int, placement: str = "topology-aware",
                      min_bytes: int = 1 << 20, max_bytes: int = 1 << 30, step_factor: int = 2,
-                     routing: str = "e-ecmp", qps: int | None = None, algo: str = "auto", fail_links: int = 0,
+                     routing: str | None = None, qps: int | None = None, algo: str = "auto", fail_links: int = 0,
                      fidelity: str = "flow", seed: int = 0, leaf_uplink_ratio: float | None = None) -> list[dict]:
     """nccl-tests rows (size_bytes, time_s, algbw_gbytes_s, busbw_gbytes_s) for sizes min..max by ``step_factor``."""
     from teton.network.analytical import OPS, AnalyticalCostModel, bus_factor
@@ -71,6 +71,7 @@ def collective_sweep(cluster: ClusterSpec, op: str, gpus: int, placement: str = 
     if fidelity == "flow":
         from teton.network.flow_model import FlowCostModel
 
+        routing = routing or cluster.routing  # the fabric's own
         if qps is None:
             qps = default_qps(routing)
         if leaf_uplink_ratio is not None and not 0.05 <= leaf_uplink_ratio <= 16:

@@ -39,6 +39,7 @@ from teton.spec.schema import Spec
 from teton.sweep.space import SearchSpace, ep_degrees, expert_choices, schedule_of
 from teton.workload.headroom import memory_headroom
 from teton.workload.memory import memory_per_gpu
+from teton.workload.pipeline import balanced_is_uneven
 
 Saver = tuple[str, tuple]  # a memory saver: (recompute, (zero, grad_reduce))
 
@@ -114,6 +115,8 @@ def _candidates(spec: Spec, space: SearchSpace, first_expert_choice: bool,
     for degrees, layout in _layouts(spec, space, (None,) if first_expert_choice else eps):
         refused: set[tuple] = set()  # expert choices a rule of the degrees refuses, whatever the savers
         updates = ((saver, {**layout, "recompute": saver[0], "zero": saver[1][0], "grad_reduce": saver[1][1],
+                            # the job's modules go with selective recompute only (a job rule)
+                            "recompute_modules": job.recompute_modules if saver[0] == "selective" else None,
                             "recompute_interval": job.recompute_interval if saver[0] == "selective_layer"
                             else RECOMPUTE_INTERVAL_DEFAULT}) for saver in savers)
         if first_expert_choice:
@@ -128,14 +131,32 @@ def _layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple
     at each of ``space.cp_algo`` (a layout of its own: dominance is judged within it), a2a+p2p
     with its all-to-all groups in the NVLink domain (``spec.layout.hierarchical_cp_a2a``; none: not tried)."""
     for degrees, layout in _degree_layouts(spec, space, eps):
+        variants = [layout]
         if layout["cp"] > 1 and space.cp_algo:
+            variants = []
             for algo in space.cp_algo:
                 a2a = (hierarchical_cp_a2a(spec.model, layout["tp"], layout["cp"], spec.cluster.domain_gpus)
                        if algo == "a2a+p2p" else None)
                 if algo != "a2a+p2p" or a2a:
-                    yield degrees, {**layout, "cp_algo": algo, "cp_a2a": a2a}
-        else:
-            yield degrees, layout
+                    variants.append({**layout, "cp_algo": algo, "cp_a2a": a2a})
+        balanced = _balanced_variant(spec, layout)
+        for one in variants:
+            yield degrees, one
+            if balanced:
+                yield degrees, {**one, "pp_split": "balanced"}
+
+
+def _balanced_variant(spec: Spec, layout: dict) -> bool:
+    """Whether a layout of one chunk per rank is also tried with ``job.pp_split: balanced`` (the
+    end stages sized to even out the ranks' FLOPs, as Megatron-Core's uneven pipeline lets a user
+    do): where that split differs from the even one and the layout does not keep the job's own
+    stage sizes or embedding slots."""
+    keeps_own = "pp_first_stage_layers" not in layout and (
+        spec.job.pp_first_stage_layers is not None or spec.job.pp_last_stage_layers is not None
+        or spec.job.pp_layout is not None)
+    return (layout["virtual_stages"] == 1 and layout["pp"] > 2 and not layout["pp_embedding_slots"]
+            and not keeps_own and balanced_is_uneven(spec.model, layout["pp"], spec.job.layout.seq_len,
+                                   layout["pp_schedule"] == "dualpipe"))
 
 
 def _degree_layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple[int, int, int], dict]]:
@@ -158,7 +179,8 @@ def _degree_layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tupl
         own_pipeline = (pp, v) == (lay.pp, lay.virtual_stages)
         yield (tp, pp, dp), dict(
             tp=tp, cp=cp, pp=pp, dp=dp, **({} if ep is None else {"ep": ep}), micro_batch=mb,
-            pp_schedule=schedule_of(job, pp, v), virtual_stages=v, global_batch=seqs, global_batch_tokens=None,
+            pp_schedule=schedule_of(job, pp, v), pp_split="even", virtual_stages=v, global_batch=seqs,
+            global_batch_tokens=None,
             # Llama 3's round size N is the job's only for its own pipeline; others use pp
             pp_round=lay.pp_round if own_pipeline else None,
             pp_embedding_slots=job.pp_embedding_slots and pp > 1,

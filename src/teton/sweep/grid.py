@@ -12,14 +12,23 @@ filter:                                  # optional: keep a point only where eve
   - job.tp * job.pp <= 64
 ```
 
+File paths are read as ``teton run`` reads them (``teton.sweep.paths``): those in the base spec
+relative to the base spec's file (a cluster's GPU file, a ``storage:`` file), those given as
+grid or zip values relative to the sweep file, whatever the working directory; they are made
+absolute when the sweep is read.
+
 A point is a mapping ``dotted key -> value``. Its spec is the base with the point's values set
 (shallower keys first, so ``cluster`` then ``cluster.hosts``). Its key is the SHA-256 of the
 canonical JSON of that merged spec mapping (plus teton's version and the store's schema
 version): the same spec mapping always gets the same key, whatever sweep or order produced it,
 which is what resume relies on. The key hashes the mapping as written, not the resolved spec:
-``job.pp: 1`` and an omitted ``pp`` are different keys. The files the spec names (a cluster
-file, a model ``config.json``) and the files those name in turn (a cluster file's GPU file) are
-hashed by their contents too: an edited file makes new points, never a stale stored row.
+``job.pp: 1`` and an omitted ``pp`` are different keys. The files the spec names (a cluster,
+model, software, storage or hardware file, with or without an extension) and the files those
+name in turn (a cluster file's GPU file) are hashed by their contents too: an edited file makes
+new points, never a stale stored row. teton's own code is not in the key (it would change every
+key at every commit): each stored row records the fingerprint of the code that computed it
+(``teton.sweep.code_version``), and a run under other code simulates the row again
+(``teton.sweep.run``).
 
 Filter expressions are parsed with :mod:`ast` and evaluated by a small interpreter (numbers,
 strings, arithmetic, comparisons, ``and``/``or``/``not``, ``in``, ``min``/``max``/``abs``) -
@@ -41,51 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from teton.errors import SpecError, closest
-from teton.spec.load import SPEC_SECTIONS, SPEC_SUFFIXES, read_file, set_path
+from teton.spec.load import read_file, set_path
+from teton.sweep.keys import check_key
 from teton.sweep.named_files import file_digest, named_files
+from teton.sweep.paths import absolute, key_place
 
 SWEEP_KEYS = ("base", "grid", "zip", "filter", "notes")  # notes: free text, ignored
 STORE_SCHEMA = 2  # bump when the row layout or the hashed content changes
 MAX_SWEEP_POINTS = 100_000  # grid points before filtering: each is set, hashed and filtered up front
-
-# Sections that may be varied whole (a preset name or mapping) or by sub-key.
-_WHOLE_OR_FIELD = ("cluster", "model", "network", "storage", "reliability")
-_FREE_FORM = ("storage", "reliability")  # raw mappings: any sub-key
-
-
-def _section_fields() -> dict[str, set[str]]:
-    from teton.spec.cluster import ClusterSpec
-    from teton.spec.job import JobSpec
-    from teton.spec.model import ModelSpec
-    from teton.spec.network import NetworkSpec
-
-    return {"job": set(JobSpec.model_fields), "network": set(NetworkSpec.model_fields),
-            "cluster": set(ClusterSpec.model_fields) | {"base"}, "model": set(ModelSpec.model_fields) | {"base"}}
-
-
-def check_key(key: str, where: str) -> tuple[str, ...]:
-    """Split a dotted spec key and check it names a spec field (one-line SpecError if not)."""
-    if not isinstance(key, str) or not key.strip():
-        raise SpecError(where, key, "expected a dotted spec key like job.tp")
-    parts = tuple(p for p in key.strip().split("."))
-    if any(not p for p in parts):
-        raise SpecError(where, key, "expected a dotted spec key like job.tp")
-    sections = sorted(SPEC_SECTIONS - {"notes", "run"})
-    if parts[0] not in sections:
-        raise SpecError(where, key, f"first key {closest(parts[0], sections)}")
-    if len(parts) == 1:
-        if parts[0] == "job":
-            raise SpecError(where, key, "vary job fields one by one, e.g. job.tp")
-        return parts
-    if parts[0] == "seed":
-        raise SpecError(where, key, "seed has no sub-keys")
-    if parts[0] in _FREE_FORM:
-        return parts
-    fields = _section_fields()[parts[0]]
-    if parts[1] not in fields:
-        raise SpecError(where, key, f"{parts[0]} field {closest(parts[1], fields)}")
-    return parts
-
 
 def canonical_json(obj: Any) -> str:
     """Key-sorted, compact JSON: the same mapping always gives the same text."""
@@ -94,10 +66,11 @@ def canonical_json(obj: Any) -> str:
 
 def point_key(merged_spec: dict[str, Any]) -> str:
     """Stable key of one point: SHA-256 of teton's version, the store schema, the merged spec's
-    canonical JSON and the contents of the files it names (a cluster or model file, and the files
-    those name in turn, relative to their own folders: a cluster file's GPU file; an edited one is
-    a new point, not a stored one); first 32 hex digits. A new teton version re-evaluates rather
-    than reuse rows."""
+    canonical JSON and the contents of the files it names (a cluster, model, software, storage or
+    hardware file, and the files those name in turn, relative to their own folders: a cluster
+    file's GPU file; an edited one is a new point, not a stored one); first 32 hex digits. A new
+    teton version re-evaluates rather than reuse rows; so does any other code, by the fingerprint
+    each row records (module docstring)."""
     from teton.version import __version__
 
     files = "".join(f"{path}={file_digest(path)};" for path in sorted(named_files(merged_spec)))
@@ -232,17 +205,6 @@ class FilterExpr:
 # ---------------------------------------------------------------- the sweep
 
 
-def _absolutise(value: Any, base_dir: Path) -> Any:
-    """Relative file paths in a base spec's cluster / model become absolute (resolved once, here)."""
-    if isinstance(value, str):
-        if value.endswith(SPEC_SUFFIXES) and os.path.exists(base_dir / value):
-            return str((base_dir / value).resolve())
-        return value
-    if isinstance(value, dict) and "base" in value:
-        return {**value, "base": _absolutise(value["base"], base_dir)}
-    return value
-
-
 @dataclass(frozen=True)
 class Point:
     """One point of a sweep: its key, the varied values, and the merged spec mapping."""
@@ -318,6 +280,13 @@ class Sweep:
         return out, filtered
 
 
+def _paths_of(parts: tuple[str, ...], vals: tuple[Any, ...], sweep_dir: Path) -> tuple[Any, ...]:
+    """A swept key's values with the file paths among them (a cluster file, a GPU file, a
+    storage file; preset names stay) made absolute against the sweep file's folder."""
+    place = key_place(parts)
+    return vals if place is None else tuple(absolute(v, place, sweep_dir) for v in vals)
+
+
 def _values(key: str, raw: Any, where: str) -> tuple[Any, ...]:
     if not isinstance(raw, list) or not raw:
         raise SpecError(f"{where}.{key}", raw, "must be a non-empty list of values")
@@ -362,8 +331,9 @@ def parse_sweep(source: str | Path | dict[str, Any]) -> Sweep:
 
 
 def _sweep_base(data: dict[str, Any], base_dir: Path, where: str) -> dict[str, Any]:
-    """The sweep's ``base``: a spec file (relative to ``base_dir``) or an inline mapping, its
-    cluster and model file paths made absolute."""
+    """The sweep's ``base``: a spec file (relative to ``base_dir``) or an inline mapping, every
+    file path in it (``teton.sweep.paths``) made absolute against the folder of the file that
+    holds it, as ``teton run`` reads them."""
     if "base" not in data:
         raise SpecError("base", None, "missing; give a spec path or an inline spec mapping", where=where)
     raw_base = data["base"]
@@ -377,7 +347,7 @@ def _sweep_base(data: dict[str, Any], base_dir: Path, where: str) -> dict[str, A
         base = copy.deepcopy(raw_base)
     else:
         raise SpecError("base", raw_base, "must be a spec path or an inline spec mapping", where=where)
-    return {k: (_absolutise(v, base_dir) if k in ("cluster", "model") else v) for k, v in base.items()}
+    return absolute(base, (), base_dir)
 
 
 def _sweep_axes(data: dict[str, Any], sweep_dir: Path, where: str) -> list[tuple[tuple[str, ...], tuple]]:
@@ -388,10 +358,7 @@ def _sweep_axes(data: dict[str, Any], sweep_dir: Path, where: str) -> list[tuple
     if not isinstance(grid, dict):
         raise SpecError("grid", grid, "must be a mapping of dotted spec keys to lists of values", where=where)
     for key, raw in grid.items():
-        check_key(key, "grid")
-        vals = _values(key, raw, "grid")
-        if key in ("cluster", "model"):  # preset names stay; relative file paths are the sweep file's
-            vals = tuple(_absolutise(v, sweep_dir) for v in vals)
+        vals = _paths_of(check_key(key, "grid"), _values(key, raw, "grid"), sweep_dir)
         axes.append(((key,), tuple((v,) for v in vals)))
     groups = data.get("zip") or []
     if isinstance(groups, dict):
@@ -403,8 +370,7 @@ def _sweep_axes(data: dict[str, Any], sweep_dir: Path, where: str) -> list[tuple
             raise SpecError(f"zip[{i}]", group, "must be a non-empty mapping of keys to equal-length lists")
         cols = []
         for key, raw in group.items():
-            check_key(key, f"zip[{i}]")
-            cols.append(_values(key, raw, f"zip[{i}]"))
+            cols.append(_paths_of(check_key(key, f"zip[{i}]"), _values(key, raw, f"zip[{i}]"), sweep_dir))
         lengths = {len(c) for c in cols}
         if len(lengths) != 1:
             raise SpecError(f"zip[{i}]", {k: len(c) for k, c in zip(group, cols, strict=True)},

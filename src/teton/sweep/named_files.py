@@ -1,6 +1,7 @@
 """The files a sweep point's spec names, and those they name in turn, with their content digests:
 what :func:`teton.sweep.grid.point_key` hashes besides the spec mapping, so that an edited cluster,
-model or GPU file makes new points instead of reading back stale rows."""
+model, software, storage or hardware file makes new points instead of reading back stale rows.
+A file counts where the loader would read it (``teton.sweep.paths``), whatever its extension."""
 
 from __future__ import annotations
 
@@ -10,29 +11,34 @@ from pathlib import Path
 from typing import Any
 
 from teton.memo import cached
-from teton.spec.load import SPEC_SUFFIXES, read_file
+from teton.spec.load import read_file
+from teton.sweep.paths import Where, map_files
 
 
-def named_files(value: Any, base_dir: Path | None = None, seen: frozenset[str] = frozenset()) -> set[str]:
-    """The existing spec files (by suffix) a spec mapping names anywhere in it, relative to
-    ``base_dir`` (None: the working directory), and those the files name in turn."""
-    if isinstance(value, str):
-        if not value.endswith(SPEC_SUFFIXES):
-            return set()
-        path = Path(value) if base_dir is None else base_dir / value
-        if not os.path.isfile(path):
-            return set()
-        name = str(path.resolve())
-        if name in seen:
-            return set()
-        st = os.stat(name)
-        return {name} | named_files(_file_mapping(name, st.st_mtime_ns, st.st_size), Path(name).parent,
-                                     seen | {name})
-    if isinstance(value, dict):
-        return set().union(*(named_files(v, base_dir, seen) for v in value.values())) if value else set()
-    if isinstance(value, list | tuple):
-        return set().union(*(named_files(v, base_dir, seen) for v in value)) if value else set()
-    return set()
+def named_files(spec: Any, base_dir: Path | None = None) -> set[str]:
+    """The existing files (absolute paths) a spec mapping names where the loader reads files,
+    relative to ``base_dir`` (None: the working directory, as the loader reads a mapping), and
+    those the files name in turn, relative to their own folders."""
+    found: set[str] = set()
+    walked: set[tuple[str, Where]] = set()  # each file read once as each kind: a cycle ends, as does a diamond
+
+    def visit(where: Where, path: Path) -> None:
+        name = os.path.abspath(path)
+        if not os.path.isfile(name):  # a missing file (or no file name at all): the loader reports it
+            return
+        try:
+            real = os.path.realpath(name)
+            st = os.stat(name)
+        except (OSError, ValueError):
+            return
+        found.add(name)
+        if (real, where) in walked:
+            return
+        walked.add((real, where))
+        map_files(_file_mapping(name, st.st_mtime_ns, st.st_size), where, Path(name).parent, visit)
+
+    map_files(spec, (), base_dir, visit)
+    return found
 
 
 @cached(1024)
@@ -52,6 +58,10 @@ def _digest_of(path: str, mtime_ns: int, size: int) -> str:
 
 
 def file_digest(path: str) -> str:
-    """A named file's content digest (cached while its modification time and size stay)."""
-    st = os.stat(path)
-    return _digest_of(path, st.st_mtime_ns, st.st_size)
+    """A named file's content digest (cached while its modification time and size stay);
+    ``unreadable`` where it cannot be read (the loader reports that)."""
+    try:
+        st = os.stat(path)
+        return _digest_of(path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return "unreadable"

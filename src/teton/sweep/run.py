@@ -1,6 +1,8 @@
 """Run a sweep: batches of points evaluated on a ``concurrent.futures.Executor``, stored by the driver.
 
-Each task is a batch of points (``--batch``, 64 by default): a worker loads every point's spec
+Each task is a batch of points (``--batch``; by default :func:`default_batch`: about four batches
+per worker, at most 64 points each, so every worker has work and the progress bar moves on small
+sweeps too, and a Ctrl-C loses little in flight): a worker loads every point's spec
 and calls :func:`teton.engine.step.simulate_step` (about 1 ms; plus the checkpoint and whole-run
 models when the spec has ``storage:`` / a ``reliability:`` run length, :mod:`teton.whole_run`),
 so per-task overhead (pickling,
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from teton.errors import SpecError
+from teton.sweep.code_version import code_fingerprint
 from teton.sweep.grid import Point, Sweep, canonical_json
 from teton.sweep.store import ResultStore, sql_type
 
@@ -286,12 +289,15 @@ def point_types(sweep: Sweep) -> dict[str, str]:
 
 
 def _rows_for(points: Sequence[Point], results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The store rows of a batch's results: the point's key, values and outcome, and the
+    fingerprint of the code that computed them."""
     by_key = {p.key: p for p in points}
     rows = []
     for res in results:
         p = by_key[res["key"]]
         rows.append({"key": p.key, "status": res["status"], "error": res["error"], "point": canonical_json(p.values),
-                     **p.values, **{k: v for k, v in res.items() if k not in ("key", "status", "error")}})
+                     **p.values, **{k: v for k, v in res.items() if k not in ("key", "status", "error")},
+                     "code": code_fingerprint()})
     return rows
 
 
@@ -311,18 +317,30 @@ def worker_died(executor: str, err: BaseException, what: str) -> SpecError:
     return SpecError("executor", executor, f"a worker died ({type(err).__name__}: killed or out of memory?); {what}")
 
 
+MAX_BATCH = 64  # points per task at most, when the batch size is not given
+BATCHES_PER_WORKER = 4
+
+
+def default_batch(points: int, workers: int) -> int:
+    """Points per task when none is given: ``points`` split into about
+    :data:`BATCHES_PER_WORKER` batches per worker, at least 1 point, at most :data:`MAX_BATCH`."""
+    return max(1, min(MAX_BATCH, -(-points // (BATCHES_PER_WORKER * max(1, workers)))))
+
+
 def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "local", workers: int | None = None,
-              batch: int = 64, progress: Callable[[int, int], None] | None = None,
+              batch: int | None = None, progress: Callable[[int, int], None] | None = None,
               on_batch: Callable[[int], None] | None = None) -> SweepSummary:
     """Evaluate every point of ``sweep`` not already in ``store``; commit each batch as it finishes.
 
+    ``batch``: points per task; None: :func:`default_batch` of the points left to run and the
+    executor's parallelism.
     ``progress(done, total)`` after each stored batch (``done`` counts points stored by earlier
     runs too); ``on_batch(n)`` after the n-th batch of this run is committed (an exception raised
     there - e.g. KeyboardInterrupt - stops the sweep with everything committed so far kept).
     Filters that leave no point are a SpecError; points already stored (by any sweep) get this
     sweep's swept-key values in their columns (:meth:`ResultStore.fill_points`).
     """
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise SpecError("batch", batch, "must be a positive integer")
     if not isinstance(executor, Executor):
         check_executor(executor, workers)
@@ -330,18 +348,19 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
     points, filtered = sweep_points(sweep)
     todo, types = _points_to_run(store, sweep, points)
     already = len(points) - len(todo)
-    batches = [todo[i:i + batch] for i in range(0, len(todo), batch)]
     if progress is not None:
         progress(already, len(points))
     evaluated = 0
-    if batches:
+    if todo:
         own = not isinstance(executor, Executor)
         ex = make_executor(executor, workers) if own else executor
         name = executor if own else type(ex).__name__
         tick = None if progress is None else (lambda n: progress(already + n, len(points)))
+        par = parallelism(ex, workers)
+        size = batch or default_batch(len(todo), par)
+        batches = [todo[i:i + size] for i in range(0, len(todo), size)]
         try:
-            evaluated = _run_batches(ex, batches, store, types, parallelism(ex, workers), name, already, tick,
-                                     on_batch)
+            evaluated = _run_batches(ex, batches, store, types, par, name, already, tick, on_batch)
         except BaseException:
             if own:
                 ex.shutdown(wait=False, cancel_futures=True)
@@ -355,12 +374,13 @@ def run_sweep(sweep: Sweep, store: ResultStore, executor: str | Executor = "loca
 
 
 def _points_to_run(store: ResultStore, sweep: Sweep, points: list[Point]) -> tuple[list[Point], dict[str, str]]:
-    """The points the store does not hold yet (failed and outdated rows dropped first), and the
-    sweep's column types; rows stored by another sweep file may lack this sweep's key columns:
-    they get this sweep's values."""
+    """The points the store does not hold yet (failed and outdated rows, and rows other code
+    computed, dropped first), and the sweep's column types; rows stored by another sweep file may
+    lack this sweep's key columns: they get this sweep's values."""
     store.scope([p.key for p in points])
     store.discard_failed()
     store.discard_outdated()
+    store.discard_other_code(code_fingerprint())
     done = store.done_keys()
     types = point_types(sweep)
     store.fill_points({p.key: p.values for p in points if p.key in done}, types)

@@ -75,8 +75,9 @@ class RankedLayout:
         return {
             "tp": lay.tp, "cp": lay.cp, "cp_algo": j.cp_algo, **({"cp_a2a": j.cp_a2a} if j.cp_a2a else {}),
             "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, **expert,
-            "virtual_stages": lay.virtual_stages,
+            "virtual_stages": lay.virtual_stages, "pp_schedule": j.pp_schedule, "pp_split": j.pp_split,
             "micro_batch": lay.micro_batch, "recompute": j.recompute,
+            "recompute_modules": None if j.recompute_modules is None else list(j.recompute_modules),
             "recompute_interval": j.recompute_interval if j.recompute == "selective_layer" else None, "zero": j.zero,
             "grad_reduce": j.grad_reduce_mode,
             "step_time_s": r.step_time_s, "mfu": r.mfu, "mfu_bf16": r.mfu_bf16, "tflops_per_gpu": r.tflops_per_gpu,
@@ -119,15 +120,16 @@ def rank_layouts(spec: Spec, space: SearchSpace = SearchSpace(),
     spec, space = _checked_request(spec, space)
     with fewer_collections():  # tens of thousands of candidate specs made and dropped (teton.memo)
         staged = spec.model.experts > 1 and space.refine_top is not None
-        first, dominated = [], 0
+        first, dominated, seen = [], 0, set()  # seen: every candidate counted, simulated or not
         for c, fits, d in _candidates(spec, space, staged, prune=space.prune):
             dominated += d  # counted, not kept
+            if staged:
+                seen.add(_identity(c))
             if not d:
                 first.append((c, fits))
         evaluated, ranked = _simulate(first, progress, fitting_only)
         evaluated += dominated
         for refinements in ((_ep_refinements, _refinements) if staged else ()):
-            seen = {_identity(c.spec) for c in ranked}
             best = _sorted(ranked)[:space.refine_top]
             refine, skipped = [], 0
             for c, fits, d in refinements(spec, space, best):

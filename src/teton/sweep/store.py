@@ -8,7 +8,11 @@ swept key (named by the dotted key, e.g. ``"job.tp"``), then the result's scalar
 ``layout_<axis>``). ``mfu`` is against the dense peak of the point's ``precision`` and
 ``mfu_bf16`` against the bf16 peak whatever the precision (what the tables show as "MFU");
 a store written before ``mfu_bf16`` existed gets the column when opened, and a resume simulates
-its rows again (:meth:`ResultStore.discard_outdated`). Columns are added as new keys or metrics appear, so one file can hold
+its rows again (:meth:`ResultStore.discard_outdated`). ``code`` is the fingerprint of the teton
+code that computed the row (``teton.sweep.code_version``): a run under other code deletes the
+rows it is about to need and simulates them again (:meth:`ResultStore.discard_other_code`), since
+teton's version string outlives many changes to its models; a store written before the column
+existed gets it when opened, empty, so its rows are simulated again too. Columns are added as new keys or metrics appear, so one file can hold
 several sweeps; each batch is one transaction, so a killed sweep loses at most the batches
 still in flight. Parquet export goes through DuckDB's own ``COPY ... (FORMAT parquet)``.
 """
@@ -35,6 +39,7 @@ METRIC_COLUMNS = (("step_time_s", "DOUBLE"), ("mfu", "DOUBLE"), ("tflops_per_gpu
                   ("mfu_bf16", "DOUBLE"), ("precision", "VARCHAR"))
 # an ok row without it was stored by a teton before it existed: simulated again on resume
 CURRENT_COLUMN = "mfu_bf16"
+CODE_COLUMN = "code"  # the fingerprint of the code that computed a row (ResultStore.discard_other_code)
 
 
 _NATIVE = {"VARCHAR": {str, type(None)}, "DOUBLE": {float, type(None)}, "BIGINT": {int, type(None)},
@@ -109,6 +114,21 @@ def _corrupt_error(path, message: str) -> SpecError:
     return SpecError("db", str(path), f"a corrupt DuckDB file ({message}); move it aside or use another store file")
 
 
+FOREIGN_SUFFIXES = (".parquet", ".csv", ".json", ".jsonl", ".tsv")
+DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of a DuckDB database file's header
+
+
+def _foreign_file(path: Path) -> bool:
+    """Whether ``path`` is a non-empty file that is not a DuckDB database (its header lacks the
+    magic bytes)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return False
+    return len(head) > 0 and head[8:12] != DUCKDB_MAGIC
+
+
 class ResultStore:
     """A DuckDB results file. Open it, ``write`` batches, read rows back; ``close`` when done."""
 
@@ -120,11 +140,16 @@ class ResultStore:
             raise SpecError("db", str(path), "is a directory; give a .duckdb file path")
         if not os.path.isdir(self.path.parent):
             raise SpecError("db", str(path), f"directory {self.path.parent} does not exist")
+        if self.path.suffix.lower() in FOREIGN_SUFFIXES or _foreign_file(self.path):
+            # DuckDB opens a Parquet, CSV or JSON file as a read-only view: nothing would be stored
+            raise SpecError("db", str(path), "not a DuckDB results file (a .parquet, .csv or .json export?); give a "
+                            ".duckdb path (--parquet writes the Parquet export)")
         try:
             self.con = duckdb.connect(str(self.path))
             self._execute(
                 f"CREATE TABLE IF NOT EXISTS {TABLE} ("
-                + ", ".join(f"{_quote(n)} {t}" for n, t in FIXED_COLUMNS + METRIC_COLUMNS) + ")")
+                + ", ".join(f"{_quote(n)} {t}" for n, t in FIXED_COLUMNS + METRIC_COLUMNS)
+                + f", {_quote(CODE_COLUMN)} VARCHAR)")
         except duckdb.Error as err:
             msg = str(err).splitlines()[0]
             if _corrupt(msg):
@@ -142,7 +167,8 @@ class ResultStore:
             self.con.close()
             raise SpecError("db", str(path), f"its {TABLE!r} table is not a teton sweep's (it lacks "
                             f"{', '.join(missing)}); use another store file")
-        self._ensure({n: t for n, t in METRIC_COLUMNS if n not in self._columns})  # a store of an older teton
+        self._ensure({n: t for n, t in (*METRIC_COLUMNS, (CODE_COLUMN, "VARCHAR"))
+                      if n not in self._columns})  # a store of an older teton
         self._scope: tuple[str, ...] | None = None
 
     # -------------------------------------------------------------- schema
@@ -201,6 +227,17 @@ class ResultStore:
         n = self._execute(f"SELECT count(*) {sql}").fetchone()[0]
         if n:
             self._execute(f"DELETE {sql}")
+        return int(n)
+
+    def discard_other_code(self, code: str) -> int:
+        """Delete the scoped rows that code of another fingerprint computed (``code`` is this
+        code's; a row without one predates the column), so a resume simulates them again rather
+        than read back what older code computed."""
+        where = self._where().replace("WHERE", "AND")
+        sql = f"FROM {TABLE} WHERE {_quote(CODE_COLUMN)} IS DISTINCT FROM ? {where}"
+        n = self._execute(f"SELECT count(*) {sql}", [code]).fetchone()[0]
+        if n:
+            self._execute(f"DELETE {sql}", [code])
         return int(n)
 
     @staticmethod

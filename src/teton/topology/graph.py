@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from teton.spec.cluster import ClusterSpec
+from teton.spec.cluster import ClusterSpec, path_latency_s
 
 # Node kinds (node_kind); switch tier t has kind SWITCH + t.
 GPU_NODE, NIC_NODE, NVSWITCH_NODE, SWITCH = 0, 1, 2, 3
@@ -71,7 +71,8 @@ class Fabric:
     pcie_down_base: int
     nic_up_base: int
     nic_down_base: int
-    hop_latency_s: tuple[float, ...]  # per switch tier
+    hop_latency_s: tuple[float, ...]  # per switch tier: its switch's latency and the cables' into it
+    turn_latency_s: tuple[float, ...]  # per switch tier: a path turning there, NIC excluded
     nic_latency_s: float
 
     @property
@@ -113,12 +114,10 @@ class Fabric:
         return np.where(a // self.domain_gpus == b // self.domain_gpus, -1, t)
 
     def path_latency_s(self, tier: np.ndarray) -> np.ndarray:
-        """One-way latency of a path turning at ``tier``: NIC plus one hop up and one down at every
-        tier up to and including the turn (the analytical model's alpha convention)."""
-        hop = np.asarray(self.hop_latency_s)
-        up = np.concatenate([[0.0], np.cumsum(hop)])  # up[t+1] = sum of hops of tiers 0..t
+        """One-way latency of a path turning at ``tier``: NIC plus
+        ``teton.spec.cluster.path_latency_s`` of that tier (the analytical model's alpha)."""
         tier = np.asarray(tier)
-        fab = self.nic_latency_s + 2 * up[np.maximum(tier, 0) + 1]
+        fab = self.nic_latency_s + np.asarray(self.turn_latency_s)[np.maximum(tier, 0)]
         return np.where(tier < 0, NVLINK_HOP_LATENCY_S, fab)
 
 
@@ -252,7 +251,7 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
     """
     shape = tier_shape(cluster, leaf_uplink_ratio)
     node_kind, sw_base = _node_kinds(cluster.gpus, cluster.gpus // cluster.domain_gpus, shape.switches)
-    hop = tuple(layer.turn_latency_s for layer in cluster.layers)
+    hop = tuple((layer.hop_latency_us + layer.link_latency_us) * 1e-6 for layer in cluster.layers)
     nic_lat = cluster.nic.latency_us * 1e-6
     host = _host_link_groups(cluster, sw_base[0], hop, nic_lat)
     bases, (src, dst, cap, lat, lay) = _concat_links(
@@ -270,4 +269,5 @@ def build_fabric(cluster: ClusterSpec, leaf_uplink_ratio: float | None = None) -
         nvl_up_base=base["nvl_up"], nvl_down_base=base["nvl_down"], pcie_up_base=base["pcie_up"],
         pcie_down_base=base["pcie_down"], nic_up_base=base["nic_up"], nic_down_base=base["nic_down"],
         hop_latency_s=hop, nic_latency_s=nic_lat,
+        turn_latency_s=tuple(path_latency_s(cluster.layers, t) for t in range(len(cluster.layers))),
     )

@@ -149,3 +149,15 @@ def nested_unseen_coverage(errors: np.ndarray, weights: np.ndarray, stacks: list
             total[f] = total.get(f, 0.0) + float(weights[rows].sum())
     all_in, all_total = sum(inside.values()), sum(total.values())
     return (all_in / all_total if all_total else float("nan")), {f: inside[f] / total[f] for f in total if total[f]}
+
+
+def catalog_seen_band(families, moe: bool, sigma: float) -> tuple[float, float]:
+    """The catalog's band of a stack with training runs on ``families`` (their envelope; the MoE
+    rows' for ``moe``; a normal of sd ``sigma`` where the catalog has none): what a user's fit of
+    one configuration, which leaves no run to hold out, carries about its calibrated point
+    (``teton.hardware.in_situ.band``)."""
+    from teton.hardware.in_situ import band as catalog_band
+
+    found = [catalog_band(True, moe, f) for f in dict.fromkeys(families)]
+    found = [b for b in found if b is not None] or [(-Z_90 * sigma, Z_90 * sigma)]
+    return min(b[0] for b in found), max(b[1] for b in found)

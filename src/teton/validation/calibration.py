@@ -208,11 +208,14 @@ def calibrated_cluster(cluster: str, overrides: dict[str, float]) -> dict:
 
 def fitted_cluster(result, runs) -> tuple[dict, str]:
     """(cluster mapping, header) of a cluster calibrated by a fit on measured runs: the runs' one
-    cluster with ``profile: burst`` (the fit held every in-situ parameter it did not fit at its
-    burst value, and so do predictions from the file), the fitted values (and those held at their
-    prior), the leave-one-out band and the values' posterior sd and correlations (``sd_<key>``,
+    cluster with ``profile: burst`` and every in-situ value the fit used (fitted, held at their
+    prior, or not fitted and so at the catalog's value for the runs' stack and GPU), so predictions
+    from the file are the fit's; the band (:func:`_writable_band`: leave-one-out, or the catalog's
+    for one configuration) and the values' posterior sd and correlations (``sd_<key>``,
     ``corr_<a>__<b>``, which ``teton.engine.band`` carries into each job's band) as
-    ``efficiency:`` entries; its own microbenchmark overrides are kept."""
+    ``efficiency:`` entries; its own microbenchmark overrides are kept. The mapping is checked as
+    ``teton run`` will read it."""
+    from teton.hardware import cluster_efficiency
     from teton.hardware.efficiency import microbenchmark_overrides
     from teton.spec.cluster import CLUSTER_PRESETS
 
@@ -223,23 +226,47 @@ def fitted_cluster(result, runs) -> tuple[dict, str]:
                         "fit each cluster's runs separately")
     cluster = next(iter(clusters.values()))
     family = runs[0].family
-    lo, hi = result.band("loo")
+    lo, hi = _writable_band(result)
     eff = {**microbenchmark_overrides(cluster.efficiency), "profile": "burst", **{k: round(v, 6) for k, v in result.overrides(family).items()},
            "band_low": round(lo, 6), "band_high": round(hi, 6), **_uncertainty(result, family)}
+    cluster_efficiency(cluster.gpu_spec, eff)  # a value teton run would refuse is a one-line error here
     preset = CLUSTER_PRESETS.get(cluster.name)
     if preset is not None and cluster.model_dump(exclude={"efficiency"}) == type(cluster)(**preset).model_dump(
             exclude={"efficiency"}):
         mapping = {"base": cluster.name, "efficiency": eff}
     else:
         mapping = {**cluster.model_dump(exclude_defaults=True), "efficiency": eff}
-    header = (f"# {cluster.name} calibrated by teton fit on {len(runs)} measured run(s); leave-one-out "
-              f"errors {lo * 100:+.1f} % .. {hi * 100:+.1f} %")
+    source = (f"one configuration (no run to hold out): the catalog's band for a seen stack on {family}"
+              if result.catalog_banded else "leave-one-out errors")
+    header = (f"# {cluster.name} calibrated by teton fit on {len(runs)} measured run(s); {source} "
+              f"{lo * 100:+.1f} % .. {hi * 100:+.1f} %")
     held = sorted({k for c, h in result.held.items() if c[1] == family for k in h})
     if held:
         header += f"; held at their prior (the runs do not identify them): {', '.join(held)}"
+    fixed = sorted({k for c, h in result.fixed.items() if c[1] == family for k in h})
+    if fixed:
+        header += f"; not fitted, at the catalog's values: {', '.join(fixed)}"
     if any(k.startswith("sd_") for k in eff):
         header += "\n# sd_ / corr_: the fitted values' uncertainty (log units), added to each job's band by teton run"
     return mapping, header
+
+
+def _writable_band(result) -> tuple[float, float]:
+    """The fit's band (``result.band("loo")``) as a cluster file can hold it, a relative error in
+    (-1, 1) at each end; else a one-line error naming the run held out worst: runs that far apart
+    are no calibration (a mistyped time, or a spec that is not the job that ran)."""
+    import math
+
+    lo, hi = result.band("loo")
+    if -1 < lo <= hi < 1:
+        return lo, hi
+    errors = result.errors("loo")
+    worst = max(range(len(errors)), key=lambda i: abs(errors[i]) if math.isfinite(errors[i]) else math.inf)
+    run = result.runs[worst]
+    raise SpecError("out", "a calibrated cluster", f"not written: its band {lo * 100:+.0f} % .. {hi * 100:+.0f} % "
+                    "is past the -100 % .. +100 % a cluster's band can hold; the runs disagree with each other more "
+                    f"than in-situ values can explain (worst: {run.name}, measured {run.step_time_s:.4g} s, "
+                    f"{errors[worst] * 100:+.0f} % when held out): check its time and spec")
 
 
 def _uncertainty(result, family: str) -> dict[str, float]:
@@ -287,19 +314,65 @@ def trace_cluster(cluster: str | None, gpu: str) -> str:
     return cluster
 
 
-def trace_calibrated_cluster(cal, cluster: str | None, trace_name: str) -> tuple[dict, str]:
-    """(cluster mapping, header) of a cluster calibrated from one rank's profiler trace (``cal``:
-    :func:`teton.validation.trace.calibrate_from_trace`'s result): its in-situ estimates over the
-    preset :func:`trace_cluster` picks. An estimate outside its parameter's physical range
-    (:data:`teton.hardware.in_situ.PARAMETERS` bounds) is clipped to it, and the header says so."""
+# an estimate at most this far past its parameter's bound (relative to the bound, or to the range
+# for a bound of 0) is clipped to it; one farther is no value the parameter can take (the trace
+# measured something else: waits for another rank, a kernel mix teton prices apart) and is left out
+CLIP_TOLERANCE = 0.10
+
+
+def trace_values(in_situ: dict[str, float]) -> tuple[dict[str, float], list[str]]:
+    """(values to write, warnings) of a trace's in-situ estimates: those within their parameter's
+    bounds (:data:`teton.hardware.in_situ.PARAMETERS`) as they are, those at most
+    :data:`CLIP_TOLERANCE` past a bound clipped to it, the others left out; a warning for each
+    clipped or left-out estimate."""
     from teton.hardware.in_situ import PARAMETERS
 
+    values, warnings = {}, []
+    for key, v in in_situ.items():
+        lo, hi = PARAMETERS[key].bounds
+        bound = min(hi, max(lo, v))
+        if bound == v:
+            values[key] = float(f"{v:.6g}")
+            continue
+        what = f"{key} = {v:.4g} from the trace is outside its bounds [{lo:g}, {hi:g}] ({PARAMETERS[key].unit})"
+        if abs(v - bound) <= CLIP_TOLERANCE * (abs(bound) or hi - lo):
+            values[key] = bound
+            warnings.append(f"{what}: clipped to {bound:g}")
+        else:
+            warnings.append(f"{what}: the trace does not identify it, so it is not written (the cluster keeps "
+                            "the catalog's value)")
+    return values, warnings
+
+
+def trace_calibrated_cluster(cal, cluster: str | None, trace_name: str) -> tuple[dict, str, list[str]]:
+    """(cluster mapping, header, warnings) of a cluster calibrated from one rank's profiler trace
+    (``cal``: :func:`teton.validation.trace.calibrate_from_trace`'s result): its in-situ estimates
+    (:func:`trace_values`: clipped or left out past their bounds, with a warning) over the preset
+    :func:`trace_cluster` picks, and a band: a trace gives no held-out step-time errors, so the
+    catalog's band for a stack it has no runs of on the trace's GPU family
+    (:func:`teton.hardware.in_situ.band`), the file carrying it as ``band_low`` / ``band_high``."""
+    from teton.hardware.efficiency import family_of
+    from teton.hardware.gpus import GPUS
+    from teton.hardware.in_situ import band
+
     cluster = trace_cluster(cluster, cal.gpu)
-    values = {k: float(f"{min(PARAMETERS[k].bounds[1], max(PARAMETERS[k].bounds[0], v)):.6g}")
-              for k, v in cal.in_situ.items()}
-    clipped = [k for k, v in cal.in_situ.items() if abs(values[k] - v) > 1e-6 * max(1.0, abs(v))]
+    values, warnings = trace_values(cal.in_situ)
+    if not values:
+        raise SpecError("out", cluster, "nothing to write: no in-situ estimate of the trace lies within its "
+                        "parameter's bounds")
+    family = family_of(GPUS[cal.gpu])
+    lo_hi = band(False, family=family)
+    if lo_hi is not None:
+        values |= {"band_low": round(lo_hi[0], 6), "band_high": round(lo_hi[1], 6)}
     mapping = calibrated_cluster(cluster, values)
     header = f"# {cluster} calibrated by teton fit --trace {trace_name} (GPU {cal.gpu})"
+    clipped = [w.split(" = ")[0] for w in warnings if "clipped" in w]
+    left_out = [w.split(" = ")[0] for w in warnings if "clipped" not in w]
     if clipped:
         header += f"; clipped to their bounds: {', '.join(clipped)}"
-    return mapping, header
+    if left_out:
+        header += f"; outside their bounds, not written: {', '.join(left_out)}"
+    if lo_hi is not None:
+        header += (f"\n# band: the catalog's for a stack without training runs on {family} ({lo_hi[0] * 100:+.1f} % "
+                   f".. {lo_hi[1] * 100:+.1f} %): a trace gives no held-out step-time errors")
+    return mapping, header, warnings

@@ -17,10 +17,10 @@ A band is the p10-p90 of such errors (:mod:`teton.validation.bands`): leave-one-
 stack, leave-one-stack-out for an unseen one; its coverage is measured nested (each configuration
 or stack against a band built without it).
 
-A user's runs (``teton fit RUNS``) are fitted against the catalog's prior: the centres and spreads
-the bundled sets gave are held, so three runs calibrate a stack without claiming more than they
-show (a parameter the runs do not pin down stays near the prior, and is reported so).
-"""
+A user's runs (``teton fit RUNS``) are fitted against the catalog's prior (its centres and spreads held),
+so three runs calibrate a stack without claiming more than they show: a parameter they do not pin down
+stays near the prior (and is reported so), one not fitted at the catalog's value; one configuration,
+with no run to hold out, gets the catalog's band."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from teton.hardware.in_situ import PARAMETERS
 from teton.validation import bands
 from teton.validation.hierarchy import Hyper, Solution, estimate_hyper, fit, group_of
 from teton.validation.identify import IDENTIFIED, analyse, interval95, joint_covariance
-from teton.validation.predict import predict_s, run_spec  # noqa: F401 - the fit's predictions
-from teton.validation.run_checks import loose_parameter_notes, user_run_notes
+from teton.validation.predict import catalog_rest, predict_s, run_spec  # noqa: F401 - the fit's predictions
+from teton.validation.run_checks import check_burst_bound, loose_parameter_notes, user_run_notes
 from teton.validation.runs import MeasuredRun
 from teton.validation.surrogate import (
     HeldSurrogates,
@@ -97,11 +97,13 @@ class FitResult:
     surrogate_miss: float = 0.0
     surrogates: Surrogates | None = field(default=None, repr=False, compare=False)  # for further studies
     held_to_prior: bool = False  # a user's fit against the catalog's prior
-    # a user's fit: per cell, the keys held at their prior (not identified by the runs) and their values
+    # a user's fit, per cell: the keys held at their prior (not identified by the runs) and their values,
     held: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
-    identifiability: tuple = ()  # per cell, teton.validation.identify.Identifiability
-    # a user's fit: per cell, the posterior covariance (z units) of every key in ``keys`` order
+    identifiability: tuple = ()  # teton.validation.identify.Identifiability,
+    # the posterior covariance (z units) of every key in ``keys`` order,
     covariance: dict[tuple[str, str], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    # and the catalog's values of the parameters not in ``keys`` (held there; the cluster file carries them)
+    fixed: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
 
     def errors(self, which: str) -> np.ndarray:
         """Relative step-time errors (predicted / measured - 1) of ``burst``, ``in_sample``, ``loo``
@@ -119,15 +121,23 @@ class FitResult:
         ``bands.MIN_EMPIRICAL`` configurations takes a normal band around its mean held-out error,
         its spread shrunk towards the catalog's per-run scatter (``bands.small_sample_band``), each
         layout family counted once: runs that differ only in data-parallel size cannot show how
-        other layouts scatter."""
+        other layouts scatter. One configuration (:attr:`catalog_banded`) takes the catalog's band."""
         if self.held_to_prior and which == "loo":
             from teton.validation.identify import layout_family
 
+            if self.catalog_banded:
+                return bands.catalog_seen_band([c[1] for c in self.cells], any(r.spec.model.has_moe for r in self.runs),
+                                               self.hyper.sigma)
             families = [layout_family(r) for r in self.runs]
             if len(set(families)) < bands.MIN_EMPIRICAL:
                 return bands.small_sample_band(self.errors("loo"), bands.inverse_counts(families), self.hyper.sigma,
                                                len(set(families)))
         return bands.band(self.errors(which), self.weights(which))
+
+    @property
+    def catalog_banded(self) -> bool:
+        """A user's fit of one configuration: no run to hold out, so its band is the catalog's."""
+        return self.held_to_prior and len({r.config for r in self.runs}) < 2
 
     def coverage(self, which: str = "loo") -> float:
         """Share of rows inside a band built without their configuration (``loo``) or stack (``loso``)."""
@@ -171,9 +181,10 @@ class FitResult:
         return {k: merged[k] for k in self.keys if k in merged}
 
     def overrides(self, family: str) -> dict[str, float]:
-        """The ``cluster.efficiency`` keys of a user's fit for its (one) cell on ``family``."""
+        """The ``cluster.efficiency`` keys of a user's fit for its (one) cell on ``family``: the
+        values of ``keys`` and the catalog's of the others (``fixed``)."""
         cell = next(c for c in self.cells if c[1] == family)
-        return self.values(cell)
+        return {**self.values(cell), **self.fixed.get(cell, {})}
 
     def parameter_rows(self) -> list[dict]:
         """One row per (cell, key): value, posterior 95 % interval, prior centre, identified (and,
@@ -222,7 +233,8 @@ class FitResult:
                    for w, e in errs.items()}
         for w in ("loo", "loso"):
             if w in errs:
-                summary[w].update(band=list(self.band(w)), coverage=self.coverage(w))
+                summary[w].update(band=list(self.band(w)), coverage=self.coverage(w),
+                                  band_source="catalog" if w == "loo" and self.catalog_banded else "held-out errors")
         return {"parameters": self.parameter_rows(), "rows": rows, "summary": summary,
                 "spread": {"sigma": self.hyper.sigma, **{f"tau_{k}": v for k, v in self.hyper.tau}},
                 "surrogate_max_miss": self.surrogate_miss, "notes": list(self.notes),
@@ -247,7 +259,10 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
     stacks = list(dict.fromkeys(c[0] for c in cells))
     steps = len(runs) + n_groups + (len(stacks) if prior is None else 0) + len(pairs)
     bar = _Progress(progress, steps)
-    sur = build_surrogates(runs, keys, progress=bar.grids)
+    burst = predict_s(runs, [{} for _ in runs])
+    check_burst_bound(runs, burst, prior.hyper.sigma if prior is not None else None)  # a user's runs only
+    rest = catalog_rest(runs, cells, keys) if prior is not None else {}  # a user's: the others at the catalog's
+    sur = build_surrogates(runs, keys, progress=bar.grids, base=[rest.get(c, {}) for c in cells])
     logm = np.log([r.step_time_s for r in runs])
     notes: list[str] = []
     user = _UserFit(runs, cells, logm, sur, prior, fit_all) if prior is not None else None
@@ -257,8 +272,8 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
         fixed, fit_sur, held_values = None, sur, {}
     else:
         hyper, fixed, sol, fit_sur, held_values = prior.hyper, dict(prior.centres), *user.solve(notes)
-    held = _HeldOut(runs, cells, logm, fit_sur, hyper, fixed, sol, held_values)
-    burst = predict_s(runs, [{} for _ in runs])
+    held = _HeldOut(runs, cells, logm, fit_sur, hyper, fixed, sol,
+                    {c: {**v, **held_values.get(c, {})} for c, v in rest.items()} or held_values)
     in_sample = predict_s(runs, [held.values(sol, c) for c in cells])
     loo = held.leave_out(lambda r: r.config, notes, bar.step)
     loso = held.leave_stack_out(bar.step) if prior is None else None
@@ -266,7 +281,7 @@ def fit_runs(runs, keys: tuple[str, ...] = KEPT, progress=None, pairs: tuple[tup
     result = FitResult(runs, keys, cells, sol, hyper, tuple(map(float, burst)), tuple(map(float, in_sample)),
                        tuple(map(float, loo)), None if loso is None else tuple(map(float, loso)), pair_loo,
                        (), surrogate_error(sur), sur, prior is not None, held_values,
-                       user.identifiability if user else (), user.covariance(sol, held_values) if user else {})
+                       user.identifiability if user else (), user.covariance(sol, held_values) if user else {}, rest)
     notes.extend(user_run_notes(result) if user is not None else loose_parameter_notes(result, cells))
     if result.surrogate_miss > 0.01:
         notes.append(f"the fit's surrogate misses a run's simulated step by up to {result.surrogate_miss * 100:.1f} % "
@@ -355,14 +370,11 @@ class _Progress:
         self.callback, self.total, self.done = callback, total, 0
 
     def grids(self, done: int, _total: int) -> None:
-        self.done = done
-        self._report()
+        self.done = done - 1
+        self.step()
 
     def step(self) -> None:
         self.done += 1
-        self._report()
-
-    def _report(self) -> None:
         if self.callback is not None:
             self.callback(min(self.done, self.total), self.total)
 

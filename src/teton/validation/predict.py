@@ -25,3 +25,19 @@ def predict_s(runs, values: list[dict[str, float]]) -> np.ndarray:
     from teton.engine.step import simulate_step
 
     return np.array([simulate_step(run_spec(r, v)).step_time_s for r, v in zip(runs, values, strict=True)])
+
+
+def catalog_rest(runs, cells, keys: tuple[str, ...]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (stack, family) cell of ``runs``, the catalog's in-situ values of the parameters a user's
+    fit of ``keys`` leaves out: what ``teton run`` would use for them on the cell's GPU and stack
+    (``teton.hardware.in_situ.gpu_in_situ_values``: the stack's own, else the family's prior). The
+    fit holds them there, and the calibrated cluster file carries them, so that a file of a few
+    fitted values does not put the others at their burst value."""
+    from teton.hardware.in_situ import gpu_in_situ_values
+
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for r, cell in zip(runs, cells, strict=True):
+        if cell not in out:
+            values = gpu_in_situ_values(r.spec.cluster.gpu_spec, cell[0])
+            out[cell] = {k: float(v) for k, v in values.items() if k not in keys}
+    return out

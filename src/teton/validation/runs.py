@@ -129,7 +129,11 @@ def _entry_run(entry: Any, i: int, base_dir: Path, where: str) -> MeasuredRun:
     if isinstance(spec_src, str):
         spec_src = (base_dir / spec_src) if not Path(spec_src).is_absolute() else Path(spec_src)
     name = run.name or f"run {i + 1}"
-    spec = load_spec(spec_src, overrides_in_file(run.set, base_dir))  # its paths: against the runs file
+    try:
+        spec = load_spec(spec_src, overrides_in_file(run.set, base_dir))  # its paths: against the runs file
+    except SpecError as err:  # which run of which file: the spec's own message says neither
+        here = f"{where} {field}" + (f" ({run.name})" if run.name else "")
+        raise SpecError(err.field, err.value, err.allowed, where=f"{here}: {err.where}" if err.where else here) from None
     return measured_run(name, spec, given[0], getattr(run, given[0]), source=run.source, note=run.note)
 
 

@@ -127,13 +127,14 @@ def acting_keys(run, keys: tuple[str, ...]) -> np.ndarray:
     return np.array([in_situ_acts_on(k, run.spec.job) for k in keys])
 
 
-def simulate_grid(run, keys: tuple[str, ...], points: np.ndarray) -> np.ndarray:
-    """log step time of ``run`` at every grid point (exact simulations)."""
+def simulate_grid(run, keys: tuple[str, ...], points: np.ndarray, base: dict[str, float] | None = None) -> np.ndarray:
+    """log step time of ``run`` at every grid point (exact simulations), the in-situ values of
+    ``base`` (key -> value; others at burst) beneath the point's."""
     from teton.engine.step import simulate_step
     from teton.validation.predict import run_spec
 
-    return np.array([math.log(simulate_step(run_spec(run, {k: from_z(k, z) for k, z in zip(keys, pt, strict=True)}))
-                              .step_time_s) for pt in points])
+    return np.array([math.log(simulate_step(run_spec(run, {**(base or {}), **{k: from_z(k, z) for k, z in zip(
+        keys, pt, strict=True)}})).step_time_s) for pt in points])
 
 
 class Surrogates:
@@ -187,19 +188,20 @@ _GRID_TASK: dict = {}
 
 def _grid_task(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(acting, grid points, log step times) of run ``i``."""
-    run, keys = _GRID_TASK["runs"][i], _GRID_TASK["keys"]
+    run, keys, base = _GRID_TASK["runs"][i], _GRID_TASK["keys"], _GRID_TASK["base"]
     acting = acting_keys(run, keys)
     points = grid(keys, acting)
-    return acting, points, simulate_grid(run, keys, points)
+    return acting, points, simulate_grid(run, keys, points, base[i] if base else None)
 
 
-def build_surrogates(runs, keys: tuple[str, ...], progress=None) -> Surrogates:
+def build_surrogates(runs, keys: tuple[str, ...], progress=None, base: list[dict] | None = None) -> Surrogates:
     """The runs' surrogates, each run's grid over the parameters that act on it (:func:`grid`),
     simulated on two processes where the platform forks (each run's grid is independent and
-    deterministic: the results are a serial run's)."""
+    deterministic: the results are a serial run's). ``base``: per run, in-situ values held beneath
+    ``keys`` (a user's fit of some parameters holds the others at the catalog's values)."""
     from teton.validation.parallel import map_forked
 
-    _GRID_TASK.update(runs=runs, keys=keys)
+    _GRID_TASK.update(runs=runs, keys=keys, base=base)
     try:
         grids = map_forked(_grid_task, range(len(runs)), progress)
     finally:

@@ -15,8 +15,13 @@ The trace is read by :func:`teton.validation.kineto.read_kineto`. Calibration
   teton's model t = factor S / (B_link e_nccl c) + steps alpha (``teton.network.analytical``) with
   the group assumed inside one host (NVLink, NVLS for an all-reduce of > 2 where the GPU has it):
   c = sum factor S / (B_link e_nccl) / (sum t - sum steps alpha).
-* ``kernel_gap_s``: the median idle gap, under 1 ms, between consecutive GPU activities on each
-  stream that runs GEMMs (longer gaps are host waits, data loading, synchronisation).
+* ``kernel_gap_s``: the idle GPU time per kernel beyond what teton already charges, from the idle
+  gaps under 1 ms between consecutive GPU activities on each stream that runs GEMMs (longer gaps
+  are host waits, data loading, synchronisation): their lower quartile, the GPU's own pace when
+  the CPU is ahead (``hardware.kernels.EAGER_KERNEL_GAP_S`` is defined the same way; the median
+  includes the CPU's launch time between ops, which teton prices apart as ``EAGER_LAUNCH_S``),
+  each gap less the eager gap teton charges an eagerly launched kernel (a CUDA graph replay's
+  gap is all in-situ), floored at 0.
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from teton.engine.compute import ComputeModel
 from teton.errors import SpecError, closest
 from teton.hardware.efficiency import cluster_efficiency
 from teton.hardware.gpus import GPU, GPUS
 from teton.hardware.in_situ import PARAMETERS
+from teton.hardware.kernels import EAGER_KERNEL_GAP_S
 from teton.validation import trace_classes as tc
 from teton.validation.kineto import KinetoTrace, class_summary
 
@@ -179,17 +187,29 @@ def _nccl(trace: KinetoTrace, gpu: GPU, eff, notes: list[str]) -> tuple[dict, fl
              "ratio": (bw_s + lat_s) / measured_s if measured_s else None}, estimate)
 
 
+def _quartile(values: list[float]) -> float | None:
+    """The lower quartile (linear interpolation, as ``numpy.percentile``) of ``values``."""
+    return float(np.percentile(values, 25)) if values else None
+
+
 def _gaps(trace: KinetoTrace) -> dict:
+    """The idle gaps under ``HOST_WAIT_US`` on the GEMM streams: their lower quartile and median,
+    and ``in_situ_s``, the lower quartile of each gap less the eager gap teton charges its kernel
+    (none for a CUDA graph replay), floored at 0 (module docstring)."""
     streams = sorted({k.stream for k in trace.kernels if k.cls == "gemm"}, key=str)
-    gaps = []
+    gaps, excess = [], []
     for s in streams:
         end = None
         for k in (k for k in trace.kernels if k.stream == s):
             if end is not None and 0.0 <= k.ts_us - end < HOST_WAIT_US:
-                gaps.append(k.ts_us - end)
+                gaps.append((k.ts_us - end) * 1e-6)
+                excess.append(gaps[-1] - (0.0 if k.launch == "cudaGraphLaunch" else EAGER_KERNEL_GAP_S))
             end = k.end_us if end is None else max(end, k.end_us)
-    return {"streams": streams, "gaps": len(gaps), "median_s": statistics.median(gaps) * 1e-6 if gaps else None,
-            "mean_s": statistics.fmean(gaps) * 1e-6 if gaps else None, "threshold_s": HOST_WAIT_US * 1e-6}
+    quartile = _quartile(excess)
+    return {"streams": streams, "gaps": len(gaps), "lower_quartile_s": _quartile(gaps),
+            "median_s": statistics.median(gaps) if gaps else None, "mean_s": statistics.fmean(gaps) if gaps else None,
+            "eager_gap_s": EAGER_KERNEL_GAP_S, "in_situ_s": None if quartile is None else max(0.0, quartile),
+            "threshold_s": HOST_WAIT_US * 1e-6}
 
 
 def calibrate_from_trace(trace: KinetoTrace, gpu_name: str | None = None) -> TraceCalibration:
@@ -201,15 +221,20 @@ def calibrate_from_trace(trace: KinetoTrace, gpu_name: str | None = None) -> Tra
     nccl, collective = _nccl(trace, gpu, eff, notes)
     gap = _gaps(trace)
     in_situ = {"tensor_core_in_situ": gemm["ratio"], "collective_in_situ": collective,
-               "kernel_gap_s": gap["median_s"]}
+               "kernel_gap_s": gap["in_situ_s"]}
     in_situ = {key: v for key, v in in_situ.items() if v is not None}
     if "tensor_core_in_situ" not in in_situ:
         notes.append("tensor_core_in_situ not estimated: " + (
             "no GEMM kernel ran under an aten GEMM op with Input Dims" if gemm["kernels"] else "no GEMM kernels"))
     if "kernel_gap_s" not in in_situ:
         notes.append("kernel_gap_s not estimated: no idle gap under 1 ms on a stream that runs GEMMs")
-    elif all(float(k.ts_us).is_integer() and float(k.dur_us).is_integer() for k in trace.kernels):
-        notes.append("timestamps are whole microseconds: the gap median is quantised to 1 us")
+    else:
+        notes.append(f"kernel_gap_s from {gap['gaps']:,} idle gaps under 1 ms on the GEMM streams: lower quartile "
+                     f"{gap['lower_quartile_s'] * 1e6:.3g} us (median {gap['median_s'] * 1e6:.3g} us), less the "
+                     f"{EAGER_KERNEL_GAP_S * 1e6:g} us eager gap teton already charges each eagerly launched kernel: "
+                     f"{in_situ['kernel_gap_s'] * 1e6:.3g} us more per kernel")
+    if "kernel_gap_s" in in_situ and all(float(k.ts_us).is_integer() and float(k.dur_us).is_integer() for k in trace.kernels):
+        notes.append("timestamps are whole microseconds: the gaps' lower quartile is quantised to 1 us")
     if n_attention := sum(k.cls == "attention" for k in trace.kernels):
         notes.append(f"{n_attention} attention kernels are counted, not used in tensor_core_in_situ")
     for key, v in in_situ.items():

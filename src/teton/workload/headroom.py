@@ -21,7 +21,9 @@ usable = capacity - CUDA context - NCCL buffers - fragmentation - reserve, where
 * the reserve is ``job.headroom.reserve_gib``.
 
 A job fits when its allocated bytes (``workload.memory.memory_per_gpu``) are at most ``usable``;
-the headroom is ``usable`` less those bytes.
+the headroom is ``usable`` less those bytes. Over ``usable`` but within the fragmentation allowance
+the verdict is *tight*: it fits only if the allocator fragments less than assumed (counted as not
+fitting by search and plan).
 """
 
 from __future__ import annotations
@@ -74,6 +76,14 @@ class MemoryHeadroom:
 
     def fits(self, allocated_bytes: float) -> bool:
         return allocated_bytes <= self.usable_bytes
+
+    def verdict(self, allocated_bytes: float) -> str:
+        """``fits`` (within ``usable``), ``tight`` (over ``usable`` but within it plus the
+        fragmentation allowance: the job fits only if the caching allocator wastes less than
+        teton assumes, e.g. with expandable segments) or ``does not fit``."""
+        if self.fits(allocated_bytes):
+            return "fits"
+        return "tight" if allocated_bytes <= self.usable_bytes + self.fragmentation_bytes else "does not fit"
 
 
 def _axis_groups(lay: Layout, zero_sharded: bool) -> list[tuple[str, int, int]]:
@@ -156,3 +166,15 @@ def headroom_text(allocated_bytes: float, usable_bytes: float, capacity_bytes: f
     verdict = f"{left / GIB:.1f} GiB left" if left >= 0 else f"{-left / GIB:.1f} GiB short"
     return (f"{allocated_bytes / GIB:.1f} GiB of {usable_bytes / GIB:.1f} GiB usable "
             f"({capacity_bytes / GIB:.1f} GiB HBM less {kept or 'nothing'}): {verdict}")
+
+
+def fit_text(verdict: str, short_bytes: float, fragmentation_bytes: float, largest_term: str) -> str:
+    """The memory verdict for tables (:meth:`MemoryHeadroom.verdict`): ``fits``, ``TIGHT: fits only
+    if the allocator fragments under 0.3 GiB (teton allows 2.3)`` or ``DOES NOT FIT (largest
+    term: activations)``."""
+    if verdict == "fits":
+        return "fits"
+    if verdict == "tight":
+        return (f"TIGHT: fits only if the allocator fragments under {(fragmentation_bytes - short_bytes) / GIB:.1f} GiB "
+                f"(teton allows {fragmentation_bytes / GIB:.1f})")
+    return f"DOES NOT FIT (largest term: {largest_term})"

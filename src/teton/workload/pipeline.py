@@ -85,6 +85,15 @@ def balanced_ends(model: ModelSpec, p: int, seq_len: int, mirrored: bool) -> tup
     return best[2]
 
 
+def balanced_is_uneven(model: ModelSpec, p: int, seq_len: int, mirrored: bool) -> bool:
+    """Whether ``job.pp_split: balanced`` splits a ``p``-stage pipeline of one chunk per rank
+    differently from the even split (a search tries it only then)."""
+    if p < 3 or p - 2 > model.layers:
+        return False
+    first, last = balanced_ends(model, p, seq_len, mirrored)
+    return not np.array_equal(_uneven_split(model.layers, p, first, last), _split_layers(model.layers, p, 1, False))
+
+
 @cached(256)
 def _given_split(layout: str, p: int, v: int, layers: int, mtp_depth: int) -> np.ndarray:
     """The split ``job.pp_layout`` names (Megatron-Core's layout string)."""

@@ -166,7 +166,7 @@ class Mapper:
         for key, raw in self.config.items():
             if key not in self.used:
                 self.ignore(key, raw, self.reason(key))
-            elif key not in covered and key.removeprefix("torchrun ") not in covered:
+            elif key not in covered and key.removeprefix("torchrun ").removeprefix("deepspeed ") not in covered:
                 why = self.reason(key)
                 self.ignore(key, raw, NULL if raw is None else why if why != UNKNOWN else
                             "read, but no teton field of its own")

@@ -3,7 +3,8 @@ out: ``ici_fsdp_parallelism: -1``, ``dcn_data_parallelism: -1``, ``remat_policy:
 ``dtype: bfloat16``).
 
 ``model_name`` names a teton preset (``llama3-70b``); ``default`` or none builds the model from
-``base_emb_dim`` and the other ``base_*`` keys. The mesh: on GPUs a MaxText slice is one VM of
+``base_emb_dim`` and the other ``base_*`` keys, base.yml's values for those it leaves out
+(16 layers, width 2048, MLP 7168, 16 query and 16 KV heads of 128, vocabulary 32,000). The mesh: on GPUs a MaxText slice is one VM of
 8 GPUs (A3 / A4: ``num_slices`` is the VM count), so the ``ici_*`` axes multiply to 8 and the
 ``dcn_*`` axes to the VMs; one ``-1`` in each is filled. tensor -> tp, pipeline -> pp, context
 -> cp, expert -> ep, data x fsdp -> dp: FSDP (fsdp > 1) is ZeRO-3, data alone ZeRO-0, both at once
@@ -29,6 +30,10 @@ MODELS = ("llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "l
 BASE_FIELDS = (("base_num_decoder_layers", "layers"), ("base_emb_dim", "hidden"), ("base_mlp_dim", "ffn_hidden"),
                ("base_num_query_heads", "heads"), ("base_num_kv_heads", "kv_heads"), ("head_dim", "head_dim"),
                ("vocab_size", "vocab"), ("num_experts", "experts"), ("num_experts_per_tok", "top_k"))
+# MaxText/configs/base.yml's values of those keys (maxtext 0.2.5): what model_name default builds
+# from when the YAML leaves them out (num_experts 1, num_experts_per_tok 1: a dense model)
+BASE_DEFAULTS = {"base_num_decoder_layers": 16, "base_emb_dim": 2048, "base_mlp_dim": 7168, "base_num_query_heads": 16,
+                 "base_num_kv_heads": 16, "head_dim": 128, "vocab_size": 32000}
 NO_MEANING = {
     **dict.fromkeys(("learning_rate", "adam_b1", "adam_b2", "adam_eps", "adam_weight_decay", "opt_type", "steps",
                      "warmup_steps_fraction", "cosine_learning_rate_final_fraction", "learning_rate_schedule_steps",
@@ -105,13 +110,14 @@ def _model(m: Mapper) -> None:
     elif name != "default":
         raise SpecError("model_name", name, f"one of {', '.join(MODELS)}, or default with the base_* keys")
     else:
-        missing = [k for k, _ in BASE_FIELDS[:5] if not m.has(k)]
-        if missing:
-            raise SpecError(missing[0], None, "missing: model_name default builds the model from the base_* keys "
-                            f"({', '.join(k for k, _ in BASE_FIELDS[:5])})")
         m.spec["model"] = {"name": "maxtext-import"}
-        if not m.has("vocab_size"):
-            m.default("model.vocab", 32000, "MaxText's vocab_size default")
+        for key, field in BASE_FIELDS:
+            if key in BASE_DEFAULTS and not m.has(key):
+                m.default(f"model.{field}", BASE_DEFAULTS[key], f"MaxText base.yml's {key}: {BASE_DEFAULTS[key]}")
+        for key, field, value, raw in (("mlp_activations", "mlp", "swiglu", "[silu, linear]"),
+                                       ("logits_via_embedding", "tied_embeddings", False, "false")):
+            if not m.has(key):
+                m.default(f"model.{field}", value, f"MaxText base.yml's {key}: {raw}")
     for key, field in BASE_FIELDS:
         if m.has(key):
             value = as_int(key, m.get(key))

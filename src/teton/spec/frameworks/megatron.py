@@ -5,16 +5,18 @@ Flags take Megatron-LM's defaults when absent, as ``arguments.py`` sets them: no
 no distributed optimizer, no DP overlap, GELU, LayerNorm, learned absolute positions, tied embeddings,
 biases, dropout 0.1, fp32 unless ``--bf16`` / ``--fp16`` / ``--fp8-format`` (fp32 is an error: teton
 prices bf16 and fp8). The stack is Megatron-Core with Transformer Engine (``megatron-core-0.8``), with
-what the flags say over it.
+what the flags say over it; under ``--deepspeed`` it is Megatron-DeepSpeed (``megatron-deepspeed``,
+:mod:`teton.spec.frameworks.megatron_deepspeed`). MoE routing, MLA, windows, MTP and the Adam
+moments' dtype: :mod:`teton.spec.frameworks.megatron_arch`.
 """
 
 from __future__ import annotations
 
-import re
-
 import teton.spec.frameworks.mcore as mcore
+import teton.spec.frameworks.megatron_arch as arch
+import teton.spec.frameworks.megatron_deepspeed as deepspeed
 from teton.errors import SpecError
-from teton.spec.frameworks.common import Mapper, Why, as_float, as_int, choice, padded_vocab, tokenizer_vocab
+from teton.spec.frameworks.common import Mapper, Why, as_int, choice, padded_vocab, tokenizer_vocab
 from teton.spec.frameworks.shell import parse_flags, read_command
 from teton.spec.model import MODEL_PRESETS
 
@@ -30,9 +32,9 @@ NO_MEANING = {
                      "--hysteresis", "--norm-epsilon", "--rotary-base", "--rotary-percent", "--rope-scaling-factor",
                      "--use-rope-scaling", "--rotary-seq-len-interpolation-factor", "--exit-interval",
                      "--exit-duration-in-mins", "--apply-query-key-layer-scaling", "--attention-softmax-in-fp32",
-                     "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-router-load-balancing-type",
-                     "--moe-token-dispatcher-type", "--moe-router-pre-softmax", "--moe-router-dtype",
-                     "--calculate-per-token-loss", "--qk-layernorm", "--no-load-optim", "--no-load-rng",
+                     "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--mtp-loss-scaling-factor",
+                     "--moe-router-pre-softmax", "--moe-router-dtype",
+                     "--calculate-per-token-loss", "--no-load-optim", "--no-load-rng",
                      "--finetune", "--use-checkpoint-args", "--override-opt-param-scheduler",
                      "--use-checkpoint-opt_param-scheduler"), Why.TRAINING),
     **dict.fromkeys(("--data-path", "--train-data-path", "--valid-data-path", "--test-data-path", "--split",
@@ -63,6 +65,7 @@ NO_MEANING = {
     "--moe-permute-fusion": _FUSION,
     "--make-vocab-size-divisible-by": "read with the vocabulary: it pads model.vocab",
     "torchrun ": Why.RUNTIME,
+    "deepspeed ": Why.RUNTIME,
 }
 
 
@@ -76,20 +79,23 @@ def import_megatron(text: str, gpus: int | None = None) -> Mapper:
     _batch(m)
     _precision(m)
     _stack(m)
-    mcore.recompute(m, ("--recompute-granularity", "--recompute-method", "--recompute-num-layers"),
-                    mcore.layers_per_chunk(m), "no --recompute-granularity: Megatron-LM keeps every activation",
-                    "--recompute-modules")
-    if m.get("--recompute-activations"):  # the old spelling of selective
-        m.put("job.recompute", "selective", "--recompute-activations", True)
+    if not deepspeed.checkpoint_activations(m):
+        mcore.recompute(m, ("--recompute-granularity", "--recompute-method", "--recompute-num-layers"),
+                        mcore.layers_per_chunk(m), "no --recompute-granularity: Megatron-LM keeps every activation",
+                        "--recompute-modules")
+        if m.get("--recompute-activations"):  # the old spelling of selective
+            m.put("job.recompute", "selective", "--recompute-activations", True)
     m.leftovers()
     return m
 
 
 def _launcher_flags(tokens: list[str]) -> dict[str, object]:
-    """The launcher's tokens as ``torchrun --flag`` keys (another launcher: one row of its words)."""
+    """The launcher's tokens as ``torchrun --flag`` (or ``deepspeed --flag``) keys (another
+    launcher: one row of its words)."""
     at = next((i for i, t in enumerate(tokens) if t.endswith("torchrun") or t.startswith("torch.distributed.")), None)
     if at is None:
-        return {"(launcher)": " ".join(tokens)} if tokens else {}
+        flags = deepspeed.launcher_flags(tokens)
+        return flags if flags is not None else {"(launcher)": " ".join(tokens)} if tokens else {}
     flags = parse_flags(tokens[at + 1:])
     return {f"torchrun {k}": v for k, v in flags.items()}
 
@@ -98,6 +104,7 @@ def _gpus(m: Mapper) -> None:
     nodes_key, nodes = m.first("torchrun --nnodes")
     per_key, per = m.first("torchrun --nproc-per-node")
     if nodes_key is None and per_key is None:
+        deepspeed.gpus(m)
         return
     n = as_int(nodes_key, nodes) if nodes_key else 1
     g = as_int(per_key, per) if per_key else 1
@@ -124,6 +131,8 @@ def _layout(m: Mapper) -> None:
     mcore.pipeline_split(m, "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
                          "--pipeline-model-parallel-layout", ("--account-for-embedding-in-pipeline-split",
                                                                "--account-for-loss-in-pipeline-split"))
+    if deepspeed.zero(m):  # Megatron-DeepSpeed: --zero-stage
+        return
     if m.get("--use-torch-fsdp2"):
         m.put("job.zero", 3, "--use-torch-fsdp2", True, "FSDP2 shards parameters, gradients and optimizer state")
         if m.has("--use-distributed-optimizer"):
@@ -178,6 +187,9 @@ def _model(m: Mapper) -> None:
         m.default("model.ffn_hidden", ffn, "Megatron-LM's default: " + ("int(8h/3 / 64) * 64 with --swiglu"
                                                                          if swiglu else "4h"))
     _model_flags(m)
+    arch.attention(m)
+    arch.mtp(m)
+    arch.moe_routing(m)
     _vocab(m)
 
 
@@ -211,8 +223,8 @@ def _model_flags(m: Mapper) -> None:
     mcore.dropout(m, lambda n: "--" + n.replace("_", "-"), 0.1, ("hidden_dropout", "attention_dropout"))
     if m.spec["model"].get("experts", 1) > 1 and "top_k" not in m.spec["model"]:
         m.default("model.top_k", 2, "Megatron-LM's --moe-router-topk default")
-    _moe_layers(m)
-    _moe_capacity(m)
+    arch.moe_layers(m)
+    arch.moe_capacity(m)
     seq_key, seq = m.first("--seq-length")
     if seq_key is None:
         raise SpecError("--seq-length", None, "missing: Megatron-LM requires it (job.seq_len)")
@@ -220,63 +232,6 @@ def _model_flags(m: Mapper) -> None:
     if "max_seq_len" not in m.spec["model"]:
         m.default("model.max_seq_len", as_int(seq_key, seq), "Megatron-LM's --max-position-embeddings default: "
                   "--seq-length")
-
-
-_DENSE_PREFIX = re.compile(r"^\(?\[0\]\s*\*\s*(\d+)\s*\+\s*\[1\]\s*\*\s*(\d+)\)?$")
-
-
-def _moe_layers(m: Mapper) -> None:
-    """Megatron-Core's shared experts and MoE layer placement:
-
-    * ``--moe-shared-expert-intermediate-size S``: one ``SharedExpertMLP`` of width S, i.e.
-      ``model.shared_experts = S / moe_ffn_hidden`` (Megatron sizes it as that many experts' width);
-    * ``--moe-layer-freq N``: one MoE layer in N (``model.moe_layer_interval``; Megatron puts it at
-      ``i % N == 0``, teton at ``(i + 1) % N == 0``: the same count when N divides the layers), or
-      the pattern ``([0]*K+[1]*M)``: K dense layers first (``model.first_dense_layers``, DeepSeek's
-      ``first_k_dense_replace``). Other patterns are refused.
-    """
-    model = m.spec["model"]
-    if m.has("--moe-shared-expert-intermediate-size") and m.get("--moe-shared-expert-intermediate-size") is not None:
-        raw = m.get("--moe-shared-expert-intermediate-size")
-        width = as_int("--moe-shared-expert-intermediate-size", raw)
-        expert = model.get("moe_ffn_hidden") or model.get("ffn_hidden")
-        if not expert or width % expert:
-            raise SpecError("--moe-shared-expert-intermediate-size", raw,
-                            f"a multiple of the experts' width ({expert or 'unknown: give --moe-ffn-hidden-size'}), "
-                            "as teton counts shared experts whole")
-        m.put("model.shared_experts", width // expert, "--moe-shared-expert-intermediate-size", raw,
-              f"{width} / {expert}: shared experts of the routed experts' width")
-    if not m.has("--moe-layer-freq") or str(m.get("--moe-layer-freq")) in ("1", "None"):
-        return
-    raw = str(m.get("--moe-layer-freq")).replace(" ", "")
-    if raw.isdigit():
-        m.put("model.moe_layer_interval", int(raw), "--moe-layer-freq", raw,
-              "one MoE layer in N (Megatron's at i % N == 0, teton's at (i + 1) % N == 0)")
-        return
-    hit = _DENSE_PREFIX.match(raw)
-    layers = model.get("layers")
-    if hit is None or (layers is not None and int(hit[1]) + int(hit[2]) != layers):
-        raise SpecError("--moe-layer-freq", raw, "an integer N or ([0]*K+[1]*M) with K + M = --num-layers "
-                        "(K dense layers first); other patterns are not modelled")
-    m.put("model.first_dense_layers", int(hit[1]), "--moe-layer-freq", raw, "the first K layers dense")
-
-
-def _moe_capacity(m: Mapper) -> None:
-    """``--moe-expert-capacity-factor F``: token dropping at F times an expert's balanced share
-    (``model.capacity_factor``; unset: dropless); ``--moe-pad-expert-input-to-capacity``: every
-    expert's input padded to that capacity (``model.pad_to_capacity``: fixed shapes, no host sync
-    in the dispatcher)."""
-    raw = m.get("--moe-expert-capacity-factor")
-    factor = None if raw is None else as_float("--moe-expert-capacity-factor", raw)
-    if factor:
-        m.put("model.capacity_factor", factor, "--moe-expert-capacity-factor", raw,
-              "token dropping: an expert takes at most this times its balanced share")
-    if m.get("--moe-pad-expert-input-to-capacity"):
-        if "capacity_factor" not in m.spec["model"]:
-            raise SpecError("--moe-pad-expert-input-to-capacity", True,
-                            "needs --moe-expert-capacity-factor (Megatron-Core refuses it without one)")
-        m.put("model.pad_to_capacity", True, "--moe-pad-expert-input-to-capacity", True,
-              "every expert's input padded to its capacity")
 
 
 def _vocab(m: Mapper) -> None:
@@ -349,11 +304,14 @@ def _precision(m: Mapper) -> None:
     if m.get("--fp8-param-gather"):
         m.put("software.fp8_param_gather", True, "--fp8-param-gather", True,
               "the layers' weights kept in fp8 only and all-gathered in fp8")
+    arch.adam_moments(m)
 
 
 def _stack(m: Mapper) -> None:
-    m.default("software.base", BASE, "Megatron-LM names no release: Megatron-Core r0.8 with Transformer Engine")
-    m.default("software.framework", "megatron-lm", "the framework the config is for")
+    on_deepspeed = deepspeed.stack(m)
+    if not on_deepspeed:
+        m.default("software.base", BASE, "Megatron-LM names no release: Megatron-Core r0.8 with Transformer Engine")
+        m.default("software.framework", "megatron-lm", "the framework the config is for")
     local = m.get("--transformer-impl") == "local"
     if local:
         m.put("software.fused_norm_linear", False, "--transformer-impl", "local", "Megatron's own layers, no TE")
@@ -368,7 +326,7 @@ def _stack(m: Mapper) -> None:
         if local:
             raise SpecError("--tp-comm-overlap", True, "needs Transformer Engine (--transformer-impl transformer_engine)")
         m.put("software.tp_comm_overlap", "full", "--tp-comm-overlap", True, "TE userbuffers")
-    else:
+    elif not on_deepspeed:  # Megatron-DeepSpeed: the preset's (no async TP)
         m.default("software.tp_comm_overlap", "bwd", "no --tp-comm-overlap: only the backward all-gather / "
                   "reduce-scatter overlap the GEMMs (TE / Megatron's async TP)")
     for flag, field in (("--overlap-grad-reduce", "overlap_dp_comm"), ("--overlap-param-gather", "overlap_param_gather")):
