@@ -571,8 +571,156 @@ def test_docs_list_each_megatron_flag_where_the_importer_puts_it():
     mapped = set()
     for text, gpus in ((MEGATRON.read_text().replace("--fp8-format hybrid", "--fp8-format hybrid --fp8-param-gather"),
                         None), (DEEPSEEK_LIKE + MLA_FLAGS + " --moe-router-force-load-balancing", 64),
-                       (MEGATRON_DEEPSPEED, None)):
+                       (MEGATRON_DEEPSPEED, None),
+                       (DEEPSEEK_LIKE.replace(" --disable-bias-linear", "") + MLA_FLAGS
+                        + " --main-grads-dtype bf16 --add-qkv-bias", 64)):
         _, report = import_config(text, gpus=gpus)
         mapped |= {k.strip() for r in report.mapped for k in r.key.split(" x ") if k.strip().startswith("--")}
     assert {k for k in mapped if k not in section} == set()
     assert {k for k in mapped if re.search(re.escape(k) + r"(?![\w-])", no_meaning)} == set()
+
+
+def _nemo_mla_moe(config: dict | None = None, optim: dict | None = None) -> str:
+    """The NeMo 2.0 dump with a small DeepSeek-like model of its own (MLATransformerConfig, 8 experts
+    over EP 8 on 64 GPUs) in place of Llama 3 70B."""
+    doc = yaml.safe_load(NEMO2.read_text())
+    doc["trainer"]["num_nodes"] = 8
+    doc["trainer"]["strategy"].update(tensor_model_parallel_size=1, pipeline_model_parallel_size=1,
+                                      virtual_pipeline_model_parallel_size=None, sequence_parallel=False,
+                                      expert_model_parallel_size=8)
+    doc["trainer"]["plugins"].update(fp8=None, fp8_recipe=None)
+    doc["data"]["global_batch_size"] = 256
+    doc["model"]["config"] = {
+        "_target_": "megatron.core.transformer.transformer_config.MLATransformerConfig", "num_layers": 8,
+        "hidden_size": 2048, "ffn_hidden_size": 8192, "moe_ffn_hidden_size": 1024, "num_attention_heads": 16,
+        "num_moe_experts": 8, "moe_router_topk": 2, "vocab_size": 32000, "gated_linear_unit": True,
+        "normalization": "RMSNorm", "position_embedding_type": "rope", "add_bias_linear": False,
+        "hidden_dropout": 0.0, "attention_dropout": 0.0, "multi_latent_attention": True, "q_lora_rank": 1536,
+        "kv_lora_rank": 512, "qk_head_dim": 128, "qk_pos_emb_head_dim": 64, "v_head_dim": 128,
+        "mtp_num_layers": 1, "window_size": [4095, 0], "window_attn_skip_freq": 4, "qk_layernorm": True,
+        "moe_router_load_balancing_type": "seq_aux_loss", "moe_router_force_load_balancing": False,
+        "moe_token_dispatcher_type": "alltoall", "moe_grouped_gemm": True, **(config or {})}
+    doc["optim"]["config"].update({"use_precision_aware_optimizer": True, "exp_avg_dtype": "torch.bfloat16",
+                                   "exp_avg_sq_dtype": "torch.bfloat16", "main_params_dtype": "torch.float32",
+                                   "main_grads_dtype": "torch.bfloat16", **(optim or {})})
+    return yaml.safe_dump(doc)
+
+
+NEMO_MLA_KEYS = ("multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim",
+                 "v_head_dim", "mtp_num_layers", "window_size", "window_attn_skip_freq", "qk_layernorm",
+                 "moe_router_load_balancing_type", "moe_router_force_load_balancing", "moe_token_dispatcher_type",
+                 "moe_grouped_gemm")
+NEMO_OPTIM_KEYS = ("use_precision_aware_optimizer", "exp_avg_dtype", "exp_avg_sq_dtype", "main_params_dtype",
+                   "main_grads_dtype")
+
+
+def test_nemo_reads_mla_mtp_windows_routing_and_the_precision_aware_optimizer():
+    """NeMo 2.0's TransformerConfig / OptimizerConfig names for what Megatron-LM's flags say reach
+    the same teton fields: none is listed as unread or as a training hyper-parameter, the docs
+    name each, and the step and memory move as the fields say."""
+    spec, report = import_config(_nemo_mla_moe(), "nemo")
+    s = teton.load_spec(spec)
+    m = s.model
+    assert (m.q_lora_rank, m.kv_lora_rank, m.head_dim, m.qk_rope_head_dim, m.v_head_dim) == (1536, 512, 128, 64, 128)
+    assert (m.mla, m.mtp_depth, m.sliding_window, m.global_attention_every) == (True, 1, 4096, 4)
+    assert (s.job.adam_moments, s.job.moe_router_balance, m.qk_norm) == ("bf16", "aux_loss", False)
+    keys = {"model.config." + k for k in NEMO_MLA_KEYS} | {"optim.config." + k for k in NEMO_OPTIM_KEYS}
+    why = {r.key: r.why for r in report.no_meaning}
+    assert not {k for k in keys if k in why and (why[k].startswith(("not a key", "read, but", "a training")))}
+    assert keys <= {r.key for r in report.mapped} | set(why)
+    assert "grouped GEMM" in why["model.config.moe_grouped_gemm"] and "latents" in why["model.config.qk_layernorm"]
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "import.md").read_text()
+    nemo2 = doc[doc.index("**NeMo 2.0**"):doc.index("**NeMo 1.0**")]
+    assert {k for k in NEMO_MLA_KEYS + NEMO_OPTIM_KEYS if k not in nemo2} == set()
+    r = teton.simulate(spec)
+    fp32 = teton.simulate(import_config(_nemo_mla_moe(optim=dict(exp_avg_dtype="torch.float32",
+                                                                 exp_avg_sq_dtype="torch.float32")), "nemo")[0])
+    assert r.memory_per_gpu_bytes < fp32.memory_per_gpu_bytes
+    # absent MLA dimensions take MLATransformerConfig's defaults, not Megatron-LM's argparse ones
+    spec, report = import_config(_nemo_mla_moe({"q_lora_rank": None, "kv_lora_rank": None}), "nemo")
+    assert (spec["model"]["q_lora_rank"], spec["model"]["kv_lora_rank"]) == (512, 512)
+    assert any(r.field == "model.kv_lora_rank" and "MLATransformerConfig" in r.why for r in report.defaulted)
+
+
+@pytest.mark.parametrize(("config", "optim", "match"), [
+    ({"window_size": [4096, 128]}, {}, r"^model.config.window_size = \[4096, 128\]: a causal window"),
+    ({"moe_token_dispatcher_type": "allgather"}, {}, r"^model.config.moe_token_dispatcher_type = 'allgather': "
+     r"alltoall or flex"),
+    ({"moe_router_load_balancing_type": "none"}, {}, r"^model.config.moe_router_load_balancing_type = 'none'"),
+    ({}, {"main_params_dtype": "torch.float16"}, r"^optim.config.main_params_dtype = 'torch.float16': fp32"),
+    ({}, {"exp_avg_dtype": "torch.uint8", "exp_avg_sq_dtype": "torch.uint8"},
+     r"^optim.config.exp_avg_dtype = 'torch.uint8': one of fp32, bf16, fp16"),
+    ({}, {"use_precision_aware_optimizer": False}, r"^optim.config.exp_avg_dtype = 'torch.bfloat16': needs "
+     r"optim.config.use_precision_aware_optimizer"),
+    ({"add_qkv_bias": True}, {}, r"^model.config.add_qkv_bias = True: not with model.config.add_bias_linear"),
+])
+def test_nemo_settings_teton_cannot_model_are_refused(config, optim, match):
+    with pytest.raises(SpecError, match=match) as err:
+        import_config(_nemo_mla_moe(config, optim), "nemo")
+    assert "\n" not in str(err.value)
+
+
+def test_megatron_main_grads_and_params_dtypes():
+    """The precision-aware optimizer's main grads in bf16 leave Megatron-LM's gradient buffer in
+    bf16 (software.grad_accum_dtype, less memory); master weights below fp32 are refused."""
+    spec, report = import_config(DEEPSEEK_LIKE + MLA_FLAGS + " --main-grads-dtype bf16 --main-params-dtype fp32",
+                                 gpus=64)
+    assert teton.load_spec(spec).job.grad_accum_dtype == "bf16"
+    assert any(r.key == "--main-grads-dtype" and r.field == "software.grad_accum_dtype" for r in report.mapped)
+    assert "fp32" in next(r.why for r in report.no_meaning if r.key == "--main-params-dtype")
+    base = teton.simulate(import_config(DEEPSEEK_LIKE + MLA_FLAGS, gpus=64)[0])
+    assert teton.simulate(spec).memory_per_gpu_bytes < base.memory_per_gpu_bytes
+    for extra, match in ((" --main-params-dtype fp16", r"^--main-params-dtype = 'fp16': fp32"),
+                         (" --main-grads-dtype bf16 --accumulate-allreduce-grads-in-fp32",
+                          r"^--main-grads-dtype = 'bf16': fp32 with --accumulate-allreduce-grads-in-fp32")):
+        with pytest.raises(SpecError, match=match):
+            import_config(DEEPSEEK_LIKE + MLA_FLAGS + extra, gpus=64)
+    with pytest.raises(SpecError, match=r"^--main-grads-dtype = 'bf16': needs --use-precision-aware-optimizer"):
+        import_config(DEEPSEEK_LIKE + " --main-grads-dtype bf16", gpus=64)
+
+
+def test_megatron_grouped_gemm_and_qkv_bias():
+    """--moe-grouped-gemm is how teton prices the experts (named so, not as unmodelled); without it
+    Megatron-Core's per-expert GEMMs are named as priced grouped. --add-qkv-bias is among the
+    biases of every linear layer, and refused where it would be the only ones."""
+    _, report = import_config(DEEPSEEK_LIKE + " --moe-token-dispatcher-type alltoall --moe-grouped-gemm", gpus=64)
+    why = next(r.why for r in report.no_meaning if r.key == "--moe-grouped-gemm")
+    assert "teton prices the routed experts as this grouped GEMM" in why and "not modelled" not in why
+    _, report = import_config(DEEPSEEK_LIKE + " --moe-token-dispatcher-type alltoall", gpus=64)
+    assert any("SequentialMLP" in r.why and "not model" in r.why for r in report.defaulted)
+    with pytest.raises(SpecError, match=r"^--add-qkv-bias = True: not with --disable-bias-linear") as err:
+        import_config(DEEPSEEK_LIKE + " --add-qkv-bias", gpus=64)
+    assert "\n" not in str(err.value)
+    spec, report = import_config(DEEPSEEK_LIKE.replace(" --disable-bias-linear", "") + " --add-qkv-bias", gpus=64)
+    assert teton.load_spec(spec).model.bias is True
+    assert any(r.key == "--add-qkv-bias" and r.field == "model.bias" for r in report.mapped)
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    (" --tensor-model-parallel-size 2 --partition-activations",
+     r"^--partition-activations = True: not modelled with --tensor-model-parallel-size 2"),
+    (" --partition-activations --checkpoint-in-cpu", r"^--checkpoint-in-cpu = True: not modelled"),
+    (" --remote-device cpu", r"^--remote-device = 'cpu': none: ZeRO-Infinity's parameter offload"),
+    (" --remote-device disk", r"^--remote-device = 'disk': one of none, cpu, nvme"),
+    (" --distribute-saved-activations", r"^--distribute-saved-activations = True: not modelled"),
+])
+def test_megatron_deepspeed_checkpoint_and_offload_options_are_refused_where_they_act(extra, match):
+    with pytest.raises(SpecError, match=match) as err:
+        import_config(MEGATRON_DEEPSPEED + extra)
+    assert "\n" not in str(err.value)
+
+
+def test_megatron_deepspeed_checkpoint_and_offload_options_named_where_they_do_nothing():
+    """Without activation checkpoints there is nothing to partition or move, one TP rank keeps the
+    whole layer input, and below ZeRO-3 no parameters are created off the GPU: each is named so."""
+    text = MEGATRON_DEEPSPEED.replace("--zero-stage 3", "--zero-stage 1")
+    _, report = import_config(text.replace(" --checkpoint-activations", "") + " --partition-activations "
+                              "--checkpoint-in-cpu --remote-device cpu")
+    why = {r.key: r.why for r in report.no_meaning}
+    assert "no effect without --checkpoint-activations" in why["--checkpoint-in-cpu"]
+    assert "no effect without --checkpoint-activations" in why["--partition-activations"]
+    assert "no effect below ZeRO-3" in why["--remote-device"]
+    _, report = import_config(text + " --partition-activations --deepspeed-activation-checkpointing")
+    why = {r.key: r.why for r in report.no_meaning}
+    assert "one rank keeps the whole layer input" in why["--partition-activations"]
+    assert "same layer inputs" in why["--deepspeed-activation-checkpointing"]

@@ -8,6 +8,7 @@ from cli_checks import one_line_error
 
 from teton.spec import load_spec
 from teton.sweep import SearchSpace, candidate_jobs, search_layouts
+from teton.sweep.space import REFINE_TOP
 
 DENSE = {"cluster": "dgx-h100-superpod", "model": "llama3-8b",
          "job": {"gpus": 64, "tp": 8, "seq_len": 8192, "global_batch": 256}}
@@ -184,7 +185,7 @@ def test_a_staged_moe_search_finds_the_exhaustive_best():
                  recompute=("none", "full"), zero=(1,))
     staged = search_layouts(spec, SearchSpace(**space))
     every = search_layouts(spec, SearchSpace(**space, refine_top=None))
-    assert staged["refined_top"] == 24 and every["refined_top"] is None
+    assert staged["refined_top"] == REFINE_TOP and every["refined_top"] is None
     assert staged["evaluated"] < every["evaluated"] / 2
 
     def key(r):
@@ -203,7 +204,7 @@ def test_search_cli_exhaustive_switch(cli, tmp_path):
     args = ("search", path, "--tp", "2", "--cp", "1", "--pp", "1,2", "--virtual-stages", "1", "--ep", "4,8")
     code, out, err = cli(*args)
     assert code == 0, err
-    assert "tried on the best 24" in out
+    assert f"tried on the best {REFINE_TOP}" in out
     code, out, err = cli(*args, "--exhaustive", "--json")
     assert code == 0, err
     assert json.loads(out)["refined_top"] is None

@@ -23,7 +23,7 @@ ZERO_CHOICES = (1, 2, 3)
 EP_CHOICES = None  # every divisor of model.experts (ep 1 alone for a dense model)
 ETP_CHOICES = None  # 1 and tp (MoE models; a dense model has no expert TP)
 ORDER_CHOICES = (MOE_ORDER, with_ep(BASE_AXES))  # an MoE model's orders besides its own: Megatron-Core's, Llama 3's
-REFINE_TOP = 24  # an MoE search's best layouts whose EP, then expert TP and rank order, are refined
+REFINE_TOP = 32  # an MoE search's best layouts whose EP, then expert TP and rank order, are refined
 # job.cp_algo: a CP layout's algorithms a search can try (a2a+p2p: its all-to-alls in the NVLink domain)
 CP_ALGOS = ("all_gather", "ring", "a2a", "a2a+p2p")
 

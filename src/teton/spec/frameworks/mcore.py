@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from teton.errors import SpecError
-from teton.spec.frameworks.common import Mapped, Mapper, as_int, choice
+from teton.spec.frameworks.common import Mapped, Mapper, as_bool, as_int, choice
 from teton.spec.model import MODEL_PRESETS
 from teton.spec.pipeline_layout import layout_string
 
@@ -25,6 +25,23 @@ ARCH_NUMBERS = (
     ("experts", ("num_moe_experts", "num_experts")),
     ("top_k", ("moe_router_topk",)),
 )
+
+
+def flag(name: str) -> str:
+    """Megatron-LM's spelling of a TransformerConfig / OptimizerConfig name (``--qk-layernorm``)."""
+    return "--" + name.replace("_", "-")
+
+
+def given_value(m: Mapper, key: str) -> Any:
+    """The value of ``key`` (marked read); None when absent or null."""
+    raw = m.get(key)
+    return None if raw is None or str(raw) in ("None", "null") else raw
+
+
+def is_on(m: Mapper, key: str) -> bool:
+    """A switch: a bare Megatron-LM flag, or a NeMo key that is true."""
+    raw = given_value(m, key)
+    return raw is not None and as_bool(key, raw)
 
 
 def put_model(m: Mapper, field: str, value: Any, key: str, raw: Any, note: str = "") -> None:
@@ -177,12 +194,22 @@ def cpu_offload(m: Mapper, on_key: str, layers_key: str) -> None:
     m.used.add(on_key)
 
 
+def model_value(m: Mapper, field: str, default: Any = None) -> Any:
+    """``model.<field>`` of the mapping so far: the config's value, else its preset's (a model
+    named by preset, or ``{base: preset, ...}``), else ``default``."""
+    model = m.spec.get("model")
+    if isinstance(model, str):
+        return MODEL_PRESETS.get(model, {}).get(field, default)
+    if not isinstance(model, dict):
+        return default
+    if field in model:
+        return model[field]
+    return MODEL_PRESETS.get(model.get("base"), {}).get(field, default)
+
+
 def layers_per_chunk(m: Mapper) -> int | None:
     """Transformer layers per pipeline chunk of the mapping so far (None when not known yet)."""
-    model = m.spec.get("model")
-    layers = (MODEL_PRESETS.get(model, {}).get("layers") if isinstance(model, str) else
-              model.get("layers") or MODEL_PRESETS.get(model.get("base"), {}).get("layers")
-              if isinstance(model, dict) else None)
+    layers = model_value(m, "layers")
     job = m.spec["job"]
     chunks = job.get("pp", 1) * job.get("virtual_stages", 1)
     return layers // chunks if layers and chunks and layers % chunks == 0 else None

@@ -6,13 +6,15 @@ no distributed optimizer, no DP overlap, GELU, LayerNorm, learned absolute posit
 biases, dropout 0.1, fp32 unless ``--bf16`` / ``--fp16`` / ``--fp8-format`` (fp32 is an error: teton
 prices bf16 and fp8). The stack is Megatron-Core with Transformer Engine (``megatron-core-0.8``), with
 what the flags say over it; under ``--deepspeed`` it is Megatron-DeepSpeed (``megatron-deepspeed``,
-:mod:`teton.spec.frameworks.megatron_deepspeed`). MoE routing, MLA, windows, MTP and the Adam
-moments' dtype: :mod:`teton.spec.frameworks.megatron_arch`.
+:mod:`teton.spec.frameworks.megatron_deepspeed`). MoE routing and expert GEMMs, MLA, windows, MTP
+and QKV biases: :mod:`teton.spec.frameworks.megatron_arch` (shared with NeMo 2.0); the
+precision-aware optimizer's dtypes: :mod:`teton.spec.frameworks.mcore_optim`.
 """
 
 from __future__ import annotations
 
 import teton.spec.frameworks.mcore as mcore
+import teton.spec.frameworks.mcore_optim as optim
 import teton.spec.frameworks.megatron_arch as arch
 import teton.spec.frameworks.megatron_deepspeed as deepspeed
 from teton.errors import SpecError
@@ -61,7 +63,6 @@ NO_MEANING = {
                      "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-persist-layer-norm"), _FUSION),
     **dict.fromkeys(("--fp8-margin", "--fp8-interval", "--fp8-amax-history-len", "--fp8-amax-compute-algo",
                      "--no-fp8-wgrad"), Why.FP8_KNOB),
-    "--moe-grouped-gemm": Why.NOT_MODELLED + " (one expert GEMM pricing)",
     "--moe-permute-fusion": _FUSION,
     "--make-vocab-size-divisible-by": "read with the vocabulary: it pads model.vocab",
     "torchrun ": Why.RUNTIME,
@@ -79,7 +80,9 @@ def import_megatron(text: str, gpus: int | None = None) -> Mapper:
     _batch(m)
     _precision(m)
     _stack(m)
-    if not deepspeed.checkpoint_activations(m):
+    checkpointing = deepspeed.checkpoint_activations(m)
+    deepspeed.checkpoint_and_offload_options(m, checkpointing)
+    if not checkpointing:
         mcore.recompute(m, ("--recompute-granularity", "--recompute-method", "--recompute-num-layers"),
                         mcore.layers_per_chunk(m), "no --recompute-granularity: Megatron-LM keeps every activation",
                         "--recompute-modules")
@@ -215,11 +218,9 @@ def _model_flags(m: Mapper) -> None:
         m.default("model.tied_embeddings", True, "Megatron-LM ties the output layer to the embedding by default")
     if m.get("--disable-bias-linear"):
         m.put("model.bias", False, "--disable-bias-linear", True)
-        if m.has("--add-qkv-bias"):
-            m.ignore("--add-qkv-bias", m.get("--add-qkv-bias"),
-                     Why.NOT_MODELLED + " (model.bias is all or none: the QKV biases are left out)")
     else:
         m.default("model.bias", True, "no --disable-bias-linear: Megatron-LM's linear layers have biases")
+    arch.qkv_bias(m, "--add-qkv-bias", "--disable-bias-linear")
     mcore.dropout(m, lambda n: "--" + n.replace("_", "-"), 0.1, ("hidden_dropout", "attention_dropout"))
     if m.spec["model"].get("experts", 1) > 1 and "top_k" not in m.spec["model"]:
         m.default("model.top_k", 2, "Megatron-LM's --moe-router-topk default")
@@ -304,7 +305,7 @@ def _precision(m: Mapper) -> None:
     if m.get("--fp8-param-gather"):
         m.put("software.fp8_param_gather", True, "--fp8-param-gather", True,
               "the layers' weights kept in fp8 only and all-gathered in fp8")
-    arch.adam_moments(m)
+    optim.optimizer_dtypes(m)
 
 
 def _stack(m: Mapper) -> None:

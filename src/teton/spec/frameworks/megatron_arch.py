@@ -1,9 +1,11 @@
-"""Megatron-LM's architecture flags past the dense GPT core (``teton.spec.frameworks.megatron``
-reads that): MoE layer placement, capacity, routing and dispatch; multi-latent attention, QK
-norms and sliding windows; multi-token prediction; and the Adam moments' dtype. Each flag is
-mapped to the teton field that models it, or refused in one line where teton models no such
-thing. Names and defaults: Megatron-Core 0.19 ``megatron/training/arguments.py`` and
-``TransformerConfig``.
+"""Megatron-Core's architecture settings past the dense GPT core (``teton.spec.frameworks.megatron``
+reads that), as Megatron-LM's flags and NeMo 2.0's ``model.config`` keys name them alike: a
+``key_of`` spells a TransformerConfig name as the framework does (``--qk-layernorm``,
+``model.config.qk_layernorm``; :func:`flag` is Megatron-LM's). MoE routing, dispatch and expert
+GEMMs; multi-latent attention, QK norms and sliding windows; multi-token prediction; and, for
+Megatron-LM's flags only, MoE layer placement and capacity. Each setting is mapped to the teton
+field that models it, or refused in one line where teton models no such thing. Names and
+defaults: Megatron-Core 0.19 ``megatron/training/arguments.py`` and ``TransformerConfig``.
 """
 
 from __future__ import annotations
@@ -12,184 +14,219 @@ import re
 
 from teton.errors import SpecError
 from teton.spec.frameworks.common import Mapper, as_float, as_int, choice
-from teton.spec.frameworks.mcore import put_model
+from teton.spec.frameworks.mcore import KeyOf, flag, given_value, is_on, model_value, put_model
 
-MLA_FLAG = "--multi-latent-attention"
-# Megatron flag -> (teton model field, Megatron-LM's default when the flag is absent under MLA)
-MLA_DIMS = (("--kv-lora-rank", "kv_lora_rank", 32), ("--q-lora-rank", "q_lora_rank", None),
-            ("--qk-head-dim", "head_dim", 128), ("--qk-pos-emb-head-dim", "qk_rope_head_dim", 64),
-            ("--v-head-dim", "v_head_dim", 128))
-# --moe-router-load-balancing-type: the balancing losses and the balancing algorithms spread the
+# TransformerConfig name -> teton model field, for MLA's dimensions
+MLA_DIMS = (("kv_lora_rank", "kv_lora_rank"), ("q_lora_rank", "q_lora_rank"), ("qk_head_dim", "head_dim"),
+            ("qk_pos_emb_head_dim", "qk_rope_head_dim"), ("v_head_dim", "v_head_dim"))
+# whose defaults -> each dimension's default when absent under MLA (None: Q projected directly):
+# Megatron-LM's argparse, and Megatron-Core's MLATransformerConfig (NeMo 2.0, Megatron-Bridge)
+MLA_DEFAULTS = {
+    "Megatron-LM": dict(kv_lora_rank=32, q_lora_rank=None, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128),
+    "MLATransformerConfig": dict(kv_lora_rank=512, q_lora_rank=512, qk_head_dim=128, qk_pos_emb_head_dim=64,
+                                 v_head_dim=128),
+}
+# the router's load balancing types: the balancing losses and the balancing algorithms spread the
 # tokens evenly in expectation, which is what teton's aux_loss prices (a multinomial spread)
 BALANCED = {"aux_loss": "", "seq_aux_loss": "per-sequence loss (DeepSeek-V2/V3)", "global_aux_loss": "global-batch loss",
             "sinkhorn": "Sinkhorn assignment (S-BASE)", "quantile_balancing": "per-expert bias (QB)"}
 _DENSE_PREFIX = re.compile(r"^\(?\[0\]\s*\*\s*(\d+)\s*\+\s*\[1\]\s*\*\s*(\d+)\)?$")
 
 
-def attention(m: Mapper) -> None:
-    """Multi-latent attention, QK norms and sliding-window attention."""
-    mla = bool(m.get(MLA_FLAG))
+def _preset(m: Mapper) -> str | None:
+    model = m.spec.get("model")
+    return model if isinstance(model, str) else model.get("base") if isinstance(model, dict) else None
+
+
+def attention(m: Mapper, key_of: KeyOf = flag, defaults: str = "Megatron-LM",
+              gqa_key: str | None = "--group-query-attention") -> None:
+    """Multi-latent attention (MLA's dimensions read only with ``multi_latent_attention``, absent
+    ones at ``defaults``' values, or a preset's), QK norms and sliding-window attention."""
+    mla_key, qk_key = key_of("multi_latent_attention"), key_of("qk_layernorm")
+    mla = is_on(m, mla_key) or (given_value(m, mla_key) is None and model_value(m, "kv_lora_rank") is not None)
     if mla:
-        _mla(m)
+        _mla(m, key_of, defaults, gqa_key)
     else:
-        for flag, _, _ in MLA_DIMS:
-            if m.has(flag):
-                m.ignore(flag, m.get(flag), f"read by Megatron-LM only with {MLA_FLAG}")
-    if m.get("--qk-layernorm"):
+        for name, _ in MLA_DIMS:
+            if m.has(key_of(name)):
+                m.ignore(key_of(name), m.get(key_of(name)), f"read by Megatron-Core only with {mla_key}")
+    if given_value(m, qk_key) is not None:
+        on = is_on(m, qk_key)
         if mla:  # Megatron-Core's MLA spec: q_layernorm / kv_layernorm on the latents under qk_layernorm
-            m.ignore("--qk-layernorm", True, f"with {MLA_FLAG} it norms MLA's Q and KV latents, which teton's MLA "
+            m.ignore(qk_key, m.config[qk_key], f"with {mla_key} it norms MLA's Q and KV latents, which teton's MLA "
                      "always has (model.q_lora_rank, kv_lora_rank)")
         else:
-            put_model(m, "qk_norm", True, "--qk-layernorm", True, "each query and key head normalised")
-    _window(m)
+            put_model(m, "qk_norm", on, qk_key, m.config[qk_key], "each query and key head normalised" if on else "")
+    _window(m, key_of)
 
 
-def _mla(m: Mapper) -> None:
-    """``--multi-latent-attention`` and its dimensions (Megatron-Core's MLATransformerConfig):
-    ``--qk-head-dim`` is the no-RoPE part of a query / key head (teton's head_dim, over
-    ``--kv-channels``, which MLA does not read), ``--qk-pos-emb-head-dim`` the RoPE part."""
-    if m.get("--group-query-attention"):
-        raise SpecError(MLA_FLAG, True, "Megatron-LM refuses it with --group-query-attention (MLA has no KV heads "
-                        "to group)")
-    if m.has("--kv-channels"):
-        m.mapped[:] = [r for r in m.mapped if r.key != "--kv-channels"]
-        if m.sources.get("model.head_dim") == "--kv-channels":
+def _mla(m: Mapper, key_of: KeyOf, defaults: str, gqa_key: str | None) -> None:
+    """MLA's dimensions (Megatron-Core's MLATransformerConfig): ``qk_head_dim`` is the no-RoPE part
+    of a query / key head (teton's head_dim, over ``kv_channels``, which MLA does not read),
+    ``qk_pos_emb_head_dim`` the RoPE part."""
+    mla_key, kv_key = key_of("multi_latent_attention"), key_of("kv_channels")
+    if gqa_key is not None and m.get(gqa_key):
+        raise SpecError(mla_key, True, f"Megatron-LM refuses it with {gqa_key} (MLA has no KV heads to group)")
+    if m.has(kv_key):
+        m.mapped[:] = [r for r in m.mapped if r.key != kv_key]
+        if m.sources.get("model.head_dim") == kv_key:
             del m.sources["model.head_dim"]
-        m.ignore("--kv-channels", m.get("--kv-channels"), f"not read under {MLA_FLAG}: --qk-head-dim is the "
-                 "head width")
-    for flag, field, default in MLA_DIMS:
-        raw = m.get(flag)
-        if raw is not None and str(raw) != "None":
-            put_model(m, field, as_int(flag, raw), flag, raw, "MLA" + (": the no-RoPE part of a query / key head"
-                                                                      if field == "head_dim" else ""))
+            if isinstance(m.spec.get("model"), dict):
+                m.spec["model"].pop("head_dim", None)
+        m.ignore(kv_key, m.get(kv_key), f"not read under {mla_key}: {key_of('qk_head_dim')} is the head width")
+    preset = _preset(m)
+    for name, field in MLA_DIMS:
+        key, raw, default = key_of(name), given_value(m, key_of(name)), MLA_DEFAULTS[defaults][name]
+        if raw is not None:
+            put_model(m, field, as_int(key, raw), key, raw, "MLA" + (": the no-RoPE part of a query / key head"
+                                                                     if field == "head_dim" else ""))
+        elif preset is not None:
+            m.default(f"model.{field}", model_value(m, field), f"no {key}: preset {preset}'s", write=False)
         elif default is None:
-            m.default(f"model.{field}", None, f"no {flag}: Megatron-LM projects Q directly", write=False)
+            m.default(f"model.{field}", None, f"no {key}: {defaults} projects Q directly", write=False)
         else:
-            m.default(f"model.{field}", default, f"no {flag}: Megatron-LM's default {default}")
-    rank = m.spec["model"].get("kv_lora_rank")
-    put_model(m, "kv_lora_rank", rank, MLA_FLAG, True, "MLA: teton's attention is latent when kv_lora_rank is set")
+            m.default(f"model.{field}", default, f"no {key}: {defaults}'s default {default}")
+    if m.has(mla_key):
+        put_model(m, "kv_lora_rank", model_value(m, "kv_lora_rank"), mla_key, m.config[mla_key],
+                  "MLA: teton's attention is latent when kv_lora_rank is set")
 
 
-def _window(m: Mapper) -> None:
-    """``--window-size L,R``: Megatron's (left, right) window as flash attention reads it (query i
-    sees keys i - L .. i + R), so a causal window (R = 0) of L + 1 keys is teton's
-    ``sliding_window``; L = -1 is an unbounded window (full attention). ``--window-attn-skip-freq
-    N`` makes every N-th layer full (Megatron's layer_number % N == 0, 1-based: teton's
-    ``global_attention_every``, (i + 1) % N == 0); a list pattern is refused."""
-    raw, skip = m.get("--window-size"), m.get("--window-attn-skip-freq")
+def _window(m: Mapper, key_of: KeyOf) -> None:
+    """``window_size (L, R)``: Megatron's (left, right) window as flash attention reads it (query i
+    sees keys i - L .. i + R; ``L,R`` on Megatron-LM's command line, a list of two in NeMo), so a
+    causal window (R = 0) of L + 1 keys is teton's ``sliding_window``; L = -1 is an unbounded
+    window (full attention). ``window_attn_skip_freq N`` makes every N-th layer full (Megatron's
+    layer_number % N == 0, 1-based: teton's ``global_attention_every``, (i + 1) % N == 0); a list
+    pattern is refused."""
+    size_key, skip_key = key_of("window_size"), key_of("window_attn_skip_freq")
+    raw, skip = given_value(m, size_key), given_value(m, skip_key)
     if raw is None:
         if skip is not None:
-            m.ignore("--window-attn-skip-freq", skip, "read by Megatron-LM only with --window-size")
+            m.ignore(skip_key, skip, f"read by Megatron-Core only with {size_key}")
         return
-    parts = str(raw).strip().strip("()").split(",") if isinstance(raw, str) else []
+    parts = (list(raw) if isinstance(raw, list | tuple) else
+             str(raw).strip().strip("()[]").split(",") if isinstance(raw, str) else [])
     try:
         left, right = (int(p) for p in parts)
-    except ValueError:
-        raise SpecError("--window-size", raw, "two integers LEFT,RIGHT (Megatron's window, e.g. 4096,0)") from None
+    except (TypeError, ValueError):
+        raise SpecError(size_key, raw, "two integers LEFT,RIGHT (Megatron's window, e.g. 4096,0)") from None
     if right != 0:
-        raise SpecError("--window-size", raw, "a causal window LEFT,0: teton's windowed layers see only earlier "
+        raise SpecError(size_key, raw, "a causal window LEFT,0: teton's windowed layers see only earlier "
                         "keys (a right window is not modelled)")
     if left == -1:
-        m.ignore("--window-size", raw, "an unbounded window: every layer attends to the whole sequence")
+        m.ignore(size_key, raw, "an unbounded window: every layer attends to the whole sequence")
         return
     if left < 0:
-        raise SpecError("--window-size", raw, "LEFT must be -1 (unbounded) or >= 0")
-    put_model(m, "sliding_window", left + 1, "--window-size", raw, f"query i sees keys i-{left}..i: {left + 1} keys")
+        raise SpecError(size_key, raw, "LEFT must be -1 (unbounded) or >= 0")
+    put_model(m, "sliding_window", left + 1, size_key, raw, f"query i sees keys i-{left}..i: {left + 1} keys")
     if skip is not None:
-        if not str(skip).strip().isdigit():
-            raise SpecError("--window-attn-skip-freq", skip, "an integer N (every N-th layer full); other patterns "
-                            "are not modelled")
-        put_model(m, "global_attention_every", as_int("--window-attn-skip-freq", skip), "--window-attn-skip-freq", skip,
+        if isinstance(skip, bool) or not str(skip).strip().isdigit():
+            raise SpecError(skip_key, skip, "an integer N (every N-th layer full); other patterns are not modelled")
+        put_model(m, "global_attention_every", as_int(skip_key, skip), skip_key, skip,
                   "every N-th layer attends to the whole sequence")
 
 
-def mtp(m: Mapper) -> None:
-    """``--mtp-num-layers N``: N multi-token prediction modules (``model.mtp_depth``)."""
-    raw = m.get("--mtp-num-layers")
-    if raw is not None and str(raw) != "None":
-        put_model(m, "mtp_depth", as_int("--mtp-num-layers", raw, minimum=0), "--mtp-num-layers", raw,
-                  "multi-token prediction modules on the last stage")
+def mtp(m: Mapper, key_of: KeyOf = flag) -> None:
+    """``mtp_num_layers N``: N multi-token prediction modules (``model.mtp_depth``)."""
+    key = key_of("mtp_num_layers")
+    raw = given_value(m, key)
+    if raw is not None:
+        put_model(m, "mtp_depth", as_int(key, raw, minimum=0), key, raw, "multi-token prediction modules on the "
+                  "last stage")
 
 
-def adam_moments(m: Mapper) -> None:
-    """``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` (Megatron-Core's precision-aware optimizer):
-    both bf16 (or fp16, the same two bytes) is ``job.adam_moments: bf16``; fp8 moments, or the two
-    moments in different dtypes, are not modelled. Megatron-Core asserts fp32 moments without
-    ``--use-precision-aware-optimizer``."""
-    keys = ("--exp-avg-dtype", "--exp-avg-sq-dtype")
-    given = {k: m.get(k) for k in keys if m.has(k)}
-    aware = bool(m.get("--use-precision-aware-optimizer"))
-    if aware:
-        m.ignore("--use-precision-aware-optimizer", True, "lets Megatron-Core keep the Adam moments in "
-                 "--exp-avg-dtype / --exp-avg-sq-dtype (read with them); no cost of its own")
-    if not given:
-        return
-    dtypes = {k: choice(k, v, {"fp32": "fp32", "bf16": "bf16", "fp16": "bf16"},
-                        "fp8 moments are not modelled (job.adam_moments: fp32 or bf16)") for k, v in given.items()}
-    moments = {k: dtypes.get(k, "fp32") for k in keys}
-    if "bf16" in moments.values() and not aware:
-        key = next(k for k in keys if moments[k] == "bf16")
-        raise SpecError(key, given[key], "needs --use-precision-aware-optimizer (without it Megatron-Core asserts "
-                        "fp32 moments)")
-    if moments[keys[0]] != moments[keys[1]]:
-        raise SpecError(keys[1], given.get(keys[1], "fp32"), f"must match --exp-avg-dtype "
-                        f"({given.get(keys[0], 'fp32')}): teton keeps both Adam moments in one dtype (job.adam_moments)")
-    for key, raw in given.items():
-        m.put("job.adam_moments", moments[key], key, raw, "" if raw != "fp16" else "fp16: the same two bytes as bf16")
-
-
-def moe_routing(m: Mapper) -> None:
-    """How the router balances the experts (``job.moe_router_balance``) and how tokens reach them:
-    teton prices the EP dispatch as an all-to-all (Megatron-Core's ``alltoall``, or ``flex``:
-    DeepEP / HybridEP, hierarchical under ``model.moe_max_nodes``); the ``allgather``
-    dispatcher over an EP group is not modelled."""
-    keys = ("--moe-router-force-load-balancing", "--moe-router-load-balancing-type", "--moe-token-dispatcher-type")
-    model = m.spec.get("model") or {}
-    if model.get("experts", 1) <= 1:
-        for key in keys:
+def moe_routing(m: Mapper, key_of: KeyOf = flag) -> None:
+    """How the router balances the experts (``job.moe_router_balance``), how tokens reach them and
+    how the experts' GEMMs run: teton prices the EP dispatch as an all-to-all (Megatron-Core's
+    ``alltoall``, or ``flex``: DeepEP / HybridEP, hierarchical under ``model.moe_max_nodes``;
+    the ``allgather`` dispatcher over an EP group is not modelled), and the routed experts as one
+    grouped GEMM (:func:`_grouped_gemm`)."""
+    names = ("moe_router_force_load_balancing", "moe_router_load_balancing_type", "moe_token_dispatcher_type",
+             "moe_grouped_gemm")
+    if model_value(m, "experts", 1) <= 1:
+        for key in map(key_of, names):
             if m.has(key):
-                m.ignore(key, m.get(key), "read by Megatron-LM only for an MoE model (--num-experts)")
+                m.ignore(key, m.get(key), "read by Megatron-Core only for an MoE model (model.experts > 1)")
         return
-    _balance(m)
-    ep = m.spec["job"].get("ep", 1)
-    raw = m.get("--moe-token-dispatcher-type")
+    _balance(m, key_of)
+    _grouped_gemm(m, key_of("moe_grouped_gemm"))
+    ep, key = m.spec["job"].get("ep", 1), key_of("moe_token_dispatcher_type")
+    raw = given_value(m, key)
     if raw is None:
         if ep > 1:
-            m.default("model.experts (token dispatcher)", "alltoall", "no --moe-token-dispatcher-type: Megatron-Core's "
-                      "default is allgather, which teton does not model; priced as the alltoall dispatcher", write=False)
+            whose = f"the {_preset(m)} config class's, or " if _preset(m) and not key.startswith("--") else ""
+            m.default("model.experts (token dispatcher)", "alltoall", f"no {key}: {whose}Megatron-Core's default "
+                      "allgather, which teton does not model; priced as the alltoall dispatcher", write=False)
         return
-    kind = choice("--moe-token-dispatcher-type", raw, {"alltoall": "alltoall", "flex": "flex", "allgather": "allgather"})
+    kind = choice(key, raw, {"alltoall": "alltoall", "flex": "flex", "allgather": "allgather"})
     if kind == "allgather" and ep > 1:
-        raise SpecError("--moe-token-dispatcher-type", raw, f"alltoall or flex with --expert-model-parallel-size {ep}: "
-                        "teton prices the EP dispatch as an all-to-all; the allgather dispatcher (every EP rank "
-                        "gathers every token) is not modelled")
-    m.ignore("--moe-token-dispatcher-type", raw, {
+        raise SpecError(key, raw, f"alltoall or flex with expert parallelism {ep}: teton prices the EP dispatch as "
+                        "an all-to-all; the allgather dispatcher (every EP rank gathers every token) is not modelled")
+    m.ignore(key, raw, {
         "alltoall": "no field of its own: teton prices the EP dispatch as this all-to-all",
         "flex": "no field of its own: DeepEP / HybridEP, priced as teton's all-to-all (hierarchical with "
                 "model.moe_max_nodes)",
-        "allgather": "no EP all-to-all with --expert-model-parallel-size 1: nothing to price"}[kind])
+        "allgather": "no EP all-to-all with expert parallelism 1: nothing to price"}[kind])
 
 
-def _balance(m: Mapper) -> None:
-    raw = m.get("--moe-router-load-balancing-type")
-    if m.get("--moe-router-force-load-balancing"):
-        m.put("job.moe_router_balance", "forced", "--moe-router-force-load-balancing", True,
-              "every expert its equal share")
-        if raw is not None:
-            m.ignore("--moe-router-load-balancing-type", raw, "superseded by --moe-router-force-load-balancing "
-                     "(the routing is forced even; the balancing loss has no cost teton prices)")
+def _grouped_gemm(m: Mapper, key: str) -> None:
+    """``moe_grouped_gemm``: the local experts' GEMMs as one grouped GEMM (TEGroupedMLP), as teton
+    prices them (docs/moe.md, "How the expert GEMMs run"); without it Megatron-Core's SequentialMLP
+    runs the experts one after another, one GEMM each, which teton does not model."""
+    raw = given_value(m, key)
+    if raw is not None and is_on(m, key):
+        m.ignore(key, raw, "no field of its own: teton prices the routed experts as this grouped GEMM "
+                 "(Megatron-Core's TEGroupedMLP)")
         return
+    per_expert = ("Megatron-Core's SequentialMLP, one GEMM per local expert in turn, which teton does not model; "
+                  "priced as the grouped GEMM")
+    if raw is not None:
+        m.ignore(key, raw, f"off: {per_expert}")
+    elif _preset(m) and not key.startswith("--"):
+        m.default("model.experts (expert GEMMs)", "grouped", f"no {key}: the {_preset(m)} config class's (off: "
+                  f"{per_expert})", write=False)
+    else:
+        m.default("model.experts (expert GEMMs)", "grouped", f"no {key}: {per_expert}", write=False)
+
+
+def _balance(m: Mapper, key_of: KeyOf) -> None:
+    force_key, key = key_of("moe_router_force_load_balancing"), key_of("moe_router_load_balancing_type")
+    raw = given_value(m, key)
+    if is_on(m, force_key):
+        m.put("job.moe_router_balance", "forced", force_key, m.config[force_key], "every expert its equal share")
+        if raw is not None:
+            m.ignore(key, raw, f"superseded by {force_key} (the routing is forced even; the balancing loss has "
+                     "no cost teton prices)")
+        return
+    if given_value(m, force_key) is not None:
+        m.ignore(force_key, m.config[force_key], f"off: the router balances as {key} says")
     if raw is None:
-        m.default("job.moe_router_balance", "aux_loss", "Megatron-LM's --moe-router-load-balancing-type default")
+        m.default("job.moe_router_balance", "aux_loss", f"no {key}: Megatron-Core's default aux_loss")
         return
     names = raw if isinstance(raw, list) else [raw]
-    kinds = [choice("--moe-router-load-balancing-type", n, {**dict.fromkeys(BALANCED, n), "none": "none"}) for n in names]
+    kinds = [choice(key, n, {**dict.fromkeys(BALANCED, n), "none": "none"}) for n in names]
     if all(k == "none" for k in kinds):
-        raise SpecError("--moe-router-load-balancing-type", raw, f"one of {', '.join(BALANCED)}, or "
-                        "--moe-router-force-load-balancing: a router without load balancing is not modelled")
+        raise SpecError(key, raw, f"one of {', '.join(BALANCED)}, or {force_key}: a router without load balancing "
+                        "is not modelled")
     notes = [BALANCED[k] for k in kinds if k != "none" and BALANCED[k]]
-    m.put("job.moe_router_balance", "aux_loss", "--moe-router-load-balancing-type", raw,
+    m.put("job.moe_router_balance", "aux_loss", key, raw,
           "balanced in expectation" + (f": {', '.join(notes)}" if notes else ""))
+
+
+def qkv_bias(m: Mapper, key: str, no_bias: str) -> None:
+    """``add_qkv_bias``: biases on the QKV projection (Megatron-Core builds it with
+    ``add_bias_linear or add_qkv_bias``). With every linear layer's biases (``model.bias``) it adds
+    nothing; alone (Qwen2's QKV-only biases) it is not modelled: teton's biases are all or none."""
+    raw = given_value(m, key)
+    if raw is None:
+        return
+    if not is_on(m, key):
+        m.ignore(key, raw, "off: the QKV projection has biases only with the other linear layers' (model.bias)")
+        return
+    if not model_value(m, "bias", False):
+        raise SpecError(key, raw, f"not with {no_bias}: teton's model.bias is every linear layer's biases or none "
+                        "(biases on the QKV projection alone are not modelled)")
+    put_model(m, "bias", True, key, raw, "the QKV biases, among every linear layer's")
 
 
 def moe_layers(m: Mapper) -> None:

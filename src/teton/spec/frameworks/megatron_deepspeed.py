@@ -130,3 +130,62 @@ def checkpoint_activations(m: Mapper) -> bool:
                         "groups of layers keep other activations (not modelled)")
     m.put("job.recompute", "full", "--checkpoint-activations", True, "every layer's input kept, the rest recomputed")
     return True
+
+
+def checkpoint_and_offload_options(m: Mapper, checkpointing: bool) -> None:
+    """DeepSpeed's activation-checkpoint options, which Megatron-DeepSpeed hands to
+    ``deepspeed.checkpointing.configure``, and ZeRO-3's ``--remote-device``. ``--partition-activations``
+    keeps each checkpointed layer input split over the TP ranks and all-gathers it before the
+    recompute; ``--checkpoint-in-cpu`` moves those partitions to host memory (DeepSpeed asserts
+    it without partitioning). teton models neither: sequence parallelism, the nearest, shards
+    every activation of a layer and turns its TP all-reduces into all-gathers and reduce-scatters,
+    and ``software.cpu_offload_layers`` copies a layer's saved activations asynchronously, never a
+    chunk's last layer. They are refused where they act (``--checkpoint-activations`` under
+    ``--deepspeed``; partitioning over more than one TP rank) and named where they do not."""
+    tp = m.spec["job"].get("tp", 1)
+    active = checkpointing and bool(m.get(FLAG))
+    if m.get("--distribute-saved-activations"):  # Megatron-LM's own partitioned checkpoints
+        raise SpecError("--distribute-saved-activations", True, "not modelled: full recompute's layer inputs kept "
+                        "split over the TP ranks (job.sequence_parallel shards every activation, not the same); "
+                        "drop it to import")
+    if m.get("--deepspeed-activation-checkpointing"):
+        m.ignore("--deepspeed-activation-checkpointing", True, "DeepSpeed's checkpoint function in place of "
+                 "Megatron's: the same layer inputs kept (its options are read with --checkpoint-activations)")
+    partition, in_cpu = m.get("--partition-activations"), m.get("--checkpoint-in-cpu")
+    for key, on in (("--partition-activations", partition), ("--checkpoint-in-cpu", in_cpu)):
+        if on and not active:
+            m.ignore(key, on, "no effect without --checkpoint-activations under --deepspeed: no activation "
+                     "checkpoints to partition or move")
+    if active and in_cpu:
+        raise SpecError("--checkpoint-in-cpu", True, "not modelled: DeepSpeed keeps the partitioned activation "
+                        "checkpoints in host memory, copied out and back synchronously (it needs "
+                        "--partition-activations); drop it to import (teton's CPU offload, "
+                        "software.cpu_offload_layers, is Megatron-Core's)")
+    if active and partition and tp > 1:
+        raise SpecError("--partition-activations", True, f"not modelled with --tensor-model-parallel-size {tp}: "
+                        "each checkpointed layer input split over the TP ranks and all-gathered before the "
+                        "recompute (job.sequence_parallel shards every activation, not the same); drop it to import")
+    if active and partition:
+        m.ignore("--partition-activations", True, "no effect with --tensor-model-parallel-size 1: one rank keeps "
+                 "the whole layer input")
+    _remote_device(m)
+
+
+def _remote_device(m: Mapper) -> None:
+    """``--remote-device cpu / nvme``: ZeRO-3 (``deepspeed.zero.Init``, enabled only at stage 3)
+    creates the partitioned parameters in host memory or on NVMe, ZeRO-Infinity's offload with
+    the JSON config's ``offload_param``; not modelled."""
+    raw = m.get("--remote-device")
+    if raw is None:
+        return
+    kind = str(raw).strip().lower()
+    if kind not in ("none", "cpu", "nvme"):
+        raise SpecError("--remote-device", raw, "one of none, cpu, nvme (Megatron-DeepSpeed's choices)")
+    if kind == "none":
+        m.ignore("--remote-device", raw, "none: parameters on the GPUs (Megatron-DeepSpeed's default)")
+    elif not m.get(FLAG) or m.spec["job"].get("zero") != 3:
+        m.ignore("--remote-device", raw, "no effect below ZeRO-3 under --deepspeed: deepspeed.zero.Init, which "
+                 "reads it, runs only with --zero-stage 3")
+    else:
+        raise SpecError("--remote-device", raw, "none: ZeRO-Infinity's parameter offload to host memory or NVMe "
+                        "is not modelled (teton keeps ZeRO-3's parameter shards on the GPUs)")

@@ -14,6 +14,8 @@ import re
 from typing import Any
 
 import teton.spec.frameworks.mcore as mcore
+import teton.spec.frameworks.mcore_optim as optim
+import teton.spec.frameworks.megatron_arch as arch
 from teton.errors import SpecError
 from teton.spec.frameworks.common import (
     Mapper,
@@ -154,6 +156,7 @@ def _v2(m: Mapper) -> None:
     _model_v2(m)
     _precision_v2(m)
     _ddp_v2(m)
+    optim.optimizer_dtypes(m, lambda n: "optim.config." + n, sets_grad_buffer=False)
     c = "model.config."
     _stack_common(m, c, tp_overlap_key=find(m, "trainer.callbacks", "tp_comm_overlap") or c + "tp_comm_overlap")
     mcore.recompute(m, (c + "recompute_granularity", c + "recompute_method", c + "recompute_num_layers"),
@@ -181,7 +184,11 @@ def _model_v2(m: Mapper) -> None:
     if m.has(c + "add_bias_linear"):
         mcore.put_model(m, "bias", as_bool(c + "add_bias_linear", m.get(c + "add_bias_linear")), c + "add_bias_linear",
                         m.config[c + "add_bias_linear"])
+    arch.qkv_bias(m, c + "add_qkv_bias", c + "add_bias_linear: false")
     mcore.dropout(m, lambda n: c + n, None, ("hidden_dropout", "attention_dropout"))
+    arch.attention(m, lambda n: c + n, "MLATransformerConfig", gqa_key=None)
+    arch.mtp(m, lambda n: c + n)
+    arch.moe_routing(m, lambda n: c + n)
 
 
 def _arch(m: Mapper, p: str, gqa: bool) -> None:
