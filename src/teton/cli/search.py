@@ -123,11 +123,10 @@ def _pipeline_cell(r: dict) -> str:
     ``1 (dualpipe)``, ``1 (1f1b, balanced)``): what ``--set job.pp_schedule`` / ``job.pp_split``
     reproduce."""
     plain = "interleaved" if r["virtual_stages"] > 1 else "1f1b"
-    extra = [x for x in (r["pp_schedule"] if r["pp_schedule"] != plain else None,
-                         "balanced" if r["pp_split"] == "balanced" else None) if x]
-    if extra and r["pp_split"] == "balanced" and r["pp_schedule"] == plain:
-        extra = [plain, "balanced"]
-    return f"{r['virtual_stages']} ({', '.join(extra)})" if extra else str(r["virtual_stages"])
+    balanced = r["pp_split"] == "balanced"
+    if r["pp_schedule"] == plain and not balanced:
+        return str(r["virtual_stages"])
+    return f"{r['virtual_stages']} ({r['pp_schedule']}{', balanced' if balanced else ''})"
 
 
 def _recompute_cell(r: dict) -> str:

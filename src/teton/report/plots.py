@@ -44,9 +44,10 @@ def breakdown_bar(breakdown: dict[str, float], step_time_s: float) -> go.Figure:
 
 
 def memory_bar(memory_bytes: dict[str, float], hbm_bytes: float, label: str = "fullest GPU",
-               usable_bytes: float | None = None) -> go.Figure:
+               usable_bytes: float | None = None, verdict: str | None = None) -> go.Figure:
     """Memory terms of the fullest GPU (GiB) stacked against the HBM capacity (dashed line) and the
-    usable HBM the headroom leaves (dotted; ``teton.workload.headroom``)."""
+    usable HBM the headroom leaves (dotted; ``teton.workload.headroom``); ``verdict``: the step's
+    (``fits`` / ``tight`` / ``does not fit``), else fits or not against the usable HBM."""
     fig = go.Figure()
     for i, (term, b) in enumerate(memory_bytes.items()):
         fig.add_trace(go.Bar(x=[b / GIB], y=[label], orientation="h", name=term,
@@ -57,7 +58,7 @@ def memory_bar(memory_bytes: dict[str, float], hbm_bytes: float, label: str = "f
         fig.add_shape(type="line", x0=x / GIB, x1=x / GIB, y0=0, y1=1, yref="paper", line=dict(color="black", dash=dash))
     fig.update_layout(barmode="stack")
     fig.update_xaxes(range=[0, max(total, hbm_bytes) / GIB * 1.08])
-    fits = "fits" if total <= usable else "DOES NOT FIT"
+    fits = {"fits": "fits", "tight": "TIGHT"}.get(verdict or ("fits" if total <= usable else ""), "DOES NOT FIT")
     return _layout(fig, f"memory per GPU: {total / GIB:.1f} GiB of {usable / GIB:.1f} GiB usable (dotted), "
                    f"{hbm_bytes / GIB:.1f} GiB HBM (dashed): {fits}", "GiB", "", height=240)
 

@@ -143,7 +143,8 @@ def memory_section(ctx: Context) -> Section:
     room = headroom_text(r.memory_per_gpu_bytes, r.usable_hbm_bytes, r.hbm_bytes, r.memory_reserved)
     lead = f"Fullest GPU: {room}: {fits}."
     return Section("memory", "Memory per GPU", lead, (Table(("term", "GiB"), rows, "memory of the fullest pipeline rank"),),
-                   (("memory", plots.memory_bar(r.memory_breakdown, r.hbm_bytes, usable_bytes=r.usable_hbm_bytes)),),
+                   (("memory", plots.memory_bar(r.memory_breakdown, r.hbm_bytes, usable_bytes=r.usable_hbm_bytes,
+                                                 verdict=r.memory_verdict)),),
                    data={"fits_in_memory": r.fits_in_memory, "memory_verdict": r.memory_verdict,
                          "headroom_bytes": r.headroom_bytes,
                          "usable_hbm_bytes": r.usable_hbm_bytes})

@@ -35,7 +35,6 @@ class FabricLayer(Section):
                                                "us (fibre ~ 5 us per km: inter-building links)")
 
 
-
 def path_latency_s(layers: Sequence[FabricLayer], tier: int) -> float:
     """One-way switch and cable latency of a path that turns around at fabric tier ``tier``
     (0: the leaf): it passes each switch below the turn twice (up and down) and the turning switch

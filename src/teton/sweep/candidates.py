@@ -129,7 +129,9 @@ def _layouts(spec: Spec, space: SearchSpace, eps: tuple) -> Iterator[tuple[tuple
     """((tp, pp, dp), the job update) of every degree and micro-batch in ``space`` at each of
     ``eps`` (None: EP left to the expert choice) that divides the GPUs and the batch; a CP layout
     at each of ``space.cp_algo`` (a layout of its own: dominance is judged within it), a2a+p2p
-    with its all-to-all groups in the NVLink domain (``spec.layout.hierarchical_cp_a2a``; none: not tried)."""
+    with its all-to-all groups in the NVLink domain (``spec.layout.hierarchical_cp_a2a``; none: not tried);
+    and each of those again with a balanced pipeline split where :func:`_balanced_variant` says so
+    (a layout of its own too)."""
     for degrees, layout in _degree_layouts(spec, space, eps):
         variants = [layout]
         if layout["cp"] > 1 and space.cp_algo:
