@@ -230,3 +230,17 @@ def test_moe_experts_are_replicated_over_dp_over_ep(make_spec):
     dense = m.total_params() - 4 * m.experts * m.mlp_params()
     # bf16 of everything it holds + its 1/64 (dense) or 1/8 (experts) optimizer shard
     assert every.written_bytes.max() == pytest.approx(2 * (dense + expert) + 12 * dense / 64 + 12 * expert / 8)
+
+
+def test_the_straggler_tail_is_not_the_whole_save_of_client_bound_writers():
+    """12 writers on the 405B job's storage never saturate it (each at its FUSE client's ceiling):
+    the tail had read the whole save (807 s, with slowest / median 1.00); it is the time after half
+    the writers finished, and no longer than the save."""
+    from teton.storage.transfer import Transfer
+
+    t = Transfer("write", 1.0, 12, 2, 807.0, 1.0, "fuse_client", slowest_writer_s=807.0, median_writer_s=806.9,
+                 saturated_s=0.0)
+    assert t.tail_s == pytest.approx(0.1)
+    t = Transfer("write", 1.0, 2, 1, 7 / 3, 1.0, "server_nic", slowest_writer_s=7 / 3, median_writer_s=1.0,
+                 saturated_s=1.0)
+    assert t.tail_s == pytest.approx(4 / 3)  # after the stage stopped running flat out, as before

@@ -4,7 +4,8 @@ Each point spreads the job's checkpoint bytes evenly over N writers, packed ``gp
 per host, and runs :func:`teton.storage.transfer.transfer`. Delivered bandwidth grows with the
 client hosts (FUSE per-host ceiling, frontend NICs) until it meets the storage limit (server
 NICs or flash), then stays flat; ``tail_s`` is how long the slowest writers keep writing after
-the shared stage stops running flat out, so delivered = bytes / time sits below the peak rate.
+the shared stage stops running flat out (or after half the writers finished, where the stage never
+ran flat out: ``Transfer.tail_s``), so delivered = bytes / time sits below the peak rate.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ScalingPoint:
     slowest_writer_s: float
     median_writer_s: float
     peak_rate_bytes_s: float  # aggregate rate while every writer is active
-    tail_s: float  # time after the shared stage stopped running flat out
+    tail_s: float  # the straggler tail (``teton.storage.transfer.Transfer.tail_s``)
     rate_bottleneck: str = ""  # what caps the peak rate (``teton.storage.transfer.Transfer``)
 
 

@@ -20,7 +20,8 @@ per-host write times; 0 turns stragglers off). C is shared
 max-min fairly (water filling: every active writer gets min(u_w, lambda), sum = C) and rates are
 re-solved each time a class of writers finishes (:func:`fair_share_fluid`). The transfer is done
 when the slowest writer is; ``saturated_s`` is how long C ran flat out and ``tail_s`` the time
-after that in which only stragglers were still writing. Without jitter and with equal writers
+after that, or after half the writers had finished if that is later (C never saturated: writers at
+their own ceilings), in which only stragglers were still writing. Without jitter and with equal writers
 T = total / C exactly. Metadata: ``ops_per_file`` per file plus ``ops_per_chunk`` Block-layer ops per chunk,
 against the metadata service rate (per host on the local tier), overlapped with the data:
     T = max(T_fluid, metadata_ops / metadata_rate) + one request latency.
@@ -67,7 +68,10 @@ class Transfer:
 
     @property
     def tail_s(self) -> float:
-        return max(0.0, self.slowest_writer_s - self.saturated_s)
+        """The straggler tail: how long the slowest writer keeps writing after the shared stage
+        stopped running flat out or, where it never did (writers at their own ceilings) or stopped
+        earlier, after half the writers had finished: ``slowest - max(saturated, median)``."""
+        return max(0.0, self.slowest_writer_s - max(self.saturated_s, self.median_writer_s))
 
     def to_dict(self) -> dict:
         return {
