@@ -33,29 +33,30 @@ def _run(cli, spec, cluster: Path) -> dict:
     return json.loads(out)
 
 
+def _refused(cli, runs: Path) -> str:
+    """``teton fit RUNS --cluster-out`` refused in one line, no file written: the error line."""
+    out = runs.parent / "c.yaml"
+    code, _, err = cli("fit", str(runs), "--cluster-out", str(out))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+    return err
+
+
 # --- a user's runs ----------------------------------------------------------------------------
 
 def test_a_run_faster_than_its_burst_prediction_is_refused_by_name(tmp_path, cli):
     """6.0 s against a burst-only (peak microbenchmark) prediction of 8.89 s: no in-situ value can
     make teton that fast. The fit had written a band of +102 % that `teton run` then refused."""
-    runs = _runs(tmp_path, ("fast", [], 6.0), ("ok", ["job.tp=4", "job.pp=8"], 10.5))
-    out = tmp_path / "c.yaml"
-    code, _, err = cli("fit", str(runs), "--cluster-out", str(out))
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    err = _refused(cli, _runs(tmp_path, ("fast", [], 6.0), ("ok", ["job.tp=4", "job.pp=8"], 10.5)))
     assert "fast.step_time_s = 6.0" in err and "8.891 s" in err and "burst" in err
-    assert not out.exists()
 
 
 def test_a_band_a_cluster_cannot_hold_is_not_written(tmp_path, cli):
     """One layout measured at its burst prediction, another at 50 times it: their held-out errors
     span past -100 %, which no cluster band can hold; the file is refused in one line naming the
     worst run."""
-    runs = _runs(tmp_path, ("a", [], 9.0), ("b", ["job.tp=4", "job.pp=8"], 400.0))
-    out = tmp_path / "c.yaml"
-    code, _, err = cli("fit", str(runs), "--cluster-out", str(out))
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    err = _refused(cli, _runs(tmp_path, ("a", [], 9.0), ("b", ["job.tp=4", "job.pp=8"], 400.0)))
     assert "--cluster-out" in err and "worst: b" in err and "-100 %" in err
-    assert not out.exists()
 
 
 def test_one_run_gets_the_catalogs_band_about_the_calibrated_point(tmp_path, cli):

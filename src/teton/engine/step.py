@@ -12,7 +12,9 @@
    ``selective_layer``'s checkpointed layers, an fp8 job's bf16 layers, CPU-offloaded layers,
    ``workload.layer_kinds`` - plus embedding / head) feed
    the pipeline schedule (``engine.pipeline_schedule``), with point-to-point transfer times on the
-   dependency edges and the DP collectives (ZeRO stage semantics) on a separate stream.
+   dependency edges and the DP collectives (ZeRO stage semantics) on a separate stream, slowed
+   where an expert all-to-all that leaves the NVLink domain holds the same NICs
+   (``engine.nic_share``).
 3. The schedule is run three times - ideal (no p2p, no DP), with p2p, with everything - so the
    idle time splits into the pipeline bubble, exposed PP and exposed DP communication.
    DP collectives that ran under compute held SMs from it (one CTA per NCCL channel): to first

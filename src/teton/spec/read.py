@@ -35,6 +35,7 @@ Yaml12Loader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^(?:[-+
 
 
 def _construct_int12(loader: yaml.SafeLoader, node) -> int:
+    """An integer scalar as YAML 1.2's core schema reads it (``_`` separators allowed, as PyYAML's)."""
     text = loader.construct_scalar(node).replace("_", "")
     if text[:2] in ("0o", "0x"):
         return int(text[2:], 8 if text[1] == "o" else 16)

@@ -88,6 +88,7 @@ def map_files(value: Any, where: Where, base_dir: Path | None, on_file: Callable
 
 
 def _absolute(where: Where, path: Path) -> str:
+    """:func:`map_files`'s callback: the path made absolute (``where`` unused)."""
     return os.path.abspath(path)
 
 

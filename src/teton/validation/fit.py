@@ -97,12 +97,12 @@ class FitResult:
     surrogate_miss: float = 0.0
     surrogates: Surrogates | None = field(default=None, repr=False, compare=False)  # for further studies
     held_to_prior: bool = False  # a user's fit against the catalog's prior
-    # a user's fit, per cell: the keys held at their prior (not identified by the runs) and their values,
+    # a user's fit, per cell: the keys held at their prior (not identified by the runs) and their values
     held: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
-    identifiability: tuple = ()  # teton.validation.identify.Identifiability,
-    # the posterior covariance (z units) of every key in ``keys`` order,
+    identifiability: tuple = ()  # a user's fit, per cell: teton.validation.identify.Identifiability
+    # a user's fit, per cell: the posterior covariance (z units) of every key in ``keys`` order
     covariance: dict[tuple[str, str], np.ndarray] = field(default_factory=dict, repr=False, compare=False)
-    # and the catalog's values of the parameters not in ``keys`` (held there; the cluster file carries them)
+    # a user's fit, per cell: the catalog's values of the keys not fitted (held there; in the cluster file)
     fixed: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
 
     def errors(self, which: str) -> np.ndarray:
